@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Install everything waggle needs into ./.venv (and, with root or sudo, the Debian packages its tests use).
+# Sourced by scripts/demo.sh and scripts/test.sh; safe to run again.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+need_python() {
+  for py in python3.11 python3 python; do
+    if command -v "$py" >/dev/null && "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+      echo "$py"; return 0
+    fi
+  done
+  echo "error: Python 3.11 or newer is required" >&2; return 1
+}
+
+need_java() {
+  if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then return 0; fi
+  if command -v java >/dev/null; then return 0; fi
+  echo "error: Java 17 is required (the local metastores are Hive's own Java code)" >&2; return 1
+}
+
+apt_install() {
+  # Debian packages the tests use: the Thrift compiler (generated-code check) and OpenSSH (tunnel tests).
+  local missing=()
+  command -v thrift >/dev/null || missing+=(thrift-compiler)
+  [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null; then sudo="sudo"; else
+      echo "warning: cannot install ${missing[*]} (not root, no sudo)" >&2; return 0
+    fi
+  fi
+  if command -v apt-get >/dev/null; then
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "warning: no apt-get; install ${missing[*]} yourself" >&2
+  fi
+}
+
+PY=$(need_python)
+need_java
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+if [ "${1:-}" = "--test" ]; then
+  apt_install
+  .venv/bin/python -m pip install -q -e ".[test]"
+  # Hive 3.1 generated client code, used as a test client; it pins an old thrift, so no deps.
+  .venv/bin/python -m pip install -q --no-deps "hive-metastore-client>=1.0.9"
+else
+  .venv/bin/python -m pip install -q -e .
+fi

@@ -1,0 +1,97 @@
+"""Network faults on loopback, for the failure tests: a peer that never answers, one that hangs up
+mid-call, and a slow link in front of a real metastore. None of them pretends to be a metastore."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+
+class _Listener:
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self._conns: list[socket.socket] = []
+        self._stop = False
+        threading.Thread(target=self._accept_loop, daemon=True).start()
+
+    def _accept_loop(self) -> None:
+        while not self._stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            self._conns.append(conn)
+            threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+
+    def handle(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._stop = True
+        self.sock.close()
+        for c in self._conns:
+            try:
+                c.close()
+            except OSError:
+                pass
+
+
+class BlackHole(_Listener):
+    """Accepts connections and reads requests, but never answers."""
+
+    def handle(self, conn: socket.socket) -> None:
+        try:
+            while conn.recv(65536):
+                pass
+        except OSError:
+            pass
+
+
+class HangUp(_Listener):
+    """Reads the first bytes of a request, then closes the connection (a peer dying mid-call)."""
+
+    def handle(self, conn: socket.socket) -> None:
+        try:
+            conn.recv(16)
+        finally:
+            conn.close()
+
+
+class SlowLink(_Listener):
+    """A TCP relay to a real server that holds every reply back for ``delay`` seconds."""
+
+    def __init__(self, target_port: int, delay: float) -> None:
+        self.target_port = target_port
+        self.delay = delay
+        super().__init__()
+
+    def handle(self, conn: socket.socket) -> None:
+        upstream = socket.create_connection(("127.0.0.1", self.target_port))
+
+        def pump(src: socket.socket, dst: socket.socket, delay: float) -> None:
+            try:
+                while True:
+                    data = src.recv(65536)
+                    if not data:
+                        break
+                    if delay:
+                        time.sleep(delay)
+                    dst.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for s in (src, dst):
+                    try:
+                        s.close()
+                    except OSError:
+                        pass
+
+        threading.Thread(target=pump, args=(conn, upstream, 0.0), daemon=True).start()
+        pump(upstream, conn, self.delay)

@@ -1,0 +1,198 @@
+"""The message layer over a real socket pair: framing, raw relaying, limits and garbage."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+
+import pytest
+from thrift.protocol.TBinaryProtocol import TBinaryProtocol
+from thrift.protocol.TCompactProtocol import TCompactProtocol
+from thrift.Thrift import TMessageType
+from thrift.transport.TTransport import TFramedTransport, TMemoryBuffer
+
+from waggle.config.model import Limits, ProtocolKind, TransportKind, WireFormat
+from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
+from waggle.hms.gen.hive_metastore import ttypes
+from waggle.wire import PeerClosed, Wire, WireError, decode_message
+
+LIMITS = Limits(max_message_bytes=1 << 20, max_string_bytes=1 << 16, max_container_items=1000)
+FORMATS = [WireFormat(t, p) for t in TransportKind for p in ProtocolKind]
+
+
+def encode_with_thrift(fmt: WireFormat, name: str, mtype: int, seqid: int, obj: object) -> bytes:
+    """Encode with Apache Thrift's own pure-Python classes, as an independent reference."""
+    buf = TMemoryBuffer()
+    trans = TFramedTransport(buf) if fmt.transport is TransportKind.FRAMED else buf
+    proto = (TCompactProtocol if fmt.protocol is ProtocolKind.COMPACT else TBinaryProtocol)(trans)
+    proto.writeMessageBegin(name, mtype, seqid)
+    obj.write(proto)  # type: ignore[attr-defined]
+    proto.writeMessageEnd()
+    trans.flush()
+    return buf.getvalue()
+
+
+@pytest.fixture
+def pair():
+    a, b = socket.socketpair()
+    a.settimeout(5)
+    b.settimeout(5)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def sample_table(i: int = 0) -> ttypes.Table:
+    return ttypes.Table(tableName=f"t{i}", dbName="db", parameters={"k": "v" * 10},
+                        sd=ttypes.StorageDescriptor(cols=[ttypes.FieldSchema("c", "int", None)], location="/x"))
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.describe())
+def test_reads_what_thrift_writes_and_relays_it_byte_for_byte(pair, fmt):
+    a, b = pair
+    args = T.get_table_args(dbname="sales", tbl_name="orders")
+    data = encode_with_thrift(fmt, "get_table", TMessageType.CALL, 7, args)
+    a.sendall(data * 3)  # three calls back to back in one stream
+    wire = Wire(b, fmt, LIMITS)
+    for _ in range(3):
+        header = wire.read_begin()
+        assert (header.name, header.mtype, header.seqid) == ("get_table", TMessageType.CALL, 7)
+        decoded = wire.read_struct(T.get_table_args)
+        raw = wire.read_end()
+        assert decoded == args
+        expected = data[4:] if fmt.transport is TransportKind.FRAMED else data
+        assert raw == expected
+    # what waggle encodes is what Thrift encodes
+    assert wire.encode("get_table", TMessageType.CALL, 7, args) == (
+        data[4:] if fmt.transport is TransportKind.FRAMED else data)
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.describe())
+def test_skipping_a_large_reply_keeps_its_bytes(pair, fmt):
+    a, b = pair
+    result = T.get_table_objects_by_name_result(success=[sample_table(i) for i in range(500)])
+    data = encode_with_thrift(fmt, "get_table_objects_by_name", TMessageType.REPLY, 1, result)
+    threading.Thread(target=a.sendall, args=(data,), daemon=True).start()
+    wire = Wire(b, fmt, Limits(1 << 24, 1 << 16, 1000))
+    wire.read_begin()
+    wire.skip_struct()
+    raw = wire.read_end()
+    assert wire.first_field_id(raw) == 0
+    _, body = decode_message(raw, fmt.protocol, T.get_table_objects_by_name_result, LIMITS)
+    assert body == result
+
+
+def test_fields_this_side_does_not_know_survive_relaying(pair):
+    """A newer peer's extra field is not dropped: the raw bytes are relayed, not re-encoded."""
+    a, b = pair
+    buf = TMemoryBuffer()
+    p = TBinaryProtocol(buf)
+    p.writeMessageBegin("get_table", TMessageType.CALL, 1)
+    p.writeStructBegin("x")
+    p.writeFieldBegin("dbname", 11, 1)
+    p.writeString("db")
+    p.writeFieldEnd()
+    p.writeFieldBegin("future_field", 11, 99)
+    p.writeString("from a newer client")
+    p.writeFieldEnd()
+    p.writeFieldStop()
+    p.writeStructEnd()
+    data = buf.getvalue()
+    a.sendall(data)
+    wire = Wire(b, WireFormat(), LIMITS)
+    wire.read_begin()
+    assert wire.read_struct(T.get_table_args).dbname == "db"
+    assert wire.read_end() == data
+
+
+def test_first_field_id_tells_success_from_declared_exception(pair):
+    a, b = pair
+    wire = Wire(b, WireFormat(), LIMITS)
+    for result, expected in [
+        (T.get_database_result(success=ttypes.Database(name="x")), 0),
+        (T.get_database_result(o1=ttypes.NoSuchObjectException("gone")), 1),
+        (T.drop_table_result(), -1),
+    ]:
+        a.sendall(wire.encode("m", TMessageType.REPLY, 1, result))
+        wire.read_begin()
+        wire.skip_struct()
+        assert wire.first_field_id(wire.read_end()) == expected
+
+
+def test_clean_eof_between_messages_is_peer_closed(pair):
+    a, b = pair
+    a.close()
+    with pytest.raises(PeerClosed):
+        Wire(b, WireFormat(), LIMITS).read_begin()
+
+
+def test_truncated_message_is_a_wire_error(pair):
+    a, b = pair
+    data = encode_with_thrift(WireFormat(), "get_table", TMessageType.CALL, 1, T.get_table_args("d", "t"))
+    a.sendall(data[:-3])
+    a.close()
+    wire = Wire(b, WireFormat(), LIMITS)
+    wire.read_begin()
+    with pytest.raises(WireError):
+        wire.read_struct(T.get_table_args)
+
+
+@pytest.mark.parametrize("garbage", [
+    b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"\x80\x01\x00\x01" + struct.pack("!i", 10_000_000),  # absurd method-name length
+    b"\x00\x00\x00\x05hello\x09",  # old-style header with an invalid message type
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",  # a TLS client hello
+])
+def test_garbage_is_a_wire_error(pair, garbage):
+    a, b = pair
+    a.sendall(garbage)
+    a.close()
+    with pytest.raises((WireError, PeerClosed)):
+        wire = Wire(b, WireFormat(), LIMITS)
+        wire.read_begin()
+        wire.skip_struct()
+
+
+def test_oversized_string_is_refused(pair):
+    a, b = pair
+    data = encode_with_thrift(WireFormat(), "get_table", TMessageType.CALL, 1, T.get_table_args("d" * 70_000, "t"))
+    threading.Thread(target=a.sendall, args=(data,), daemon=True).start()
+    wire = Wire(b, WireFormat(), LIMITS)
+    wire.read_begin()
+    with pytest.raises(WireError, match="limit"):
+        wire.read_struct(T.get_table_args)
+
+
+def test_oversized_container_is_refused(pair):
+    a, b = pair
+    args = T.get_partitions_by_names_args("d", "t", [f"p={i}" for i in range(1001)])
+    data = encode_with_thrift(WireFormat(), "get_partitions_by_names", TMessageType.CALL, 1, args)
+    threading.Thread(target=a.sendall, args=(data,), daemon=True).start()
+    wire = Wire(b, WireFormat(), LIMITS)
+    wire.read_begin()
+    with pytest.raises(WireError):
+        wire.read_struct(T.get_partitions_by_names_args)
+
+
+def test_oversized_message_is_refused_without_buffering_it(pair):
+    a, b = pair
+    small = Limits(max_message_bytes=4096, max_string_bytes=1 << 20, max_container_items=10**6)
+    args = T.get_partitions_by_names_args("d", "t", [f"p={i}" for i in range(2000)])
+    data = encode_with_thrift(WireFormat(), "get_partitions_by_names", TMessageType.CALL, 1, args)
+    threading.Thread(target=a.sendall, args=(data,), daemon=True).start()
+    wire = Wire(b, WireFormat(), small)
+    with pytest.raises(WireError, match="4096"):
+        wire.read_begin()
+        wire.read_struct(T.get_partitions_by_names_args)
+
+
+def test_framed_message_longer_than_its_frame_is_refused(pair):
+    a, b = pair
+    data = encode_with_thrift(WireFormat(), "get_table", TMessageType.CALL, 1, T.get_table_args("d", "t"))
+    a.sendall(struct.pack("!i", len(data) - 2) + data)
+    wire = Wire(b, WireFormat(TransportKind.FRAMED), LIMITS)
+    wire.read_begin()
+    with pytest.raises(WireError):
+        wire.read_struct(T.get_table_args)
+        wire.read_end()

@@ -1,0 +1,5 @@
+import sys
+
+from waggle.cli import main
+
+sys.exit(main())

@@ -1,0 +1,55 @@
+"""Assemble and run the proxy process (after :mod:`waggle.cli` has monkey-patched)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import gevent
+
+from waggle.config.loader import ConfigError, load
+from waggle.config.model import WaggleConfig
+from waggle.ops.logging import configure, get_logger
+from waggle.server.runtime import Runtime
+from waggle.server.server import WaggleServer
+
+
+def start(config: WaggleConfig) -> WaggleServer:
+    """Start serving in the background; the caller owns the hub."""
+    runtime = Runtime(config)
+    server = WaggleServer(runtime)
+    server.start()
+    return server
+
+
+def serve(server_file: str | None, federation_file: str) -> int:
+    try:
+        config = load(server_file, federation_file)
+    except ConfigError as exc:
+        configure()
+        log = get_logger("waggle")
+        for problem in exc.problems:
+            log.error("config.invalid", problem=problem)
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
+    configure(config.server.log_level, config.server.log_format)
+    log = get_logger("waggle")
+    for warning in config.warnings:
+        log.warning("config.warning", warning=warning)
+    try:
+        server = start(config)
+    except OSError as exc:
+        log.error("server.cannot_listen", port=config.server.port, error=str(exc))
+        return 1
+    log.info("federation.loaded", primary=config.federation.primary.name,
+             members=[m.name for m in config.federation.members],
+             resolution=config.server.database_resolution.value)
+
+    def on_term() -> None:
+        gevent.spawn(server.stop, config.server.graceful_stop_seconds)
+
+    gevent.signal_handler(signal.SIGTERM, on_term)
+    gevent.signal_handler(signal.SIGINT, on_term)
+    server.wait()
+    return 0

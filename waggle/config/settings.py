@@ -1,0 +1,145 @@
+"""Every configuration key waggle reads, with its default and meaning, in one registry.
+
+The loader validates against it and the configuration reference in the README is generated from it
+(``python -m waggle.config.settings``), so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    key: str
+    default: str
+    doc: str
+    implemented: bool = True
+
+
+SERVER_SETTINGS: tuple[Setting, ...] = (
+    Setting("port", "48869", "Thrift port that clients put in `hive.metastore.uris`."),
+    Setting("bind-address", "0.0.0.0", "Address the Thrift port listens on (waggle addition)."),
+    Setting(
+        "database-resolution", "MANUAL",
+        "`MANUAL` (each database belongs to one metastore) or `PREFIXED` (federated databases carry a prefix).",
+    ),
+    Setting(
+        "transport", "buffered",
+        "`buffered` (unframed, what Hive and Spark send) or `framed`. Also set by the Hive property "
+        "`hive.metastore.thrift.framed.transport.enabled` in `configuration-properties`.",
+    ),
+    Setting(
+        "protocol", "binary",
+        "`binary` or `compact`. Also set by `hive.metastore.thrift.compact.protocol.enabled`.",
+    ),
+    Setting(
+        "max-connections", "1000",
+        "Client connections served at once; further ones wait in the listen backlog. "
+        "Defaults to `hive.metastore.server.max.threads` when that property is set.",
+    ),
+    Setting(
+        "thrift-server-stop-timeout-val-in-seconds", "60",
+        "On SIGTERM, how long in-flight calls may take to finish before waggle exits.",
+    ),
+    Setting("limits.max-message-bytes", "104857600", "Largest request message a client may send (bytes)."),
+    Setting("limits.max-string-bytes", "16777216", "Longest string or binary field in a request (bytes)."),
+    Setting("limits.max-container-items", "1000000", "Most elements in one list, set or map of a request."),
+    Setting(
+        "limits.max-upstream-message-bytes", "2147483647",
+        "Largest reply accepted from a metastore (bytes); a 100,000-partition listing is ~100 MB.",
+    ),
+    Setting(
+        "query-functions-across-all-metastores", "true",
+        "`get_all_functions` fans out to every metastore (`true`) or asks the primary only (`false`).",
+    ),
+    Setting(
+        "status-polling-delay", "5",
+        "How often metastore health is checked, in `status-polling-delay-time-unit` units.",
+    ),
+    Setting("status-polling-delay-time-unit", "MINUTES", "Unit of `status-polling-delay`."),
+    Setting("endpoint.port", "18000", "HTTP port for health, readiness, metrics and the admin API."),
+    Setting("logging.level", "info", "`debug` logs one line per call; `info`, `warning`, `error`."),
+    Setting("logging.format", "auto", "`json`, `console`, or `auto` (console on a terminal, JSON otherwise)."),
+    Setting(
+        "configuration-properties", "{}",
+        "Hive properties. waggle reads the transport, protocol, thread and socket-timeout ones listed "
+        "above and passes the rest to nothing (it has no HiveConf).",
+    ),
+    Setting("verbose", "false", "Accepted for compatibility; waggle's logs are always structured.", False),
+    Setting("disconnect-connection-delay", "5", "Accepted; waggle notices closed clients at once.", False),
+    Setting("disconnect-time-unit", "MINUTES", "Accepted; see `disconnect-connection-delay`.", False),
+    Setting("thrift-server-request-timeout", "20", "Accepted, not used.", False),
+    Setting("thrift-server-request-timeout-unit", "SECONDS", "Accepted, not used.", False),
+    Setting("yaml-storage.overwrite-config-on-shutdown", "true", "Ignored: waggle never rewrites your YAML.", False),
+    Setting("graphite", "-", "Not implemented; use the Prometheus endpoint.", False),
+    Setting("prometheus.prefix", "waggle-dance", "Not implemented.", False),
+    Setting("management", "-", "Spring actuator settings; not applicable.", False),
+    Setting("logging.config", "-", "log4j2 file; not applicable.", False),
+    Setting("waggledance", "-", "Waggle Dance extensions (rate limiting); not implemented.", False),
+)
+
+METASTORE_SETTINGS: tuple[Setting, ...] = (
+    Setting("name", "(required)", "Unique name of the metastore; used in logs, metrics and errors."),
+    Setting(
+        "remote-meta-store-uris", "(required)",
+        "Comma-separated `thrift://host:port` list, tried in order until one connects.",
+    ),
+    Setting(
+        "database-prefix", "primary: empty; federated: `<name>_`",
+        "Prefix of this metastore's databases in `PREFIXED` mode (lower-cased).",
+    ),
+    Setting(
+        "access-control-type", "READ_ONLY",
+        "`READ_ONLY`, `READ_AND_WRITE_AND_CREATE` (primary only), `READ_AND_WRITE_ON_DATABASE_WHITELIST`, "
+        "`READ_AND_WRITE_AND_CREATE_ON_DATABASE_WHITELIST` (primary only).",
+    ),
+    Setting("writable-database-white-list", "[]", "Case-insensitive regexes of databases that may be written."),
+    Setting("mapped-databases", "null (all)", "Case-insensitive regexes of visible databases; `[]` shows none."),
+    Setting("mapped-tables", "null (all)", "Per database, `{database: db, mapped-tables: [regex, ...]}`."),
+    Setting("database-name-mapping", "{}", "`{name-in-metastore: alias}`; both names are served."),
+    Setting("latency", "0", "Extra milliseconds this metastore may take, added to its timeouts."),
+    Setting("metastore-tunnel", "none", "SSH tunnel: `route`, `private-keys`, `known-hosts`, `port`, ..."),
+    Setting(
+        "configuration-properties", "{}",
+        "Hive client properties: `hive.metastore.client.socket.timeout` sets the read timeout, "
+        "`hive.metastore.thrift.framed.transport.enabled` / `...compact.protocol.enabled` the wire format.",
+    ),
+    Setting("hive-version", "none", "Hint of the metastore's Hive version, e.g. `2.3`, `3.1`, `4.0` (waggle addition)."),
+    Setting("connect-timeout", "2000", "Milliseconds to open a connection, plus `latency` (waggle addition)."),
+    Setting(
+        "read-timeout", "600000",
+        "Milliseconds to wait for a reply, plus `latency`; defaults to `hive.metastore.client.socket.timeout` "
+        "when set (waggle addition).",
+    ),
+    Setting("pool-max-idle", "16", "Idle upstream connections kept per client identity (waggle addition)."),
+    Setting("impersonation-enabled", "false", "Kerberos impersonation; not implemented.", False),
+    Setting("hive-metastore-filter-hook", "-", "Java filter hook class; not applicable.", False),
+    Setting("glue-config", "-", "AWS Glue catalogs; not implemented.", False),
+    Setting("read-only-remote-meta-store-uris", "-", "Not implemented.", False),
+    Setting("read-only-glue-config", "-", "Not implemented.", False),
+    Setting("status", "-", "Runtime status in Waggle Dance's REST output; ignored in files.", False),
+)
+
+
+def top_level(settings: tuple[Setting, ...]) -> dict[str, Setting]:
+    return {s.key.split(".")[0]: s for s in settings}
+
+
+def markdown_table(settings: tuple[Setting, ...]) -> str:
+    rows = ["| Key | Default | Meaning |", "|---|---|---|"]
+    for s in settings:
+        note = "" if s.implemented else " *(accepted with a warning)*"
+        rows.append(f"| `{s.key}` | {s.default} | {s.doc}{note} |")
+    return "\n".join(rows)
+
+
+def main() -> None:  # pragma: no cover - documentation helper
+    print("### Server file\n")
+    print(markdown_table(SERVER_SETTINGS))
+    print("\n### Federation file: every metastore (`primary-meta-store`, `federated-meta-stores[]`)\n")
+    print(markdown_table(METASTORE_SETTINGS))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,203 @@
+"""Real, local, Derby-backed Hive metastores started from the Hive jars that pyspark bundles.
+
+Used by ``waggle demo`` and by the test harness. Each instance owns a directory (Derby locks it) holding
+``hive-site.xml``, the Derby database, the warehouse and the JVM's log.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+METASTORE_MAIN = "org.apache.hadoop.hive.metastore.HiveMetaStore"
+
+
+class LocalMetastoreError(RuntimeError):
+    """A local metastore could not be started."""
+
+
+def pyspark_jars_dir() -> Path:
+    try:
+        import pyspark
+    except ImportError as exc:  # pragma: no cover - pyspark is a core dependency
+        raise LocalMetastoreError("pyspark is not installed; it provides the Hive metastore jars") from exc
+    jars = Path(pyspark.__file__).parent / "jars"
+    if not any(jars.glob("hive-metastore-*.jar")):
+        raise LocalMetastoreError(f"no hive-metastore jar under {jars}")
+    return jars
+
+
+def java_executable() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return str(Path(java_home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise LocalMetastoreError("no Java runtime found: install Java 17 (JAVA_HOME or java on PATH)")
+    return found
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+# Warnings to the log, plus the metastore's audit trail (one line per call with the caller's ugi).
+_LOG4J2 = """status = WARN
+name = waggle-local-metastore
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{ISO8601} %-5p [%t] %c{1}: %m%n
+rootLogger.level = WARN
+rootLogger.appenderRef.console.ref = console
+logger.audit.name = org.apache.hadoop.hive.metastore.HiveMetaStore.audit
+logger.audit.level = INFO
+"""
+
+
+def _site_xml(props: dict[str, str]) -> str:
+    body = "".join(
+        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n" for k, v in props.items()
+    )
+    return f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
+
+
+@dataclass
+class LocalMetastore:
+    """One Hive 2.3 metastore JVM on a loopback port."""
+
+    workdir: Path
+    port: int = 0
+    heap: str = "768m"
+    extra_conf: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+
+    def __post_init__(self) -> None:
+        self.workdir = Path(self.workdir).resolve()
+        if not self.port:
+            self.port = free_port()
+
+    @property
+    def uri(self) -> str:
+        return f"thrift://127.0.0.1:{self.port}"
+
+    @property
+    def warehouse(self) -> Path:
+        return self.workdir / "warehouse"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "metastore.log"
+
+    def start(self) -> LocalMetastore:
+        """Start the JVM without waiting for it; call :meth:`wait_ready` next."""
+        conf = self.workdir / "conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        self.warehouse.mkdir(parents=True, exist_ok=True)
+        props = {
+            "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={self.workdir}/metastore_db;create=true",
+            "datanucleus.schema.autoCreateAll": "true",
+            "hive.metastore.schema.verification": "false",
+            "hive.metastore.warehouse.dir": f"file://{self.warehouse}",
+            "hive.async.log.enabled": "false",
+            "hive.metastore.event.db.notification.api.auth": "false",
+            # BoneCP (the default pool) is not among the jars pyspark ships; DBCP is.
+            "datanucleus.connectionPoolingType": "dbcp",
+        }
+        props.update(self.extra_conf)
+        (conf / "hive-site.xml").write_text(_site_xml(props))
+        (conf / "hive-log4j2.properties").write_text(_LOG4J2)
+        classpath = f"{conf}{os.pathsep}{pyspark_jars_dir()}/*"
+        cmd = [
+            java_executable(),
+            f"-Xmx{self.heap}",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            f"-Dderby.system.home={self.workdir}",
+            "-cp",
+            classpath,
+            METASTORE_MAIN,
+            "-p",
+            str(self.port),
+        ]
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
+        self.process = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir,
+            start_new_session=True,
+        )
+        log.close()
+        return self
+
+    def wait_ready(self, timeout: float = 120.0) -> LocalMetastore:
+        """Block until the metastore answers a real Thrift call, or raise with the log's tail."""
+        from waggle.local.client import hms_client
+
+        deadline = time.monotonic() + timeout
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise LocalMetastoreError(
+                    f"metastore on port {self.port} exited with {self.process.returncode}:\n{self.log_tail()}"
+                )
+            try:
+                with hms_client("127.0.0.1", self.port, timeout=5.0) as client:
+                    client.get_all_databases()
+                return self
+            except Exception as exc:  # noqa: BLE001 - not up yet
+                last_error = exc
+                time.sleep(0.5)
+        raise LocalMetastoreError(
+            f"metastore on port {self.port} not ready after {timeout:.0f}s ({last_error}):\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, timeout: float = 20.0) -> None:
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+
+    def kill(self) -> None:
+        """Stop abruptly (SIGKILL), as a crashed metastore would."""
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    def __enter__(self) -> LocalMetastore:
+        return self.start().wait_ready()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_metastores(workdirs: list[Path], timeout: float = 180.0) -> list[LocalMetastore]:
+    """Start several metastores in parallel and wait until all of them serve."""
+    stores = [LocalMetastore(workdir=d).start() for d in workdirs]
+    try:
+        for store in stores:
+            store.wait_ready(timeout)
+    except BaseException:
+        for store in stores:
+            store.stop()
+        raise
+    return stores

@@ -1,0 +1,41 @@
+"""Structured logs with structlog: JSON when not on a terminal, readable lines on one.
+
+Context (``conn``, ``peer``, ``user``) is bound per client connection with contextvars, which gevent keeps
+per greenlet. Debug-level per-call lines cost nothing when the level is higher: the filtering logger turns
+them into no-ops before any processor runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def configure(level: str = "info", fmt: str = "auto", stream: object = None) -> None:
+    out = stream or sys.stderr
+    use_json = fmt == "json" or (fmt == "auto" and not getattr(out, "isatty", lambda: False)())
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),
+        logger_factory=structlog.PrintLoggerFactory(file=out),  # type: ignore[arg-type]
+        cache_logger_on_first_use=True,
+    )
+    # thrift's own modules log through the standard library; keep their noise out of our stream.
+    logging.getLogger("thrift").setLevel(logging.CRITICAL)
+
+
+def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
+    return structlog.get_logger(name)  # type: ignore[no-any-return]

@@ -1,0 +1,52 @@
+"""What every client connection shares: the live configuration and the upstream pools.
+
+A configuration is immutable; replacing it means building a new :class:`Runtime` state and swapping one
+reference, so a call in flight finishes on the configuration it started with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from waggle.config.model import MetastoreConfig, WaggleConfig
+from waggle.upstream.pool import UpstreamPool
+
+
+@dataclass(frozen=True, slots=True)
+class Routes:
+    """The federation as the call path sees it: one pool per metastore."""
+
+    config: WaggleConfig
+    pools: dict[str, UpstreamPool] = field(default_factory=dict)
+
+    @property
+    def primary(self) -> UpstreamPool:
+        return self.pools[self.config.federation.primary.name]
+
+
+class Runtime:
+    def __init__(self, config: WaggleConfig) -> None:
+        self.routes = self._build(config, {})
+        self.draining = False
+
+    @staticmethod
+    def _build(config: WaggleConfig, old: dict[str, UpstreamPool]) -> Routes:
+        pools: dict[str, UpstreamPool] = {}
+        for member in config.federation.members:
+            existing = old.get(member.name)
+            if existing is not None and existing.config == member:
+                pools[member.name] = existing
+            else:
+                pools[member.name] = UpstreamPool(member, config.server.upstream_limits)
+        return Routes(config, pools)
+
+    @property
+    def config(self) -> WaggleConfig:
+        return self.routes.config
+
+    def member(self, name: str) -> MetastoreConfig:
+        return self.routes.config.federation.member(name)
+
+    def close(self) -> None:
+        for pool in self.routes.pools.values():
+            pool.close()

@@ -1,0 +1,81 @@
+"""The gevent Thrift server: one greenlet per client connection, a bounded number of them, graceful stop."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+import gevent
+import gevent.event
+from gevent.pool import Pool
+from gevent.server import StreamServer
+
+from waggle.ops.logging import get_logger
+from waggle.server.connection import ClientConnection
+from waggle.server.runtime import Runtime
+
+log = get_logger("waggle.server")
+
+
+class WaggleServer:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        server = runtime.config.server
+        self._pool = Pool(server.max_connections)
+        self._server = StreamServer((server.bind_address, server.port), self._handle, spawn=self._pool,
+                                    backlog=1024)
+        self._connections: dict[gevent.Greenlet, ClientConnection] = {}
+        self._stopped = gevent.event.Event()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self._server.address  # type: ignore[no-any-return]
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    def start(self) -> None:
+        self._server.start()
+        log.info("server.listening", address=f"{self.address[0]}:{self.address[1]}",
+                 wire=self.runtime.config.server.wire.describe(),
+                 max_connections=self.runtime.config.server.max_connections)
+
+    def _handle(self, sock: socket.socket, peer: Any) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = ClientConnection(sock, peer, self.runtime)
+        me = gevent.getcurrent()
+        self._connections[me] = conn
+        try:
+            conn.serve()
+        finally:
+            self._connections.pop(me, None)
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def stop(self, grace_seconds: float) -> None:
+        """Stop accepting, let calls in flight finish within the grace period, then close everything."""
+        log.info("server.stopping", grace_seconds=grace_seconds, connections=len(self._connections))
+        self.runtime.draining = True
+        self._server.close()
+        deadline = time.monotonic() + grace_seconds
+        while True:
+            idle = [g for g, c in self._connections.items() if c.idle]
+            if idle:
+                gevent.killall(idle, block=False)
+            busy = [c for c in self._connections.values() if not c.idle]
+            if not busy or time.monotonic() >= deadline:
+                break
+            gevent.sleep(0.05)
+        if self._connections:
+            log.warning("server.grace_expired", abandoned=len(self._connections))
+            gevent.killall(list(self._connections), timeout=1)
+        self.runtime.close()
+        log.info("server.stopped")
+        self._stopped.set()
+
+    def wait(self) -> None:
+        self._stopped.wait()

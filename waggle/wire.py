@@ -1,0 +1,325 @@
+"""Thrift messages over a socket: read one message, keep its raw bytes, write one message.
+
+Unframed binary Thrift has no length prefix, so the only way to find where a message ends is to parse it.
+:class:`Wire` parses with Thrift's C codec (``fastbinary``) directly from its receive buffer and remembers the
+raw bytes it consumed, so that a message which needs no change is relayed byte for byte: nothing is
+re-encoded and fields this side does not know survive. :meth:`Wire.skip_struct` walks a struct in C without
+building Python objects, for replies that only need relaying.
+
+Limits on message size, string length and container size are enforced while reading, so a hostile peer
+cannot make this side buffer more than ``max_message_bytes``.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from thrift.protocol import fastbinary
+from thrift.Thrift import TApplicationException, TMessageType, TType
+
+from waggle.config.model import Limits, ProtocolKind, TransportKind, WireFormat
+
+_I32 = struct.Struct("!i")
+_U32 = struct.Struct("!I")
+_STRICT_VERSION = 0x80010000
+_VERSION_MASK = 0xFFFF0000
+_COMPACT_ID = 0x82
+_COMPACT_VERSION = 1
+_RECV_SIZE = 256 * 1024
+
+
+class PeerClosed(Exception):
+    """The peer closed the connection between messages."""
+
+
+class WireError(Exception):
+    """The peer sent something that is not a valid message, or broke a limit. The connection is unusable."""
+
+
+class _Skip:
+    """Decode target whose empty spec makes the C codec skip every field."""
+
+    __slots__ = ()
+    thrift_spec: tuple[Any, ...] = ()
+
+
+_SKIP_SPEC = [_Skip, ()]
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    name: str
+    mtype: int
+    seqid: int
+
+
+class _Proto:
+    """What ``fastbinary`` reads from a protocol object: its transport and its limits."""
+
+    __slots__ = ("trans", "string_length_limit", "container_length_limit")
+
+    def __init__(self, trans: Wire, limits: Limits) -> None:
+        self.trans = trans
+        self.string_length_limit = limits.max_string_bytes
+        self.container_length_limit = limits.max_container_items
+
+
+class Wire:
+    """One side of a Thrift connection. Not thread-safe; one greenlet uses it at a time."""
+
+    __slots__ = (
+        "sock", "format", "limits", "cstringio_buf", "_chunks", "_received", "_proto", "_framed",
+        "_compact", "_decode", "_encode", "_in_frame", "_frame_tail", "header_end",
+    )
+
+    def __init__(self, sock: socket.socket, fmt: WireFormat, limits: Limits) -> None:
+        self.sock = sock
+        self.format = fmt
+        self.limits = limits
+        self.cstringio_buf = io.BytesIO()
+        self._chunks: list[bytes] = []
+        self._received = 0
+        self._proto = _Proto(self, limits)
+        self._framed = fmt.transport is TransportKind.FRAMED
+        self._compact = fmt.protocol is ProtocolKind.COMPACT
+        self._decode = fastbinary.decode_compact if self._compact else fastbinary.decode_binary
+        self._encode = fastbinary.encode_compact if self._compact else fastbinary.encode_binary
+        self._in_frame = False
+        self._frame_tail = b""
+        self.header_end = 0
+
+    # -- reading ---------------------------------------------------------------------------------------
+    def cstringio_refill(self, partial: bytes, reqlen: int) -> io.BytesIO:
+        """Called by the C codec (and by :meth:`read`) when the buffer runs dry."""
+        need = reqlen - len(partial)
+        if self._in_frame:
+            raise WireError("message is longer than its frame")
+        got: list[bytes] = []
+        have = 0
+        while have < need:
+            if self._received + have >= self.limits.max_message_bytes:
+                raise WireError(f"message exceeds the limit of {self.limits.max_message_bytes} bytes")
+            data = self.sock.recv(max(_RECV_SIZE, need - have))
+            if not data:
+                if self._received == 0 and not partial and have == 0:
+                    raise PeerClosed()
+                raise WireError("connection closed in the middle of a message")
+            got.append(data)
+            have += len(data)
+        data = got[0] if len(got) == 1 else b"".join(got)
+        self._chunks.append(data)
+        self._received += len(data)
+        if self._received > self.limits.max_message_bytes:
+            raise WireError(f"message exceeds the limit of {self.limits.max_message_bytes} bytes")
+        self.cstringio_buf = io.BytesIO(partial + data if partial else data)
+        return self.cstringio_buf
+
+    def read(self, n: int) -> bytes:
+        data = self.cstringio_buf.read(n)
+        if len(data) < n:
+            data = self.cstringio_refill(data, n).read(n)
+        return data
+
+    def _start(self) -> None:
+        rest = self.cstringio_buf.read()
+        self._chunks = [rest] if rest else []
+        self._received = len(rest)
+        self.cstringio_buf = io.BytesIO(rest)
+        self._in_frame = False
+        if self._framed:
+            size = _I32.unpack(self.read(4))[0]
+            if size <= 0 or size > self.limits.max_message_bytes:
+                raise WireError(f"frame size {size} outside 1..{self.limits.max_message_bytes}")
+            payload = self.read(size)
+            self._frame_tail = self.cstringio_buf.read()
+            self._chunks = [payload]
+            self._received = size
+            self.cstringio_buf = io.BytesIO(payload)
+            self._in_frame = True
+
+    def read_begin(self) -> Header:
+        """Start reading the next message and return its header. Raises :class:`PeerClosed` at a clean EOF."""
+        self._start()
+        if self._compact:
+            return self._read_compact_header()
+        version = _I32.unpack(self.read(4))[0]
+        if version < 0:
+            if (version & _VERSION_MASK) != _STRICT_VERSION:
+                raise WireError(f"bad protocol version 0x{version & 0xFFFFFFFF:08x}")
+            mtype = version & 0xFF
+            name = self._read_name(_I32.unpack(self.read(4))[0])
+        else:
+            name = self._read_name(version)
+            mtype = self.read(1)[0]
+        seqid = _I32.unpack(self.read(4))[0]
+        if mtype not in (TMessageType.CALL, TMessageType.REPLY, TMessageType.EXCEPTION, TMessageType.ONEWAY):
+            raise WireError(f"bad message type {mtype}")
+        self.header_end = self._consumed()
+        return Header(name, mtype, seqid)
+
+    def _read_name(self, size: int) -> str:
+        if size < 0 or size > 1024:
+            raise WireError(f"bad method name length {size}")
+        try:
+            return self.read(size).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise WireError("method name is not UTF-8") from exc
+
+    def _varint(self) -> int:
+        shift = result = 0
+        for _ in range(5):
+            b = self.read(1)[0]
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+        raise WireError("varint too long")
+
+    def _read_compact_header(self) -> Header:
+        proto, vt = self.read(2)
+        if proto != _COMPACT_ID or (vt & 0x1F) != _COMPACT_VERSION:
+            raise WireError(f"bad compact protocol header {proto:#x} {vt:#x}")
+        seqid = self._varint()
+        if seqid >= 1 << 31:
+            seqid -= 1 << 32
+        name = self._read_name(self._varint())
+        self.header_end = self._consumed()
+        return Header(name, vt >> 5, seqid)
+
+    def _consumed(self) -> int:
+        buf = self.cstringio_buf
+        return self._received - (len(buf.getbuffer()) - buf.tell())
+
+    def read_struct(self, cls: type) -> Any:
+        obj = cls()
+        try:
+            self._decode(obj, self._proto, [cls, cls.thrift_spec])
+        except (OverflowError, TypeError, ValueError, UnicodeDecodeError) as exc:
+            raise WireError(f"cannot decode {cls.__name__}: {exc}") from exc
+        return obj
+
+    def skip_struct(self) -> None:
+        try:
+            self._decode(_Skip(), self._proto, _SKIP_SPEC)
+        except (OverflowError, TypeError, ValueError) as exc:
+            raise WireError(f"cannot decode message body: {exc}") from exc
+
+    def read_end(self) -> bytes:
+        """Finish the message and return its raw bytes (for framed transport, the frame's payload)."""
+        buf = self.cstringio_buf
+        unread = len(buf.getbuffer()) - buf.tell()
+        if self._in_frame:
+            if unread:
+                raise WireError("frame holds more than one message")
+            raw = self._chunks[0]
+            self.cstringio_buf = io.BytesIO(self._frame_tail)
+            self._in_frame = False
+        else:
+            raw = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
+            if unread:
+                raw = raw[:-unread]
+        self._chunks = []
+        return raw
+
+    def first_field_id(self, raw: bytes) -> int:
+        """Id of the first field of the struct that follows the header (0 = a result's success), or -1."""
+        pos = self.header_end
+        if pos >= len(raw):
+            return -1
+        if self._compact:
+            b = raw[pos]
+            if b == 0:
+                return -1
+            if b >> 4:
+                return b >> 4
+            n, shift = 0, 0
+            for c in raw[pos + 1:pos + 4]:
+                n |= (c & 0x7F) << shift
+                shift += 7
+                if not c & 0x80:
+                    break
+            return (n >> 1) ^ -(n & 1)
+        if raw[pos] == 0 or pos + 3 > len(raw):
+            return -1
+        return int.from_bytes(raw[pos + 1:pos + 3], "big", signed=True)
+
+    # -- writing ---------------------------------------------------------------------------------------
+    def encode(self, name: str, mtype: int, seqid: int, obj: Any) -> bytes:
+        body = self._encode(obj, [obj.__class__, obj.thrift_spec])
+        if self._compact:
+            return _compact_header(name, mtype, seqid) + body
+        encoded = name.encode("utf-8")
+        return b"".join(
+            (_U32.pack(_STRICT_VERSION | mtype), _I32.pack(len(encoded)), encoded, _I32.pack(seqid), body)
+        )
+
+    def send_raw(self, raw: bytes) -> None:
+        if self._framed:
+            self.sock.sendall(_I32.pack(len(raw)) + raw)
+        else:
+            self.sock.sendall(raw)
+
+    def send(self, name: str, mtype: int, seqid: int, obj: Any) -> None:
+        self.send_raw(self.encode(name, mtype, seqid, obj))
+
+    def send_application_error(self, name: str, seqid: int, kind: int, message: str) -> None:
+        self.send_raw(self.encode(name, TMessageType.EXCEPTION, seqid, _AppError(kind, message)))
+
+
+class _AppError:
+    """A ``TApplicationException`` in the shape the C codec encodes and decodes."""
+
+    __slots__ = ("message", "type")
+    thrift_spec = (None, (1, TType.STRING, "message", "UTF8", None), (2, TType.I32, "type", None, None))
+
+    def __init__(self, type: int = 0, message: str | None = None) -> None:  # noqa: A002 - Thrift's name
+        self.type = type
+        self.message = message
+
+    def to_exception(self) -> TApplicationException:
+        return TApplicationException(self.type, self.message)
+
+
+def read_application_error(wire: Wire) -> TApplicationException:
+    return wire.read_struct(_AppError).to_exception()  # type: ignore[no-any-return]
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        if n < 0x80:
+            out.append(n)
+            return bytes(out)
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+
+
+def _compact_header(name: str, mtype: int, seqid: int) -> bytes:
+    encoded = name.encode("utf-8")
+    return (
+        bytes((_COMPACT_ID, _COMPACT_VERSION | (mtype << 5)))
+        + _uvarint(seqid & 0xFFFFFFFF)
+        + _uvarint(len(encoded))
+        + encoded
+    )
+
+
+class _Exhausted:
+    """A socket stand-in for decoding bytes already in memory: it has nothing more to give."""
+
+    def recv(self, _n: int) -> bytes:
+        return b""
+
+
+def decode_message(raw: bytes, protocol: ProtocolKind, cls: type, limits: Limits) -> tuple[Header, Any]:
+    """Decode one whole message held in memory (no frame prefix): a reply's result or a TApplicationException."""
+    wire = Wire(_Exhausted(), WireFormat(TransportKind.BUFFERED, protocol), limits)  # type: ignore[arg-type]
+    wire.cstringio_buf = io.BytesIO(raw)
+    header = wire.read_begin()
+    body = read_application_error(wire) if header.mtype == TMessageType.EXCEPTION else wire.read_struct(cls)
+    wire.read_end()
+    return header, body
