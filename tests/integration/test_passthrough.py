@@ -1,0 +1,220 @@
+"""A Hive 2 client gets the same objects and the same declared exceptions through waggle as direct."""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+
+import pytest
+from hmsclient.genthrift.hive_metastore import ttypes
+from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
+from thrift.Thrift import TApplicationException, TMessageType
+from thrift.transport.TSocket import TSocket
+from thrift.transport.TTransport import TBufferedTransport
+
+from conftest import hive2_client
+from waggle.local.seed import ensure_database, ensure_partitioned_table, ensure_table
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def seeded(primary, unique_db):
+    """A database with an unpartitioned and a partitioned table, written directly to the primary."""
+    wh = primary.warehouse
+    with hive2_client(primary.port) as c:
+        ensure_database(c, unique_db, f"file://{wh}/{unique_db}.db")
+        ensure_table(c, unique_db, "people", f"file://{wh}/{unique_db}.db/people", [("id", "int"), ("n", "string")],
+                     rows=["1,a"])
+        ensure_partitioned_table(c, unique_db, "events", f"file://{wh}/{unique_db}.db/events", partitions=25)
+    return unique_db
+
+
+def test_reads_return_identical_objects(primary, waggle, seeded):
+    db = seeded
+    with hive2_client(primary.port) as d, waggle.client() as w:
+        assert w.get_all_databases() == d.get_all_databases()
+        assert w.get_databases("t_*") == d.get_databases("t_*")
+        assert w.get_database(db) == d.get_database(db)
+        assert w.get_all_tables(db) == d.get_all_tables(db)
+        assert w.get_table(db, "people") == d.get_table(db, "people")
+        assert w.get_table_objects_by_name(db, ["people", "events"]) == d.get_table_objects_by_name(
+            db, ["people", "events"])
+        assert w.get_table_req(ttypes.GetTableRequest(dbName=db, tblName="events")) == d.get_table_req(
+            ttypes.GetTableRequest(dbName=db, tblName="events"))
+        assert w.get_partitions(db, "events", -1) == d.get_partitions(db, "events", -1)
+        assert w.get_partition_names(db, "events", -1) == d.get_partition_names(db, "events", -1)
+        assert w.get_partitions_by_filter(db, "events", 'part > "p000020"', -1) == d.get_partitions_by_filter(
+            db, "events", 'part > "p000020"', -1)
+        assert w.get_fields(db, "people") == d.get_fields(db, "people")
+        assert w.get_all_functions() == d.get_all_functions()
+        assert w.getVersion() == d.getVersion()
+
+
+def _raises(call):
+    with pytest.raises(Exception) as info:  # noqa: PT011 - compared below
+        call()
+    return info.value
+
+
+@pytest.mark.parametrize("make_call", [
+    pytest.param(lambda c, db: c.get_database(f"{db}_missing"), id="NoSuchObjectException-database"),
+    pytest.param(lambda c, db: c.get_table(db, "missing"), id="NoSuchObjectException-table"),
+    pytest.param(lambda c, db: c.create_database(ttypes.Database(name=db, locationUri="file:///tmp/x")),
+                 id="AlreadyExistsException"),
+    pytest.param(lambda c, db: c.drop_database(db, False, False), id="InvalidOperationException-not-empty"),
+    pytest.param(lambda c, db: c.alter_table(db, "missing", ttypes.Table(tableName="x", dbName=db)),
+                 id="InvalidOperationException-alter-missing"),
+])
+def test_declared_exceptions_are_the_same(primary, waggle, seeded, make_call):
+    with hive2_client(primary.port) as d, waggle.client() as w:
+        direct = _raises(lambda: make_call(d, seeded))
+        proxied = _raises(lambda: make_call(w, seeded))
+        assert type(proxied) is type(direct)
+        assert isinstance(direct, (ttypes.NoSuchObjectException, ttypes.AlreadyExistsException,
+                                   ttypes.InvalidOperationException))
+        assert proxied.message == direct.message
+        assert w.get_database(seeded).name == seeded  # the connection is still usable
+
+
+def test_writes_go_through(primary, waggle, unique_db):
+    wh = primary.warehouse
+    with waggle.client() as w:
+        ensure_database(w, unique_db, f"file://{wh}/{unique_db}.db")
+        ensure_partitioned_table(w, unique_db, "logs", f"file://{wh}/{unique_db}.db/logs", partitions=3)
+        w.drop_partition_by_name(unique_db, "logs", "part=p000001", False)
+        w.drop_table(unique_db, "logs", False)
+    with hive2_client(primary.port) as d:
+        assert d.get_database(unique_db).name == unique_db
+        assert d.get_all_tables(unique_db) == []
+
+
+def raw_call(port: int, name: str, args: object, seqid: int = 1):
+    """Send one call by hand and read the reply header, as a client of some future version would."""
+    sock = TSocket("127.0.0.1", port)
+    sock.setTimeout(10000)
+    trans = TBufferedTransport(sock)
+    trans.open()
+    proto = TBinaryProtocolAccelerated(trans)
+    return trans, proto
+
+
+def _send_unknown(proto, trans, name: str, seqid: int) -> tuple[int, object]:
+    proto.writeMessageBegin(name, TMessageType.CALL, seqid)
+    proto.writeStructBegin("args")
+    proto.writeFieldBegin("x", 11, 1)
+    proto.writeString("@hive#default")
+    proto.writeFieldEnd()
+    proto.writeFieldStop()
+    proto.writeStructEnd()
+    proto.writeMessageEnd()
+    trans.flush()
+    _, mtype, rseqid = proto.readMessageBegin()
+    assert rseqid == seqid
+    if mtype == TMessageType.EXCEPTION:
+        exc = TApplicationException()
+        exc.read(proto)
+        proto.readMessageEnd()
+        return mtype, exc
+    return mtype, None
+
+
+def test_unknown_method_gets_application_exception_and_connection_stays_usable(waggle):
+    trans, proto = raw_call(waggle.port, "no_such_method", None)
+    try:
+        mtype, exc = _send_unknown(proto, trans, "no_such_method", 41)
+        assert mtype == TMessageType.EXCEPTION
+        assert isinstance(exc, TApplicationException)
+        assert exc.type == TApplicationException.UNKNOWN_METHOD
+        assert "no_such_method" in str(exc.message)
+        # same connection, a normal call
+        from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore
+        client = ThriftHiveMetastore.Client(proto)
+        assert "default" in client.get_all_databases()
+    finally:
+        trans.close()
+
+
+def test_method_the_upstream_lacks_gets_its_application_exception(waggle):
+    """get_database_req is in waggle's IDL (Hive 4) but not in a Hive 2.3 metastore: its answer is relayed."""
+    from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as W
+    from waggle.hms.gen.hive_metastore import ttypes as wt
+
+    sock = TSocket("127.0.0.1", waggle.port)
+    trans = TBufferedTransport(sock)
+    trans.open()
+    try:
+        client = W.Client(TBinaryProtocolAccelerated(trans))
+        with pytest.raises(TApplicationException) as info:
+            client.get_database_req(wt.GetDatabaseRequest(name="default"))
+        assert info.value.type == TApplicationException.UNKNOWN_METHOD
+        assert client.get_database("default").name == "default"
+    finally:
+        trans.close()
+
+
+def test_set_ugi_identity_reaches_the_metastore(primary, waggle, seeded):
+    """Each client's calls run upstream as that client's user (the metastore's audit log says so)."""
+    with waggle.client() as alice, waggle.client() as bob:
+        assert alice.set_ugi("alice_u", ["analysts"]) is not None
+        assert bob.set_ugi("bob_u", ["engineers"]) is not None
+        alice.get_table(seeded, "people")
+        bob.get_table(seeded, "events")
+    deadline = time.monotonic() + 10
+    pattern_a = re.compile(rf"ugi=alice_u\s.*cmd=\S* ?get_table : db={seeded} tbl=people")
+    pattern_b = re.compile(rf"ugi=bob_u\s.*cmd=\S* ?get_table : db={seeded} tbl=events")
+    while time.monotonic() < deadline:
+        log = primary.log_path.read_text(errors="replace")
+        if pattern_a.search(log) and pattern_b.search(log):
+            break
+        time.sleep(0.2)
+    assert pattern_a.search(log), "alice's call did not run as alice"
+    assert pattern_b.search(log), "bob's call did not run as bob"
+
+
+def test_upstream_connections_are_pooled_across_clients(waggle):
+    """Many short client connections reuse a few upstream connections (lsof-free: count TCP peers)."""
+    for _ in range(20):
+        with waggle.client() as w:
+            w.get_all_databases()
+    for _ in range(20):
+        with waggle.client() as w:
+            w.set_ugi("pool_user", [])
+            w.get_all_databases()
+    ss = _established_from(waggle.proc.pid)
+    assert ss <= 6, f"{ss} upstream connections for 40 sequential clients"
+
+
+def _established_from(pid: int) -> int:
+    """Established outbound TCP connections of a process (from /proc)."""
+    import os
+
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            parts = line.split()
+            local_port = int(parts[1].split(":")[1], 16)
+            if parts[3] == "01" and parts[9] in inodes and local_port > 32767:
+                count += 1
+    return count
+
+
+def test_client_sending_garbage_is_disconnected_and_others_are_served(waggle):
+    with waggle.client() as good:
+        bad = socket.create_connection(("127.0.0.1", waggle.port))
+        bad.sendall(b"GET / HTTP/1.1\r\nHost: waggle\r\n\r\n" * 4)
+        bad.settimeout(5)
+        assert bad.recv(100) == b""  # closed by waggle
+        bad.close()
+        assert "default" in good.get_all_databases()
+    assert "client.protocol_error" in waggle.log()

@@ -1,0 +1,1 @@
+"""Generated from thrift_idl/ by thrift_idl/generate.sh; do not edit by hand."""
