@@ -1,0 +1,120 @@
+"""The real CLI: ``waggle check``, ``waggle serve`` with bad input, wire options, and a graceful SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from thrift.protocol.TCompactProtocol import TCompactProtocolAccelerated
+from thrift.transport.TSocket import TSocket
+from thrift.transport.TTransport import TFramedTransport
+
+from conftest import ROOT, WaggleProcess, federation_yaml
+from faults import SlowLink
+
+WAGGLE = [sys.executable, "-m", "waggle"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*WAGGLE, *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
+def test_check_accepts_the_example_configs():
+    out = run("check", "--server-config", "conf/waggle-server.yml", "--federation-config",
+              "conf/waggle-federation.yml")
+    assert out.returncode == 0, out.stderr
+    assert "ok: 2 metastore(s), primary 'primary'" in out.stdout
+
+
+def test_check_rejects_a_bad_value_naming_file_key_and_value(tmp_path: Path):
+    server = tmp_path / "server.yml"
+    server.write_text("port: not-a-port\n")
+    fed = tmp_path / "fed.yml"
+    fed.write_text(federation_yaml("thrift://127.0.0.1:9083"))
+    out = run("check", "--server-config", str(server), "--federation-config", str(fed))
+    assert out.returncode != 0
+    assert f"{server}: key 'port': invalid value 'not-a-port'" in out.stderr
+
+
+def test_check_warns_about_unimplemented_keys_without_failing(tmp_path: Path):
+    server = tmp_path / "server.yml"
+    server.write_text("graphite:\n  host: g\n")
+    fed = tmp_path / "fed.yml"
+    fed.write_text(federation_yaml("thrift://127.0.0.1:9083"))
+    out = run("check", "--server-config", str(server), "--federation-config", str(fed))
+    assert out.returncode == 0
+    assert "warning:" in out.stderr and "'graphite' is not implemented" in out.stderr
+
+
+def test_serve_refuses_a_bad_config(tmp_path: Path):
+    fed = tmp_path / "fed.yml"
+    fed.write_text("primary-meta-store:\n  name: p\n  remote-meta-store-uris: nonsense\n")
+    out = run("serve", "--federation-config", str(fed))
+    assert out.returncode == 2
+    assert f"{fed}: key 'primary-meta-store.remote-meta-store-uris': invalid value 'nonsense'" in out.stderr
+
+
+@pytest.mark.integration
+def test_framed_compact_clients_over_a_binary_metastore(primary, tmp_path: Path):
+    proxy = WaggleProcess(tmp_path, federation_yaml(primary.uri), "transport: framed\nprotocol: compact\n").start()
+    try:
+        from waggle.hms.gen.hive_metastore import ThriftHiveMetastore, ttypes
+
+        trans = TFramedTransport(TSocket("127.0.0.1", proxy.port))
+        trans.open()
+        client = ThriftHiveMetastore.Client(TCompactProtocolAccelerated(trans))
+        assert "default" in client.get_all_databases()
+        assert client.get_database("default").name == "default"
+        with pytest.raises(ttypes.NoSuchObjectException):
+            client.get_database("no_such_db_here")
+        trans.close()
+    finally:
+        proxy.stop()
+
+
+@pytest.mark.integration
+def test_sigterm_lets_the_call_in_flight_finish_then_exits_zero(primary, tmp_path: Path):
+    link = SlowLink(primary.port, delay=2.0)
+    proxy = WaggleProcess(tmp_path, federation_yaml(f"thrift://127.0.0.1:{link.port}"),
+                          "thrift-server-stop-timeout-val-in-seconds: 20\n").start()
+    result: dict[str, object] = {}
+
+    def slow_call() -> None:
+        try:
+            with proxy.client(timeout=30) as c:
+                result["dbs"] = c.get_all_databases()
+        except Exception as exc:  # noqa: BLE001
+            result["error"] = exc
+
+    try:
+        t = threading.Thread(target=slow_call)
+        t.start()
+        time.sleep(0.7)  # the call is now waiting on the slow link
+        assert proxy.proc is not None
+        proxy.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        with pytest.raises(OSError):  # no longer accepting
+            import socket
+
+            socket.create_connection(("127.0.0.1", proxy.port), timeout=1).close()
+        t.join(30)
+        assert result.get("dbs") and "default" in result["dbs"], result
+        assert proxy.proc.wait(30) == 0
+        assert "server.stopped" in proxy.log()
+    finally:
+        proxy.stop()
+        link.close()
+
+
+def test_only_the_entry_point_monkey_patches():
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "waggle").rglob("*.py")
+                 if "gen" not in p.parts and "patch_all" in p.read_text() and p.name != "cli.py"]
+    assert offenders == []
+    code = "import waggle.cli, waggle.app, gevent.monkey; print(gevent.monkey.is_module_patched('socket'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,91 @@
+"""A metastore that is down, silent, hangs up or dies becomes a MetaException naming it, in bounded time,
+and the client's connection stays usable."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hmsclient.genthrift.hive_metastore import ttypes
+
+from conftest import WaggleProcess, federation_yaml
+from faults import BlackHole, HangUp
+from waggle.local.metastore import LocalMetastore, free_port
+
+pytestmark = pytest.mark.integration
+
+
+def _expect_meta_exception(call, *fragments: str, within: float) -> float:
+    started = time.monotonic()
+    with pytest.raises(ttypes.MetaException) as info:
+        call()
+    elapsed = time.monotonic() - started
+    for fragment in fragments:
+        assert fragment in info.value.message, info.value.message
+    assert elapsed < within, f"took {elapsed:.1f}s"
+    return elapsed
+
+
+def test_stopped_upstream_fails_fast_with_a_clear_error(tmp_path):
+    dead = free_port()
+    proxy = WaggleProcess(tmp_path, federation_yaml(f"thrift://127.0.0.1:{dead}")).start()
+    try:
+        with proxy.client() as c:
+            for _ in range(2):  # the connection survives the failure
+                _expect_meta_exception(c.get_all_databases, "metastore 'primary'", "unreachable",
+                                       f"127.0.0.1:{dead}", within=3)
+    finally:
+        proxy.stop()
+
+
+def test_silent_upstream_times_out_within_the_read_timeout(tmp_path):
+    hole = BlackHole()
+    fed = federation_yaml(f"thrift://127.0.0.1:{hole.port}", "  read-timeout: 1500\n")
+    proxy = WaggleProcess(tmp_path, fed).start()
+    try:
+        with proxy.client() as c:
+            elapsed = _expect_meta_exception(lambda: c.get_database("default"), "metastore 'primary'",
+                                             "did not answer within 1.5s", within=5)
+            assert elapsed >= 1.4
+    finally:
+        proxy.stop()
+        hole.close()
+
+
+def test_upstream_hanging_up_mid_call(tmp_path):
+    peer = HangUp()
+    proxy = WaggleProcess(tmp_path, federation_yaml(f"thrift://127.0.0.1:{peer.port}")).start()
+    try:
+        with proxy.client() as c:
+            _expect_meta_exception(lambda: c.get_table("db", "t"), "metastore 'primary'", within=5)
+            _expect_meta_exception(lambda: c.get_table("db", "t"), "metastore 'primary'", within=5)
+    finally:
+        proxy.stop()
+        peer.close()
+
+
+def test_uris_are_tried_in_order(primary, tmp_path):
+    dead = free_port()
+    fed = federation_yaml(f"thrift://127.0.0.1:{dead},{primary.uri}")
+    proxy = WaggleProcess(tmp_path, fed).start()
+    try:
+        with proxy.client() as c:
+            assert "default" in c.get_all_databases()
+    finally:
+        proxy.stop()
+
+
+def test_metastore_killed_and_restarted(tmp_path):
+    """A real metastore dies under waggle: calls fail naming it; after a restart they work again."""
+    store = LocalMetastore(tmp_path / "hms").start().wait_ready()
+    proxy = WaggleProcess(tmp_path / "waggle", federation_yaml(store.uri)).start()
+    try:
+        with proxy.client() as c:
+            assert "default" in c.get_all_databases()
+            store.kill()
+            _expect_meta_exception(c.get_all_databases, "metastore 'primary'", within=5)
+            store.start().wait_ready()
+            assert "default" in c.get_all_databases()
+    finally:
+        proxy.stop()
+        store.stop()
