@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from waggle.hms.gen.hive_metastore import ttypes  # noqa: E402
-from waggle.local.client import hms_client  # noqa: E402
-from waggle.local.metastore import LocalMetastore, free_port  # noqa: E402
-from waggle.local.seed import ensure_partitioned_table  # noqa: E402
+from waggle.hms.gen.hive_metastore import ttypes
+from waggle.local.client import hms_client
+from waggle.local.metastore import LocalMetastore, free_port
+from waggle.local.seed import ensure_partitioned_table
 
 DB = "bench_db"
 
@@ -60,7 +60,7 @@ def start_waggle(workdir: Path, uri: str, prefixed: bool) -> tuple[subprocess.Po
             with hms_client("127.0.0.1", port, timeout=2) as c:
                 c.getStatus()
             return proc, port
-        except Exception:  # noqa: BLE001
+        except Exception:
             time.sleep(0.1)
     proc.kill()
     raise SystemExit("waggle did not start; see " + str(workdir / "waggle.log"))

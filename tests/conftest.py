@@ -160,7 +160,7 @@ def unique_db(primary: Any) -> Iterator[str]:
     with hive2_client(primary.port) as c:
         try:
             c.drop_database(name, True, True)
-        except Exception:  # noqa: BLE001 - already gone
+        except Exception:
             pass
 
 

@@ -60,7 +60,7 @@ class Header:
 class _Proto:
     """What ``fastbinary`` reads from a protocol object: its transport and its limits."""
 
-    __slots__ = ("trans", "string_length_limit", "container_length_limit")
+    __slots__ = ("container_length_limit", "string_length_limit", "trans")
 
     def __init__(self, trans: Wire, limits: Limits) -> None:
         self.trans = trans
@@ -72,8 +72,20 @@ class Wire:
     """One side of a Thrift connection. Not thread-safe; one greenlet uses it at a time."""
 
     __slots__ = (
-        "sock", "format", "limits", "cstringio_buf", "_chunks", "_received", "_proto", "_framed",
-        "_compact", "_decode", "_encode", "_in_frame", "_frame_tail", "header_end",
+        "_chunks",
+        "_compact",
+        "_decode",
+        "_encode",
+        "_frame_tail",
+        "_framed",
+        "_in_frame",
+        "_proto",
+        "_received",
+        "cstringio_buf",
+        "format",
+        "header_end",
+        "limits",
+        "sock",
     )
 
     def __init__(self, sock: socket.socket, fmt: WireFormat, limits: Limits) -> None:
@@ -197,7 +209,7 @@ class Wire:
     def read_struct(self, cls: type) -> Any:
         obj = cls()
         try:
-            self._decode(obj, self._proto, [cls, cls.thrift_spec])
+            self._decode(obj, self._proto, [cls, cls.thrift_spec])  # type: ignore[attr-defined]
         except (OverflowError, TypeError, ValueError, UnicodeDecodeError) as exc:
             raise WireError(f"cannot decode {cls.__name__}: {exc}") from exc
         return obj
@@ -249,7 +261,7 @@ class Wire:
 
     # -- writing ---------------------------------------------------------------------------------------
     def encode(self, name: str, mtype: int, seqid: int, obj: Any) -> bytes:
-        body = self._encode(obj, [obj.__class__, obj.thrift_spec])
+        body: bytes = self._encode(obj, [obj.__class__, obj.thrift_spec])
         if self._compact:
             return _compact_header(name, mtype, seqid) + body
         encoded = name.encode("utf-8")
@@ -276,7 +288,7 @@ class _AppError:
     __slots__ = ("message", "type")
     thrift_spec = (None, (1, TType.STRING, "message", "UTF8", None), (2, TType.I32, "type", None, None))
 
-    def __init__(self, type: int = 0, message: str | None = None) -> None:  # noqa: A002 - Thrift's name
+    def __init__(self, type: int = 0, message: str | None = None) -> None:
         self.type = type
         self.message = message
 

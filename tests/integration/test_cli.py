@@ -10,12 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, WaggleProcess, federation_yaml
+from faults import SlowLink
 from thrift.protocol.TCompactProtocol import TCompactProtocolAccelerated
 from thrift.transport.TSocket import TSocket
 from thrift.transport.TTransport import TFramedTransport
-
-from conftest import ROOT, WaggleProcess, federation_yaml
-from faults import SlowLink
 
 WAGGLE = [sys.executable, "-m", "waggle"]
 
@@ -88,7 +87,7 @@ def test_sigterm_lets_the_call_in_flight_finish_then_exits_zero(primary, tmp_pat
         try:
             with proxy.client(timeout=30) as c:
                 result["dbs"] = c.get_all_databases()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             result["error"] = exc
 
     try:

@@ -7,13 +7,13 @@ import socket
 import time
 
 import pytest
+from conftest import hive2_client
 from hmsclient.genthrift.hive_metastore import ttypes
 from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
 from thrift.Thrift import TApplicationException, TMessageType
 from thrift.transport.TSocket import TSocket
 from thrift.transport.TTransport import TBufferedTransport
 
-from conftest import hive2_client
 from waggle.local.seed import ensure_database, ensure_partitioned_table, ensure_table
 
 pytestmark = pytest.mark.integration
@@ -53,7 +53,7 @@ def test_reads_return_identical_objects(primary, waggle, seeded):
 
 
 def _raises(call):
-    with pytest.raises(Exception) as info:  # noqa: PT011 - compared below
+    with pytest.raises(Exception) as info:
         call()
     return info.value
 

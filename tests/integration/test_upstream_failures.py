@@ -6,10 +6,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from hmsclient.genthrift.hive_metastore import ttypes
-
 from conftest import WaggleProcess, federation_yaml
 from faults import BlackHole, HangUp
+from hmsclient.genthrift.hive_metastore import ttypes
+
 from waggle.local.metastore import LocalMetastore, free_port
 
 pytestmark = pytest.mark.integration

@@ -90,8 +90,9 @@ def test_kebab_camel_snake_and_dotted_keys_are_the_same_setting(tmp_path):
 
 def test_free_form_maps_keep_their_keys(tmp_path):
     fed = minimal_federation(tmp_path, "  databaseNameMapping:\n    Sales_DB: SalesAlias\n")
-    server = write(tmp_path, "s.yml", "configuration-properties:\n  hive.metastore.thrift.framed.transport.enabled: true\n"
-                                      "  hive.metastore.server.max.threads: 50\n")
+    server = write(tmp_path, "s.yml",
+                   "configuration-properties:\n  hive.metastore.thrift.framed.transport.enabled: true\n"
+                   "  hive.metastore.server.max.threads: 50\n")
     cfg = load(server, fed)
     assert cfg.server.wire.transport is TransportKind.FRAMED
     assert cfg.server.max_connections == 50

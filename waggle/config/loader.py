@@ -196,7 +196,10 @@ def _hive_flag(props: Mapping[str, str], key: str) -> bool | None:
     return None if value is None else value.strip().lower() == "true"
 
 
-def _wire(reader: _Reader, props: Mapping[str, str], default: WireFormat = WireFormat()) -> WireFormat:
+_DEFAULT_WIRE = WireFormat()
+
+
+def _wire(reader: _Reader, props: Mapping[str, str], default: WireFormat = _DEFAULT_WIRE) -> WireFormat:
     framed = _hive_flag(props, "hive.metastore.thrift.framed.transport.enabled")
     compact = _hive_flag(props, "hive.metastore.thrift.compact.protocol.enabled")
     transport = default.transport if framed is None else (TransportKind.FRAMED if framed else TransportKind.BUFFERED)

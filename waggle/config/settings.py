@@ -105,7 +105,8 @@ METASTORE_SETTINGS: tuple[Setting, ...] = (
         "Hive client properties: `hive.metastore.client.socket.timeout` sets the read timeout, "
         "`hive.metastore.thrift.framed.transport.enabled` / `...compact.protocol.enabled` the wire format.",
     ),
-    Setting("hive-version", "none", "Hint of the metastore's Hive version, e.g. `2.3`, `3.1`, `4.0` (waggle addition)."),
+    Setting("hive-version", "none",
+            "Hint of the metastore's Hive version, e.g. `2.3`, `3.1`, `4.0` (waggle addition)."),
     Setting("connect-timeout", "2000", "Milliseconds to open a connection, plus `latency` (waggle addition)."),
     Setting(
         "read-timeout", "600000",

@@ -29,13 +29,13 @@ class MethodIO:
         """A result struct carrying ``MetaException(message)``, or None when the method declares none."""
         if self.result is None or self.meta_field is None:
             return None
-        result = self.result()
+        result: object = self.result()
         setattr(result, self.meta_field, MetaException(message=message))
         return result
 
 
 def _meta_field(result: type) -> str | None:
-    for entry in result.thrift_spec or ():
+    for entry in result.thrift_spec or ():  # type: ignore[attr-defined]
         if entry and entry[1] == TType.STRUCT and entry[3] and entry[3][0] is MetaException:
             return str(entry[2])
     return None

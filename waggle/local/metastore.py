@@ -129,7 +129,7 @@ class LocalMetastore:
             "-p",
             str(self.port),
         ]
-        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
+        log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir,
             start_new_session=True,
@@ -152,7 +152,7 @@ class LocalMetastore:
                 with hms_client("127.0.0.1", self.port, timeout=5.0) as client:
                     client.get_all_databases()
                 return self
-            except Exception as exc:  # noqa: BLE001 - not up yet
+            except Exception as exc:
                 last_error = exc
                 time.sleep(0.5)
         raise LocalMetastoreError(

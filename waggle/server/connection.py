@@ -29,7 +29,7 @@ _ids = itertools.count(1)
 
 
 class ClientConnection:
-    __slots__ = ("sock", "peer", "runtime", "conn_id", "identity", "idle", "wire", "calls")
+    __slots__ = ("calls", "conn_id", "identity", "idle", "peer", "runtime", "sock", "wire")
 
     def __init__(self, sock: socket.socket, peer: Any, runtime: Runtime) -> None:
         self.sock = sock
@@ -148,9 +148,9 @@ def _outcome(reply: Reply | None, io: MethodIO | None) -> str:
     if reply.first_field <= 0:
         return "ok"
     if io is not None and io.result is not None:
-        spec = io.result.thrift_spec
+        spec = io.result.thrift_spec  # type: ignore[attr-defined]
         if reply.first_field < len(spec) and spec[reply.first_field]:
-            return spec[reply.first_field][3][0].__name__
+            return str(spec[reply.first_field][3][0].__name__)
     return "exception"
 
 

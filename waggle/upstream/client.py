@@ -39,7 +39,7 @@ def _tune(sock: socket.socket) -> None:
 class UpstreamConnection:
     """A connected socket to one metastore, used by one call at a time (the pool guarantees it)."""
 
-    __slots__ = ("member", "address", "wire", "identity", "broken", "_read_timeout")
+    __slots__ = ("_read_timeout", "address", "broken", "identity", "member", "wire")
 
     def __init__(self, member: str, address: HostPort, sock: socket.socket, config: MetastoreConfig,
                  limits: Limits) -> None:

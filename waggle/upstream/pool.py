@@ -98,7 +98,9 @@ def _set_ugi(conn: UpstreamConnection, identity: Identity) -> list[str]:
     assert reply is not None
     if reply.header.mtype != TMessageType.REPLY:
         raise UpstreamError(conn.member, "refused set_ugi")
-    _, result = decode_message(reply.raw, conn.wire.format.protocol, ThriftHiveMetastore.set_ugi_result, conn.wire.limits)
+    _, result = decode_message(
+        reply.raw, conn.wire.format.protocol, ThriftHiveMetastore.set_ugi_result, conn.wire.limits
+    )
     if result.o1 is not None:
         raise UpstreamError(conn.member, f"refused set_ugi: {result.o1.message}")
     return list(result.success or [])
