@@ -15,8 +15,7 @@ from __future__ import annotations
 import io
 import socket
 import struct
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from thrift.protocol import fastbinary
 from thrift.Thrift import TApplicationException, TMessageType, TType
@@ -25,6 +24,7 @@ from waggle.config.model import Limits, ProtocolKind, TransportKind, WireFormat
 
 _I32 = struct.Struct("!i")
 _U32 = struct.Struct("!I")
+_I32x2 = struct.Struct("!ii")
 _STRICT_VERSION = 0x80010000
 _VERSION_MASK = 0xFFFF0000
 _COMPACT_ID = 0x82
@@ -50,8 +50,7 @@ class _Skip:
 _SKIP_SPEC = [_Skip, ()]
 
 
-@dataclass(frozen=True, slots=True)
-class Header:
+class Header(NamedTuple):
     name: str
     mtype: int
     seqid: int
@@ -72,6 +71,7 @@ class Wire:
     """One side of a Thrift connection. Not thread-safe; one greenlet uses it at a time."""
 
     __slots__ = (
+        "_buf_len",
         "_chunks",
         "_compact",
         "_decode",
@@ -93,6 +93,7 @@ class Wire:
         self.format = fmt
         self.limits = limits
         self.cstringio_buf = io.BytesIO()
+        self._buf_len = 0
         self._chunks: list[bytes] = []
         self._received = 0
         self._proto = _Proto(self, limits)
@@ -127,7 +128,11 @@ class Wire:
         self._received += len(data)
         if self._received > self.limits.max_message_bytes:
             raise WireError(f"message exceeds the limit of {self.limits.max_message_bytes} bytes")
-        self.cstringio_buf = io.BytesIO(partial + data if partial else data)
+        return self._set_buffer(partial + data if partial else data)
+
+    def _set_buffer(self, data: bytes) -> io.BytesIO:
+        self._buf_len = len(data)
+        self.cstringio_buf = io.BytesIO(data)
         return self.cstringio_buf
 
     def read(self, n: int) -> bytes:
@@ -140,7 +145,7 @@ class Wire:
         rest = self.cstringio_buf.read()
         self._chunks = [rest] if rest else []
         self._received = len(rest)
-        self.cstringio_buf = io.BytesIO(rest)
+        self._set_buffer(rest)
         self._in_frame = False
         if self._framed:
             size = _I32.unpack(self.read(4))[0]
@@ -150,7 +155,7 @@ class Wire:
             self._frame_tail = self.cstringio_buf.read()
             self._chunks = [payload]
             self._received = size
-            self.cstringio_buf = io.BytesIO(payload)
+            self._set_buffer(payload)
             self._in_frame = True
 
     def read_begin(self) -> Header:
@@ -158,16 +163,24 @@ class Wire:
         self._start()
         if self._compact:
             return self._read_compact_header()
-        version = _I32.unpack(self.read(4))[0]
+        version, size = _I32x2.unpack(self.read(8))
         if version < 0:
             if (version & _VERSION_MASK) != _STRICT_VERSION:
                 raise WireError(f"bad protocol version 0x{version & 0xFFFFFFFF:08x}")
             mtype = version & 0xFF
-            name = self._read_name(_I32.unpack(self.read(4))[0])
-        else:
+            if size < 0 or size > 1024:
+                raise WireError(f"bad method name length {size}")
+            tail = self.read(size + 4)
+            try:
+                name = tail[:size].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise WireError("method name is not UTF-8") from exc
+            seqid = _I32.unpack_from(tail, size)[0]
+        else:  # old non-strict header: name length, name, type byte, seqid
+            self.cstringio_buf.seek(-4, io.SEEK_CUR)
             name = self._read_name(version)
             mtype = self.read(1)[0]
-        seqid = _I32.unpack(self.read(4))[0]
+            seqid = _I32.unpack(self.read(4))[0]
         if mtype not in (TMessageType.CALL, TMessageType.REPLY, TMessageType.EXCEPTION, TMessageType.ONEWAY):
             raise WireError(f"bad message type {mtype}")
         self.header_end = self._consumed()
@@ -204,7 +217,7 @@ class Wire:
 
     def _consumed(self) -> int:
         buf = self.cstringio_buf
-        return self._received - (len(buf.getbuffer()) - buf.tell())
+        return self._received - (self._buf_len - buf.tell())
 
     def read_struct(self, cls: type) -> Any:
         obj = cls()
@@ -223,12 +236,12 @@ class Wire:
     def read_end(self) -> bytes:
         """Finish the message and return its raw bytes (for framed transport, the frame's payload)."""
         buf = self.cstringio_buf
-        unread = len(buf.getbuffer()) - buf.tell()
+        unread = self._buf_len - buf.tell()
         if self._in_frame:
             if unread:
                 raise WireError("frame holds more than one message")
             raw = self._chunks[0]
-            self.cstringio_buf = io.BytesIO(self._frame_tail)
+            self._set_buffer(self._frame_tail)
             self._in_frame = False
         else:
             raw = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
@@ -271,9 +284,11 @@ class Wire:
 
     def send_raw(self, raw: bytes) -> None:
         if self._framed:
-            self.sock.sendall(_I32.pack(len(raw)) + raw)
-        else:
-            self.sock.sendall(raw)
+            raw = _I32.pack(len(raw)) + raw
+        # One send() moves a typical message whole; gevent's sendall costs a getsockopt per call.
+        sent = self.sock.send(raw)
+        if sent < len(raw):
+            self.sock.sendall(memoryview(raw)[sent:])
 
     def send(self, name: str, mtype: int, seqid: int, obj: Any) -> None:
         self.send_raw(self.encode(name, mtype, seqid, obj))
@@ -330,7 +345,7 @@ class _Exhausted:
 def decode_message(raw: bytes, protocol: ProtocolKind, cls: type, limits: Limits) -> tuple[Header, Any]:
     """Decode one whole message held in memory (no frame prefix): a reply's result or a TApplicationException."""
     wire = Wire(_Exhausted(), WireFormat(TransportKind.BUFFERED, protocol), limits)  # type: ignore[arg-type]
-    wire.cstringio_buf = io.BytesIO(raw)
+    wire._set_buffer(raw)
     header = wire.read_begin()
     body = read_application_error(wire) if header.mtype == TMessageType.EXCEPTION else wire.read_struct(cls)
     wire.read_end()

@@ -13,6 +13,8 @@ _DB_FIELDS = ("db_name", "dbname", "dbName", "databaseName", "db")
 
 
 def database_of(args: Any) -> str | None:
+    if args is None:
+        return None
     for attr in _DB_FIELDS:
         value = getattr(args, attr, None)
         if isinstance(value, str):

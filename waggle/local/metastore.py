@@ -78,6 +78,8 @@ class LocalMetastore:
     workdir: Path
     port: int = 0
     heap: str = "768m"
+    #: Quick start-up (client compiler only) for tests and the demo; benchmarks turn it off.
+    fast_start: bool = True
     extra_conf: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
 
@@ -121,7 +123,7 @@ class LocalMetastore:
             java_executable(),
             f"-Xmx{self.heap}",
             "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
+            *(["-XX:TieredStopAtLevel=1"] if self.fast_start else []),
             f"-Dderby.system.home={self.workdir}",
             "-cp",
             classpath,

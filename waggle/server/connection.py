@@ -81,30 +81,36 @@ class ClientConnection:
         if name == "set_ugi" and args is not None:
             self._set_ugi(header, io, args)
             return
-        routes = self.runtime.routes
-        pool = routes.primary
-        db = database_of(args) if args is not None else None
+        pool = self.runtime.routes.primary
         try:
             reply = self._forward(pool, header, io, args, raw)
         except UpstreamError as exc:
             self._answer_failure(header, io, str(exc))
-            log.debug("call", method=name, db=db, member=pool.name, outcome="upstream_error",
-                      error=exc.detail, ms=round(1000 * (time.perf_counter() - started), 3))
+            if self.runtime.log_calls:
+                log.debug("call", method=name, db=database_of(args), member=pool.name, outcome="upstream_error",
+                          error=exc.detail, ms=round(1000 * (time.perf_counter() - started), 3))
             return
         if reply is not None:
             self._relay(reply, io, pool)
-        log.debug("call", method=name, db=db, member=pool.name, outcome=_outcome(reply, io),
-                  ms=round(1000 * (time.perf_counter() - started), 3))
+        if self.runtime.log_calls:
+            log.debug("call", method=name, db=database_of(args), member=pool.name, outcome=_outcome(reply, io),
+                      ms=round(1000 * (time.perf_counter() - started), 3))
 
     def _forward(self, pool: UpstreamPool, header: Header, io: MethodIO | None, args: Any, raw: bytes
                  ) -> Reply | None:
         oneway = header.mtype == TMessageType.ONEWAY
-        with pool.lease(self.identity) as upstream:
+        upstream = pool.acquire(self.identity)
+        try:
             if upstream.wire.format.protocol is not self.wire.format.protocol:
                 if args is None:
                     raise UpstreamError(pool.name, f"cannot translate unknown method '{header.name}'")
                 raw = upstream.wire.encode(header.name, header.mtype, header.seqid, args)
             return upstream.call(raw, oneway)
+        except BaseException:
+            upstream.broken = True
+            raise
+        finally:
+            pool.release(upstream)
 
     def _relay(self, reply: Reply, io: MethodIO | None, pool: UpstreamPool) -> None:
         upstream_protocol = pool.config.wire.protocol

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import socket
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
+from gevent import monkey
 from thrift.Thrift import TMessageType
 
 from waggle.config.model import HostPort, Limits, MetastoreConfig
+from waggle.upstream.deadlines import Deadlines, shutdown_socket
 from waggle.wire import Header, PeerClosed, Wire, WireError
+
+# The unpatched poll: a zero-timeout readiness check needs no trip through the gevent hub.
+_poll = monkey.get_original("select", "poll")
+_POLLIN = 0x001 | 0x008 | 0x010  # POLLIN | POLLERR | POLLHUP
 
 #: A client identity as given to ``set_ugi``: (user, groups). ``None`` means the client never called it.
 Identity = tuple[str, tuple[str, ...]]
@@ -24,8 +30,7 @@ class UpstreamError(Exception):
         self.detail = detail
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
+class Reply(NamedTuple):
     header: Header
     raw: bytes
     first_field: int  # 0: success; >0: a declared exception; -1: empty/void; see Wire.first_field_id
@@ -39,21 +44,31 @@ def _tune(sock: socket.socket) -> None:
 class UpstreamConnection:
     """A connected socket to one metastore, used by one call at a time (the pool guarantees it)."""
 
-    __slots__ = ("_read_timeout", "address", "broken", "identity", "member", "wire")
+    __slots__ = ("_deadlines", "_read_timeout", "address", "broken", "deadline", "identity", "member",
+                 "timed_out", "wire")
 
     def __init__(self, member: str, address: HostPort, sock: socket.socket, config: MetastoreConfig,
-                 limits: Limits) -> None:
+                 limits: Limits, deadlines: Deadlines) -> None:
         self.member = member
         self.address = address
         self.wire = Wire(sock, config.wire, limits)
         self.identity: Identity | None = None
         self.broken = False
+        self.timed_out = False
+        self.deadline = 0.0
+        self._deadlines = deadlines
         self._read_timeout = (config.read_timeout_ms + config.latency_ms) / 1000.0
-        sock.settimeout(self._read_timeout)
+        sock.settimeout(None)  # the read timeout is enforced by ``deadlines``
+
+    def abort(self) -> None:
+        """Called by the deadline watchdog: wake the blocked call by shutting the socket down."""
+        self.broken = True
+        shutdown_socket(self.wire.sock)
 
     def call(self, raw: bytes, oneway: bool = False) -> Reply | None:
         """Send one encoded request and return the raw reply. Any failure marks the connection broken."""
         wire = self.wire
+        self._deadlines.watch(self, self._read_timeout)
         try:
             wire.send_raw(raw)
             if oneway:
@@ -61,38 +76,36 @@ class UpstreamConnection:
             header = wire.read_begin()
             wire.skip_struct()
             raw_reply = wire.read_end()
-        except TimeoutError as exc:
+        except (TimeoutError, PeerClosed, WireError, OSError) as exc:
             self.broken = True
-            raise UpstreamError(self.member, f"did not answer within {self._read_timeout:g}s ({self.address})") from exc
-        except PeerClosed as exc:
-            self.broken = True
-            raise UpstreamError(self.member, f"closed the connection ({self.address})") from exc
-        except WireError as exc:
-            self.broken = True
-            raise UpstreamError(self.member, f"sent an invalid reply ({self.address}): {exc}") from exc
-        except OSError as exc:
-            self.broken = True
-            raise UpstreamError(self.member, f"connection failed ({self.address}): {exc.strerror or exc}") from exc
+            if self.timed_out:
+                raise UpstreamError(
+                    self.member, f"did not answer within {self._read_timeout:g}s ({self.address})") from exc
+            if isinstance(exc, PeerClosed):
+                raise UpstreamError(self.member, f"closed the connection ({self.address})") from exc
+            if isinstance(exc, WireError):
+                raise UpstreamError(self.member, f"sent an invalid reply ({self.address}): {exc}") from exc
+            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise UpstreamError(self.member, f"connection failed ({self.address}): {detail}") from exc
+        finally:
+            self._deadlines.done(self)
         first = wire.first_field_id(raw_reply) if header.mtype == TMessageType.REPLY else -1
         return Reply(header, raw_reply, first)
 
     def is_reusable(self) -> bool:
-        """False when the peer has closed (or sent unsolicited bytes on) this idle connection."""
+        """False when the peer has closed (or sent unsolicited bytes on) this idle connection.
+
+        An idle, healthy connection has nothing to read; anything readable (EOF, a reset, stray bytes) means
+        it is out of step. One non-blocking ``poll`` tells, without touching the event loop.
+        """
         if self.broken:
             return False
-        sock = self.wire.sock
+        poller = _poll()
         try:
-            sock.settimeout(0.0)
-            try:
-                data = sock.recv(1, socket.MSG_PEEK)
-            finally:
-                sock.settimeout(self._read_timeout)
-        except BlockingIOError:
-            return True
-        except OSError:
+            poller.register(self.wire.sock.fileno(), _POLLIN)
+            return not poller.poll(0)
+        except (OSError, ValueError):
             return False
-        del data  # EOF (b"") or unsolicited bytes: either way the connection is out of step
-        return False
 
     def close(self) -> None:
         self.broken = True
@@ -102,8 +115,8 @@ class UpstreamConnection:
             pass
 
 
-def connect(config: MetastoreConfig, limits: Limits, addresses: tuple[HostPort, ...] | None = None
-            ) -> UpstreamConnection:
+def connect(config: MetastoreConfig, limits: Limits, deadlines: Deadlines,
+            addresses: tuple[HostPort, ...] | None = None) -> UpstreamConnection:
     """Connect to the first of the metastore's URIs that accepts, in order."""
     timeout = (config.connect_timeout_ms + config.latency_ms) / 1000.0
     errors = []
@@ -116,5 +129,5 @@ def connect(config: MetastoreConfig, limits: Limits, addresses: tuple[HostPort, 
             errors.append(f"{address}: {reason} after {1000 * (time.monotonic() - started):.0f} ms")
             continue
         _tune(sock)
-        return UpstreamConnection(config.name, address, sock, config, limits)
+        return UpstreamConnection(config.name, address, sock, config, limits, deadlines)
     raise UpstreamError(config.name, "is unreachable: " + "; ".join(errors))

@@ -8,21 +8,21 @@ calls always travel on a connection that carries the client's own identity.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from thrift.Thrift import TMessageType
 
 from waggle.config.model import Limits, MetastoreConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.upstream.client import Identity, UpstreamConnection, UpstreamError, connect
+from waggle.upstream.deadlines import Deadlines
 from waggle.wire import decode_message
 
 
 class UpstreamPool:
-    def __init__(self, config: MetastoreConfig, limits: Limits) -> None:
+    def __init__(self, config: MetastoreConfig, limits: Limits, deadlines: Deadlines) -> None:
         self.config = config
         self.limits = limits
+        self.deadlines = deadlines
         self._idle: dict[Identity | None, deque[UpstreamConnection]] = {}
         self._ugi_replies: dict[Identity, list[str]] = {}
         self.opened = 0
@@ -33,7 +33,7 @@ class UpstreamPool:
         return self.config.name
 
     def _open(self, identity: Identity | None) -> UpstreamConnection:
-        conn = connect(self.config, self.limits)
+        conn = connect(self.config, self.limits, self.deadlines)
         self.opened += 1
         if identity is not None:
             try:
@@ -62,17 +62,6 @@ class UpstreamPool:
             conn.close()
             return
         idle.append(conn)
-
-    @contextmanager
-    def lease(self, identity: Identity | None) -> Iterator[UpstreamConnection]:
-        conn = self.acquire(identity)
-        try:
-            yield conn
-        except BaseException:
-            conn.broken = True
-            raise
-        finally:
-            self.release(conn)
 
     def set_ugi_reply(self, identity: Identity) -> list[str]:
         """The metastore's answer to ``set_ugi`` for this identity, opening a connection if none was."""
