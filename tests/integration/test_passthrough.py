@@ -218,3 +218,50 @@ def test_client_sending_garbage_is_disconnected_and_others_are_served(waggle):
         bad.close()
         assert "default" in good.get_all_databases()
     assert "client.protocol_error" in waggle.log()
+
+
+def test_one_structured_log_line_per_call_at_debug(waggle, seeded):
+    import json
+
+    with waggle.client() as w:
+        w.set_ugi("log_user", [])
+        w.get_table(seeded, "people")
+        with pytest.raises(ttypes.NoSuchObjectException):
+            w.get_table(seeded, "nope")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        lines = [json.loads(line) for line in waggle.log().splitlines() if line.startswith("{")]
+        calls = [e for e in lines if e.get("event") == "call" and e.get("db") == seeded and e.get("user") == "log_user"]
+        if len(calls) >= 2:
+            break
+        time.sleep(0.1)
+    ok = next(e for e in calls if e["outcome"] == "ok")
+    assert ok["method"] == "get_table" and ok["member"] == "primary" and ok["level"] == "debug"
+    assert isinstance(ok["ms"], float) and "conn" in ok and "peer" in ok
+    assert any(e["outcome"] == "NoSuchObjectException" for e in calls)
+    started = next(e for e in lines if e.get("event") == "server.listening")
+    assert started["gevent_patched"] is True
+
+
+def test_connections_beyond_the_limit_wait_for_a_free_slot(primary, tmp_path):
+    import threading
+
+    from conftest import WaggleProcess, federation_yaml
+
+    proxy = WaggleProcess(tmp_path, federation_yaml(primary.uri), "max-connections: 1\n").start()
+    try:
+        with proxy.client() as first:
+            assert "default" in first.get_all_databases()
+            served = threading.Event()
+
+            def second() -> None:
+                with proxy.client() as c:
+                    c.get_all_databases()
+                    served.set()
+
+            t = threading.Thread(target=second, daemon=True)
+            t.start()
+            assert not served.wait(1.5), "a second connection was served beyond max-connections: 1"
+        assert served.wait(10), "the waiting connection was not served once the slot freed"
+    finally:
+        proxy.stop()

@@ -6,6 +6,7 @@ Used by ``waggle demo`` and by the test harness. Each instance owns a directory 
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -143,6 +144,7 @@ class LocalMetastore:
         """Block until the metastore answers a real Thrift call, or raise with the log's tail."""
         from waggle.local.client import hms_client
 
+        logging.getLogger("thrift.transport.TSocket").setLevel(logging.CRITICAL)  # refusals are expected here
         deadline = time.monotonic() + timeout
         last_error: Exception | None = None
         while time.monotonic() < deadline:

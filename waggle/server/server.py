@@ -8,6 +8,7 @@ from typing import Any
 
 import gevent
 import gevent.event
+import gevent.monkey
 from gevent.pool import Pool
 from gevent.server import StreamServer
 
@@ -40,7 +41,8 @@ class WaggleServer:
         self._server.start()
         log.info("server.listening", address=f"{self.address[0]}:{self.address[1]}",
                  wire=self.runtime.config.server.wire.describe(),
-                 max_connections=self.runtime.config.server.max_connections)
+                 max_connections=self.runtime.config.server.max_connections,
+                 gevent_patched=gevent.monkey.is_module_patched("socket"))
 
     def _handle(self, sock: socket.socket, peer: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
