@@ -113,7 +113,7 @@ METASTORE_SETTINGS: tuple[Setting, ...] = (
         "Milliseconds to wait for a reply, plus `latency`; defaults to `hive.metastore.client.socket.timeout` "
         "when set (waggle addition).",
     ),
-    Setting("pool-max-idle", "16", "Idle upstream connections kept per client identity (waggle addition)."),
+    Setting("pool-max-idle", "16", "Idle upstream connections kept open to this metastore (waggle addition)."),
     Setting("impersonation-enabled", "false", "Kerberos impersonation; not implemented.", False),
     Setting("hive-metastore-filter-hook", "-", "Java filter hook class; not applicable.", False),
     Setting("glue-config", "-", "AWS Glue catalogs; not implemented.", False),

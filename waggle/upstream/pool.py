@@ -25,6 +25,7 @@ class UpstreamPool:
         self.deadlines = deadlines
         self._idle: dict[Identity | None, deque[UpstreamConnection]] = {}
         self._ugi_replies: dict[Identity, list[str]] = {}
+        self._idle_total = 0
         self.opened = 0
         self.closed = False
 
@@ -48,6 +49,7 @@ class UpstreamPool:
         idle = self._idle.get(identity)
         while idle:
             conn = idle.pop()
+            self._idle_total -= 1
             if conn.is_reusable():
                 return conn
             conn.close()
@@ -57,11 +59,11 @@ class UpstreamPool:
         if conn.broken or self.closed:
             conn.close()
             return
-        idle = self._idle.setdefault(conn.identity, deque())
-        if len(idle) >= self.config.pool_max_idle:
+        if self._idle_total >= self.config.pool_max_idle:
             conn.close()
             return
-        idle.append(conn)
+        self._idle.setdefault(conn.identity, deque()).append(conn)
+        self._idle_total += 1
 
     def set_ugi_reply(self, identity: Identity) -> list[str]:
         """The metastore's answer to ``set_ugi`` for this identity, opening a connection if none was."""
@@ -70,7 +72,7 @@ class UpstreamPool:
         return self._ugi_replies[identity]
 
     def idle_count(self) -> int:
-        return sum(len(q) for q in self._idle.values())
+        return self._idle_total
 
     def close(self) -> None:
         self.closed = True
@@ -78,6 +80,7 @@ class UpstreamPool:
             while queue:
                 queue.pop().close()
         self._idle.clear()
+        self._idle_total = 0
 
 
 def _set_ugi(conn: UpstreamConnection, identity: Identity) -> list[str]:
