@@ -147,7 +147,7 @@ def primary(metastores: list[Any]) -> Any:
 @pytest.fixture(scope="session")
 def waggle(primary: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WaggleProcess]:
     proc = WaggleProcess(tmp_path_factory.mktemp("waggle"), federation_yaml(primary.uri),
-                         "logging:\n  level: debug\n").start()
+                         "logging:\n  level: debug\nlimits:\n  stream-replies-after-bytes: 1024\n").start()
     yield proc
     proc.stop()
 

@@ -95,3 +95,23 @@ class SlowLink(_Listener):
 
         threading.Thread(target=pump, args=(conn, upstream, 0.0), daemon=True).start()
         pump(upstream, conn, self.delay)
+
+
+class TruncatedReply(_Listener):
+    """Answers every call with the start of a long, valid-looking reply, then hangs up mid-message."""
+
+    def handle(self, conn: socket.socket) -> None:
+        import struct
+
+        try:
+            conn.recv(65536)
+            name = b"get_all_databases"
+            head = struct.pack("!Ii", 0x80010002, len(name)) + name + struct.pack("!i", 0)
+            # field 0: list<string> of 100,000 names; only the first ~200 KB are ever sent
+            body = struct.pack("!bhbi", 15, 0, 11, 100_000)
+            body += b"".join(struct.pack("!i", 10) + b"database_x" for _ in range(15_000))
+            conn.sendall(head + body)
+        except OSError:
+            pass
+        finally:
+            conn.close()

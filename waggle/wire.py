@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import socket
 import struct
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from thrift.protocol import fastbinary
@@ -81,11 +82,15 @@ class Wire:
         "_in_frame",
         "_proto",
         "_received",
+        "_sink",
+        "_sink_after",
         "cstringio_buf",
+        "first_field",
         "format",
         "header_end",
         "limits",
         "sock",
+        "streamed",
     )
 
     def __init__(self, sock: socket.socket, fmt: WireFormat, limits: Limits) -> None:
@@ -94,6 +99,10 @@ class Wire:
         self.limits = limits
         self.cstringio_buf = io.BytesIO()
         self._buf_len = 0
+        self._sink: Callable[[bytes], None] | None = None
+        self._sink_after = 0
+        self.streamed = 0
+        self.first_field = -1
         self._chunks: list[bytes] = []
         self._received = 0
         self._proto = _Proto(self, limits)
@@ -128,7 +137,28 @@ class Wire:
         self._received += len(data)
         if self._received > self.limits.max_message_bytes:
             raise WireError(f"message exceeds the limit of {self.limits.max_message_bytes} bytes")
+        if self._sink is not None and self._received >= self._sink_after:
+            self._flush_to_sink()
         return self._set_buffer(partial + data if partial else data)
+
+    # -- cut-through relaying ----------------------------------------------------------------------------
+    def stream_to(self, sink: Callable[[bytes], None], after: int) -> None:
+        """Once more than ``after`` bytes of the current message have arrived, pass them to ``sink`` as they
+        come instead of keeping them: a large reply reaches the client while it is still being read, and
+        memory holds one chunk of it, not all of it. Call after :meth:`read_begin`."""
+        self._sink = sink
+        self._sink_after = after
+        self.streamed = 0
+
+    def _flush_to_sink(self) -> None:
+        assert self._sink is not None
+        if self.streamed == 0:
+            head = b"".join(self._chunks)
+            self.first_field = self.first_field_id(head)
+        for chunk in self._chunks:
+            self._sink(chunk)
+            self.streamed += len(chunk)
+        self._chunks = []
 
     def _set_buffer(self, data: bytes) -> io.BytesIO:
         self._buf_len = len(data)
@@ -246,8 +276,11 @@ class Wire:
         else:
             raw = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
             if unread:
+                if unread > len(raw):
+                    raise WireError("peer sent bytes beyond the end of a streamed message")
                 raw = raw[:-unread]
         self._chunks = []
+        self._sink = None
         return raw
 
     def first_field_id(self, raw: bytes) -> int:

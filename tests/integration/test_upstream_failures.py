@@ -89,3 +89,25 @@ def test_metastore_killed_and_restarted(tmp_path):
     finally:
         proxy.stop()
         store.stop()
+
+
+def test_metastore_failing_in_the_middle_of_a_streamed_reply_closes_only_that_client(tmp_path):
+    """Half a reply has reached the client: it cannot be answered any more, so its connection is closed
+    (Hive clients reconnect and retry); waggle goes on serving."""
+    from faults import TruncatedReply
+    from thrift.transport.TTransport import TTransportException
+
+    peer = TruncatedReply()
+    proxy = WaggleProcess(tmp_path, federation_yaml(f"thrift://127.0.0.1:{peer.port}")).start()
+    try:
+        for _ in range(2):
+            with proxy.client(timeout=10) as c:
+                started = time.monotonic()
+                with pytest.raises((TTransportException, EOFError, OSError)):
+                    c.get_all_databases()
+                assert time.monotonic() - started < 5
+        assert "call.failed_mid_reply" in proxy.log()
+        assert proxy.proc is not None and proxy.proc.poll() is None
+    finally:
+        proxy.stop()
+        peer.close()

@@ -196,3 +196,32 @@ def test_framed_message_longer_than_its_frame_is_refused(pair):
     with pytest.raises(WireError):
         wire.read_struct(T.get_table_args)
         wire.read_end()
+
+
+def test_streaming_a_large_reply_through_a_sink(pair):
+    a, b = pair
+    result = T.get_table_objects_by_name_result(success=[sample_table(i) for i in range(800)])
+    data = encode_with_thrift(WireFormat(), "get_table_objects_by_name", TMessageType.REPLY, 3, result)
+    threading.Thread(target=a.sendall, args=(data,), daemon=True).start()
+    wire = Wire(b, WireFormat(), Limits(1 << 24, 1 << 16, 1000))
+    sent: list[bytes] = []
+    wire.read_begin()
+    wire.stream_to(sent.append, after=4096)
+    wire.skip_struct()
+    rest = wire.read_end()
+    assert wire.streamed == sum(len(c) for c in sent) > 0
+    assert b"".join(sent) + rest == data
+    assert wire.first_field == 0
+
+
+def test_small_replies_are_not_streamed(pair):
+    a, b = pair
+    data = encode_with_thrift(WireFormat(), "get_table", TMessageType.REPLY, 3,
+                              T.get_table_result(success=sample_table()))
+    a.sendall(data)
+    wire = Wire(b, WireFormat(), LIMITS)
+    sent: list[bytes] = []
+    wire.read_begin()
+    wire.stream_to(sent.append, after=65536)
+    wire.skip_struct()
+    assert wire.read_end() == data and sent == [] and wire.streamed == 0

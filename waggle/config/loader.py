@@ -256,6 +256,7 @@ def parse_server(path: str | None, data: Mapping[str, Any], problems: list[str],
                 "limits.max-upstream-message-bytes", defaults.upstream_limits.max_message_bytes, 1024, 2**31 - 1
             ),
         ),
+        stream_after_bytes=r.integer("limits.stream-replies-after-bytes", defaults.stream_after_bytes, 0),
         query_functions_across_all_metastores=r.boolean("query-functions-across-all-metastores", True),
         status_polling_delay_seconds=r.integer("status-polling-delay", 5, 1) * _TIME_UNITS[unit_name],
         endpoint_port=r.integer("endpoint.port", defaults.endpoint_port, 0, 65535),

@@ -122,6 +122,7 @@ class ServerConfig:
     graceful_stop_seconds: float = 60.0
     limits: Limits = Limits(100 * 1024 * 1024, 16 * 1024 * 1024, 1_000_000)
     upstream_limits: Limits = Limits(2 * 1024 * 1024 * 1024 - 1, 256 * 1024 * 1024, 50_000_000)
+    stream_after_bytes: int = 65536
     query_functions_across_all_metastores: bool = True
     status_polling_delay_seconds: float = 300.0
     endpoint_port: int = 18000

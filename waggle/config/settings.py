@@ -50,6 +50,11 @@ SERVER_SETTINGS: tuple[Setting, ...] = (
         "Largest reply accepted from a metastore (bytes); a 100,000-partition listing is ~100 MB.",
     ),
     Setting(
+        "limits.stream-replies-after-bytes", "65536",
+        "A reply relayed unchanged that is longer than this streams to the client as it arrives, so memory "
+        "holds one chunk of it; if its metastore fails mid-reply, the client's connection is closed.",
+    ),
+    Setting(
         "query-functions-across-all-metastores", "true",
         "`get_all_functions` fans out to every metastore (`true`) or asks the primary only (`false`).",
     ),

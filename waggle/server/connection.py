@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 from thrift.Thrift import TApplicationException, TMessageType
 
+from waggle.config.model import TransportKind
 from waggle.hms.methods import database_of
 from waggle.hms.service import METHOD_IO, MethodIO
 from waggle.ops.logging import get_logger
@@ -55,6 +56,8 @@ class ClientConnection:
                 self.idle = False
                 self._handle(header)
                 self.calls += 1
+        except _Abandon:
+            pass
         except WireError as exc:
             log.warning("client.protocol_error", error=str(exc), calls=self.calls)
         except TimeoutError:
@@ -85,13 +88,19 @@ class ClientConnection:
         try:
             reply = self._forward(pool, header, io, args, raw)
         except UpstreamError as exc:
+            if exc.partial_reply_sent:
+                log.warning("call.failed_mid_reply", method=name, member=pool.name, error=exc.detail)
+                raise _Abandon() from exc
             self._answer_failure(header, io, str(exc))
             if self.runtime.log_calls:
                 log.debug("call", method=name, db=database_of(args), member=pool.name, outcome="upstream_error",
                           error=exc.detail, ms=round(1000 * (time.perf_counter() - started), 3))
             return
         if reply is not None:
-            self._relay(reply, io, pool)
+            if reply.streamed:
+                self.wire.send_raw(reply.raw)  # the rest of a reply whose head is already on its way
+            else:
+                self._relay(reply, io, pool)
         if self.runtime.log_calls:
             log.debug("call", method=name, db=database_of(args), member=pool.name, outcome=_outcome(reply, io),
                       ms=round(1000 * (time.perf_counter() - started), 3))
@@ -105,6 +114,9 @@ class ClientConnection:
                 if args is None:
                     raise UpstreamError(pool.name, f"cannot translate unknown method '{header.name}'")
                 raw = upstream.wire.encode(header.name, header.mtype, header.seqid, args)
+            if upstream.wire.format == self.wire.format and self.wire.format.transport is TransportKind.BUFFERED:
+                # Relayed unchanged: a large reply streams through instead of waiting to be complete.
+                return upstream.call(raw, oneway, self.wire.send_raw, self.runtime.config.server.stream_after_bytes)
             return upstream.call(raw, oneway)
         except BaseException:
             upstream.broken = True
@@ -144,6 +156,10 @@ class ClientConnection:
             self._answer_failure(header, io, str(exc))
             return
         self.wire.send(header.name, TMessageType.REPLY, header.seqid, io.result(success=groups))
+
+
+class _Abandon(Exception):
+    """The client connection can no longer be answered (half a reply was sent); close it."""
 
 
 def _outcome(reply: Reply | None, io: MethodIO | None) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
 from typing import NamedTuple
 
 from gevent import monkey
@@ -24,16 +25,19 @@ Identity = tuple[str, tuple[str, ...]]
 class UpstreamError(Exception):
     """The metastore could not be reached, or failed mid-call. ``str()`` names the metastore."""
 
-    def __init__(self, member: str, detail: str) -> None:
+    def __init__(self, member: str, detail: str, partial_reply_sent: bool = False) -> None:
         super().__init__(f"metastore '{member}' {detail}")
         self.member = member
         self.detail = detail
+        #: Part of the reply already reached the client: the client connection cannot be answered any more.
+        self.partial_reply_sent = partial_reply_sent
 
 
 class Reply(NamedTuple):
     header: Header
-    raw: bytes
+    raw: bytes  # the whole reply, or what remains of it when ``streamed`` bytes went to the sink already
     first_field: int  # 0: success; >0: a declared exception; -1: empty/void; see Wire.first_field_id
+    streamed: int
 
 
 def _tune(sock: socket.socket) -> None:
@@ -65,8 +69,12 @@ class UpstreamConnection:
         self.broken = True
         shutdown_socket(self.wire.sock)
 
-    def call(self, raw: bytes, oneway: bool = False) -> Reply | None:
-        """Send one encoded request and return the raw reply. Any failure marks the connection broken."""
+    def call(self, raw: bytes, oneway: bool = False, sink: Callable[[bytes], None] | None = None,
+             stream_after: int = 0) -> Reply | None:
+        """Send one encoded request and return the raw reply. Any failure marks the connection broken.
+
+        With a ``sink``, a reply longer than ``stream_after`` bytes is passed to it while it arrives.
+        """
         wire = self.wire
         self._deadlines.watch(self, self._read_timeout)
         try:
@@ -74,10 +82,15 @@ class UpstreamConnection:
             if oneway:
                 return None
             header = wire.read_begin()
+            if sink is not None:
+                wire.stream_to(sink, stream_after)
             wire.skip_struct()
             raw_reply = wire.read_end()
         except (TimeoutError, PeerClosed, WireError, OSError) as exc:
             self.broken = True
+            if wire.streamed:
+                raise UpstreamError(self.member, f"failed in the middle of a streamed reply ({self.address}): "
+                                    f"{exc}", partial_reply_sent=True) from exc
             if self.timed_out:
                 raise UpstreamError(
                     self.member, f"did not answer within {self._read_timeout:g}s ({self.address})") from exc
@@ -89,8 +102,11 @@ class UpstreamConnection:
             raise UpstreamError(self.member, f"connection failed ({self.address}): {detail}") from exc
         finally:
             self._deadlines.done(self)
+        if wire.streamed:
+            return Reply(header, raw_reply, wire.first_field if header.mtype == TMessageType.REPLY else -1,
+                         wire.streamed)
         first = wire.first_field_id(raw_reply) if header.mtype == TMessageType.REPLY else -1
-        return Reply(header, raw_reply, first)
+        return Reply(header, raw_reply, first, 0)
 
     def is_reusable(self) -> bool:
         """False when the peer has closed (or sent unsolicited bytes on) this idle connection.
