@@ -48,7 +48,7 @@ def _tune(sock: socket.socket) -> None:
 class UpstreamConnection:
     """A connected socket to one metastore, used by one call at a time (the pool guarantees it)."""
 
-    __slots__ = ("_deadlines", "_read_timeout", "address", "broken", "deadline", "identity", "member",
+    __slots__ = ("_deadlines", "_poller", "_read_timeout", "address", "broken", "deadline", "identity", "member",
                  "timed_out", "wire")
 
     def __init__(self, member: str, address: HostPort, sock: socket.socket, config: MetastoreConfig,
@@ -63,6 +63,8 @@ class UpstreamConnection:
         self._deadlines = deadlines
         self._read_timeout = (config.read_timeout_ms + config.latency_ms) / 1000.0
         sock.settimeout(None)  # the read timeout is enforced by ``deadlines``
+        self._poller = _poll()
+        self._poller.register(sock.fileno(), _POLLIN)
 
     def abort(self) -> None:
         """Called by the deadline watchdog: wake the blocked call by shutting the socket down."""
@@ -116,10 +118,8 @@ class UpstreamConnection:
         """
         if self.broken:
             return False
-        poller = _poll()
         try:
-            poller.register(self.wire.sock.fileno(), _POLLIN)
-            return not poller.poll(0)
+            return not self._poller.poll(0)
         except (OSError, ValueError):
             return False
 
