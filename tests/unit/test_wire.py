@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 
 import pytest
 from thrift.protocol.TBinaryProtocol import TBinaryProtocol
@@ -202,7 +203,13 @@ def test_streaming_a_large_reply_through_a_sink(pair):
     a, b = pair
     result = T.get_table_objects_by_name_result(success=[sample_table(i) for i in range(800)])
     data = encode_with_thrift(WireFormat(), "get_table_objects_by_name", TMessageType.REPLY, 3, result)
-    threading.Thread(target=a.sendall, args=(data,), daemon=True).start()
+
+    def trickle() -> None:  # as a metastore writes a long reply: in pieces, over time
+        for i in range(0, len(data), 16384):
+            a.sendall(data[i:i + 16384])
+            time.sleep(0.002)
+
+    threading.Thread(target=trickle, daemon=True).start()
     wire = Wire(b, WireFormat(), Limits(1 << 24, 1 << 16, 1000))
     sent: list[bytes] = []
     wire.read_begin()
