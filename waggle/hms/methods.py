@@ -1,29 +1,847 @@
-"""Where database names travel in each HMS call.
+"""THE method table: for every HMS Thrift method, where database names travel and how the call is treated.
 
-This first version finds the database of a call for logging only: the first argument (or the first field of a
-request struct argument) with a database-name field name. Routing by database builds on the method table
-that replaces it.
+Everything that depends on the semantics of a method is derived from the data in this module, never from
+per-method code elsewhere:
+
+* routing (:class:`Route`) -- which member(s) of the federation receive the call;
+* access control (:class:`Access`) -- whether the call needs write access to the databases it names;
+* request and response rewriting -- :data:`METHODS` ``db_args`` name the *string* arguments that carry database
+  names, :data:`STRUCT_DB_FIELDS` names every *struct* field that carries one (request and response structs
+  alike; nested structs are found by walking the generated ``thrift_spec``);
+* the supported-methods documentation (``note`` says why anything non-obvious is the way it is).
+
+:data:`NOT_DB_FIELDS` records fields and arguments whose name looks database-ish but that carry no database name,
+so that ``tests/unit/test_method_table.py`` can fail when the IDL gains a database-bearing field that nobody
+has classified.
+
+Conventions used below
+----------------------
+* ``Route.DATABASE`` goes to the member that owns the database name(s) found in the call. Some of these calls
+  carry the name only as an *optional filter* (``show_locks``, ``show_compact``, ``get_privilege_set`` for a
+  GLOBAL object, ...): with no name present there is no database context and the router uses the primary.
+* ``Route.PRIMARY`` calls carry no database context. A WRITE there names no database, so per-database access
+  control cannot apply to it; the note says so. Some PRIMARY calls still carry database names inside struct
+  fields (``commit_txn``'s write events, the notification filters): those fields are rewritten like any other,
+  they just do not choose the member.
+* Transactions are opened, committed and aborted on the primary. Lock ids, transaction ids and compaction ids
+  are numbers private to one metastore: calls that carry only such ids go to the primary.
 """
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
-_DB_FIELDS = ("db_name", "dbname", "dbName", "databaseName", "db")
+from thrift.Thrift import TType
+
+from waggle.hms.gen.fb303 import FacebookService
+from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
+from waggle.hms.gen.hive_metastore.ttypes import HiveObjectType
+
+__all__ = [
+    "METHODS",
+    "NOT_DB_FIELDS",
+    "STRUCT_DB_FIELDS",
+    "Access",
+    "DbField",
+    "MethodSpec",
+    "NameForm",
+    "Route",
+    "database_of",
+]
 
 
-def database_of(args: Any) -> str | None:
-    if args is None:
+class Access(enum.Enum):
+    """How access control treats the call."""
+
+    READ = "read"  # never refused
+    WRITE = "write"  # needs write access on every database it names
+    CREATE_DATABASE = "create_database"  # primary only, needs a *_CREATE* access type
+    LOCK = "lock"  # per LockComponent: SHARED_READ is a read; EXCLUSIVE / SHARED_WRITE / EXCL_WRITE are writes
+
+
+class Route(enum.Enum):
+    """Which member(s) of the federation receive the call."""
+
+    DATABASE = "database"  # the one metastore that owns the database name(s) found in the call
+    PRIMARY = "primary"  # always the primary: no database context
+    FANOUT = "fanout"  # every member in parallel, results merged
+
+
+class NameForm(enum.Enum):
+    """How a database name is spelled inside a field."""
+
+    NAME = "name"  # a database name (may arrive catalog-qualified as "@cat#db")
+    PATTERN = "pattern"  # a database-name pattern with * | . wildcards (may be "@cat#pattern")
+    QUALIFIED = "qualified"  # a "db.table" string
+    OBJECT_NAME = "object_name"  # HiveObjectRef.objectName: a database name only when objectType == DATABASE
+
+
+@dataclass(frozen=True, slots=True)
+class DbField:
+    attr: str  # attribute name in the generated struct / args class
+    form: NameForm
+    is_list: bool = False  # list<string> or set<string> of such names
+
+
+@dataclass(frozen=True, slots=True)
+class MethodSpec:
+    name: str
+    access: Access
+    route: Route
+    db_args: tuple[DbField, ...] = ()  # string / list<string> arguments of <name>_args that carry database names
+    result_names: NameForm | None = None  # when `success` itself is a list<string> of database names
+    note: str = ""  # short reason for anything non-obvious (shown in generated docs)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Small constructors: they only fill in fields, they never guess.
+# --------------------------------------------------------------------------------------------------------------
+
+
+def db(attr: str) -> DbField:
+    """A database name."""
+    return DbField(attr, NameForm.NAME)
+
+
+def db_pattern(attr: str) -> DbField:
+    """A database-name pattern."""
+    return DbField(attr, NameForm.PATTERN)
+
+
+def qualified(attr: str, *, is_list: bool = False) -> DbField:
+    """A "db.table" name (or a list / set of them)."""
+    return DbField(attr, NameForm.QUALIFIED, is_list)
+
+
+def object_name(attr: str) -> DbField:
+    """HiveObjectRef.objectName: a database name when the object is a DATABASE."""
+    return DbField(attr, NameForm.OBJECT_NAME)
+
+
+def _read(name: str, *db_args: DbField, note: str = "") -> MethodSpec:
+    """A read routed by the database it names (in ``db_args`` or in its struct arguments)."""
+    return MethodSpec(name, Access.READ, Route.DATABASE, db_args, note=note)
+
+
+def _write(name: str, *db_args: DbField, note: str = "") -> MethodSpec:
+    """A write routed by the database it names; needs write access on every database it names."""
+    return MethodSpec(name, Access.WRITE, Route.DATABASE, db_args, note=note)
+
+
+def _primary_read(name: str, note: str = "") -> MethodSpec:
+    """A read without database context: served by the primary."""
+    return MethodSpec(name, Access.READ, Route.PRIMARY, note=note)
+
+
+_NO_DB = "no database: access control cannot apply"
+
+
+def _primary_write(name: str, note: str = "") -> MethodSpec:
+    """A write without database context: served by the primary; there is no database to check access on."""
+    return MethodSpec(name, Access.WRITE, Route.PRIMARY, note=f"{note}; {_NO_DB}" if note else _NO_DB)
+
+
+def _create(name: str, note: str) -> MethodSpec:
+    """Database (namespace) creation: primary only, needs a *_CREATE* access type."""
+    return MethodSpec(name, Access.CREATE_DATABASE, Route.PRIMARY, note=note)
+
+
+def _fanout(name: str, *db_args: DbField, result_names: NameForm | None = None, note: str = "") -> MethodSpec:
+    """Sent to every member in parallel; results merged."""
+    return MethodSpec(name, Access.READ, Route.FANOUT, db_args, result_names, note)
+
+
+# Reasons shared by several entries.
+_TXN_SCOPED = "the transaction lives on the primary (open_txns has no database)"
+_TABLE_ID_ONLY = ("names its table by numeric id only, which cannot be routed: a federated table's id may name "
+                  "an unrelated table on the primary")
+_LOCK_ID = ("lock ids are private to the metastore that granted them; a lock() routed to a federated member "
+            "can only be followed there with per-connection lock-id tracking in the dispatcher")
+_COMPACTOR = "compactor-internal (HMS-side Initiator/Worker/Cleaner); routed by the compaction's database"
+_ACID_FEDERATED = ("ACID on a federated database only works when that member also runs the transaction; "
+                   "routed to the database's member so that a mismatch fails loudly instead of writing "
+                   "write-id state for a foreign table into the primary")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The table
+# --------------------------------------------------------------------------------------------------------------
+
+_SPECS: tuple[MethodSpec, ...] = (
+    # ---- fb303 (FacebookService) -----------------------------------------------------------------------------
+    _primary_read("getName"),
+    _primary_read("getVersion"),
+    _primary_read("getStatus"),
+    _primary_read("getStatusDetails"),
+    _primary_read("aliveSince"),
+    _primary_read("getCounters"),
+    _primary_read("getCounter"),
+    _primary_write("setOption", "fb303 option of the primary's handler"),
+    _primary_read("getOption"),
+    _primary_read("getOptions"),
+    _primary_read("getCpuProfile"),
+    _primary_read("reinitialize", "oneway; a no-op in HMS (FacebookBase)"),
+    _primary_read("shutdown", "oneway; HiveMetaStoreClient.close() sends it on every disconnect and HMS only "
+                              "releases that connection's RawStore, so it must never be refused"),
+    # ---- session, configuration, misc ------------------------------------------------------------------------
+    _primary_read("getMetaConf"),
+    _primary_write("setMetaConf", "metastore conf of the client's session on the primary"),
+    _primary_read("get_properties", "Hive 4 property store"),
+    _primary_write("set_properties", "Hive 4 property store"),
+    _primary_read("get_config_value"),
+    _fanout("set_ugi", note="identity of the connection: replayed to every member; result is the group list"),
+    _primary_read("flushCache", "clears the primary's object cache only; changes no metadata"),
+    _primary_read("get_metastore_db_uuid", "the primary's backing-database uuid"),
+    # ---- catalogs ------------------------------------------------------------------------------------------------
+    _create("create_catalog", "catalog namespace change: gated like database creation (primary with a *_CREATE* "
+                              "access type); names no database"),
+    _create("alter_catalog", "catalog namespace change: gated like database creation; names no database"),
+    _primary_read("get_catalog"),
+    _primary_read("get_catalogs"),
+    _create("drop_catalog", "catalog namespace change: gated like database creation; names no database"),
+    # ---- databases -----------------------------------------------------------------------------------------------
+    _create("create_database", "always the primary; Database.name is the new database"),
+    _create("create_database_req", "Hive 4; always the primary; CreateDatabaseRequest.databaseName is the new "
+                                   "database"),
+    _read("get_database", db("name")),
+    _read("get_database_req", note="Hive 4; GetDatabaseRequest.name"),
+    _write("drop_database", db("name")),
+    _write("drop_database_req", note="Hive 4; DropDatabaseRequest.name"),
+    _fanout("get_databases", db_pattern("pattern"), result_names=NameForm.NAME,
+            note="Hive 3/4 clients send get_databases('@hive#') for all databases"),
+    _fanout("get_all_databases", result_names=NameForm.NAME),
+    _write("alter_database", db("dbname"), note="also Database.name of the new definition"),
+    _write("alter_database_req", note="Hive 4; AlterDatabaseRequest.oldDbName and newDb.name"),
+    # ---- data connectors (Hive 4) --------------------------------------------------------------------------------
+    _primary_write("create_dataconnector_req", "Hive 4 data connector"),
+    _primary_read("get_dataconnector_req", "Hive 4 data connector"),
+    _primary_write("drop_dataconnector_req", "Hive 4 data connector"),
+    _primary_read("get_dataconnectors", "Hive 4; connector names, not databases"),
+    _primary_write("alter_dataconnector_req", "Hive 4 data connector"),
+    _primary_write("create_dataconnector", "Hive 4 data connector"),
+    _primary_write("drop_dataconnector", "Hive 4 data connector"),
+    _primary_write("alter_dataconnector", "Hive 4 data connector"),
+    # ---- types (legacy) ----------------------------------------------------------------------------------------
+    _primary_read("get_type"),
+    _primary_write("create_type"),
+    _primary_write("drop_type"),
+    _primary_read("get_type_all"),
+    # ---- tables ----------------------------------------------------------------------------------------------
+    _read("get_fields", db("db_name")),
+    _read("get_fields_with_environment_context", db("db_name")),
+    _read("get_fields_req", note="Hive 4"),
+    _read("get_schema", db("db_name"), note="table columns, not the schema registry"),
+    _read("get_schema_with_environment_context", db("db_name")),
+    _read("get_schema_req", note="Hive 4"),
+    _write("create_table", note="Table.dbName"),
+    _write("create_table_with_environment_context", note="Table.dbName"),
+    _write("create_table_with_constraints",
+           note="Table.dbName and every constraint's table_db; a foreign key's pktable_db is also checked"),
+    _write("create_table_req", note="Hive 4; CreateTableRequest.table.dbName and the constraints"),
+    _read("translate_table_dryrun", note="Hive 4; returns the table as it would be created, changes nothing"),
+    _write("drop_table", db("dbname")),
+    _write("drop_table_with_environment_context", db("dbname")),
+    _write("drop_table_req", note="Hive 4"),
+    _write("truncate_table", db("dbName")),
+    _write("truncate_table_req", note="Hive 4"),
+    _read("get_tables", db("db_name")),
+    _read("get_tables_by_type", db("db_name")),
+    _primary_read("get_all_materialized_view_objects_for_rewriting",
+                  "no database argument: only the primary's materialized views are offered for rewriting"),
+    _read("get_materialized_views_for_rewriting", db("db_name")),
+    _fanout("get_table_meta", db_pattern("db_patterns"),
+            note="db_patterns may be '@cat#pattern'; TableMeta.dbName rewritten per member"),
+    _read("get_all_tables", db("db_name")),
+    _read("get_tables_ext", note="Hive 4; GetTablesExtRequest.database is an exact name"),
+    _read("get_table_req"),
+    _read("get_table_objects_by_name_req"),
+    _read("get_materialization_invalidation_info",
+          note="CreationMetadata.dbName routes; tablesUsed are 'db.table' names"),
+    _write("update_creation_metadata", db("dbname")),
+    _read("get_table_names_by_filter", db("dbname")),
+    _write("alter_table", db("dbname"), note="also new_tbl.dbName (rename target)"),
+    _write("alter_table_with_environment_context", db("dbname"), note="also new_tbl.dbName (rename target)"),
+    _write("alter_table_with_cascade", db("dbname"), note="also new_tbl.dbName (rename target)"),
+    _write("alter_table_req", note="Hive 4; AlterTableRequest.dbName and table.dbName (rename target)"),
+    _read("get_table", db("dbname"), note="removed in Hive 4.0.1 (HIVE-26537); still sent by Spark's Hive 2.3"),
+    _read("get_table_objects_by_name", db("dbname")),
+    # ---- constraints -----------------------------------------------------------------------------------------
+    _write("drop_constraint"),
+    _write("add_primary_key"),
+    _write("add_foreign_key", note="pktable_db is only referenced but is checked for write access too (strict); "
+                                   "both tables must live in one member"),
+    _write("add_unique_constraint"),
+    _write("add_not_null_constraint"),
+    _write("add_default_constraint"),
+    _write("add_check_constraint"),
+    _read("get_primary_keys"),
+    _read("get_foreign_keys", note="parent_db_name or foreign_db_name (either may be null)"),
+    _read("get_unique_constraints"),
+    _read("get_not_null_constraints"),
+    _read("get_default_constraints"),
+    _read("get_check_constraints"),
+    _read("get_all_table_constraints", note="Hive 4"),
+    # ---- partitions ------------------------------------------------------------------------------------------
+    _write("add_partition", note="Partition.dbName"),
+    _write("add_partition_with_environment_context", note="Partition.dbName"),
+    _write("add_partitions", note="every Partition.dbName"),
+    _write("add_partitions_pspec", note="every PartitionSpec.dbName and its nested partitions"),
+    _write("append_partition", db("db_name")),
+    _write("add_partitions_req", note="AddPartitionsRequest.dbName and every parts[].dbName"),
+    _write("append_partition_with_environment_context", db("db_name")),
+    _write("append_partition_req", note="Hive 4"),
+    _write("append_partition_by_name", db("db_name")),
+    _write("append_partition_by_name_with_environment_context", db("db_name")),
+    _write("drop_partition", db("db_name")),
+    _write("drop_partition_with_environment_context", db("db_name")),
+    _write("drop_partition_req", note="Hive 4"),
+    _write("drop_partition_by_name", db("db_name")),
+    _write("drop_partition_by_name_with_environment_context", db("db_name")),
+    _write("drop_partitions_req"),
+    _read("get_partition", db("db_name")),
+    _read("get_partition_req", note="Hive 4"),
+    _read("get_partition_with_auth", db("db_name")),
+    _read("get_partition_by_name", db("db_name")),
+    _read("get_partitions", db("db_name")),
+    _read("get_partitions_req", note="Hive 4"),
+    _read("get_partitions_with_auth", db("db_name")),
+    _read("get_partitions_pspec", db("db_name")),
+    _read("get_partition_names", db("db_name")),
+    _read("fetch_partition_names_req", note="Hive 4"),
+    _read("get_partition_values"),
+    _read("get_partitions_ps", db("db_name")),
+    _read("get_partitions_ps_with_auth", db("db_name")),
+    _read("get_partitions_ps_with_auth_req", note="Hive 4"),
+    _read("get_partition_names_ps", db("db_name")),
+    _read("get_partition_names_ps_req", note="Hive 4"),
+    _read("get_partition_names_req", note="Hive 4"),
+    _read("get_partitions_by_filter", db("db_name")),
+    _read("get_partitions_by_filter_req", note="Hive 4"),
+    _read("get_part_specs_by_filter", db("db_name")),
+    _read("get_partitions_by_expr"),
+    _read("get_partitions_spec_by_expr", note="Hive 4"),
+    _read("get_num_partitions_by_filter", db("db_name")),
+    _read("get_partitions_by_names", db("db_name")),
+    _read("get_partitions_by_names_req", note="Hive 4"),
+    _read("get_partitions_with_specs", note="Hive 4"),
+    _write("exchange_partition", db("source_db"), db("dest_db"),
+           note="moves partitions between two tables: both databases must live in one member and be writable"),
+    _write("exchange_partitions", db("source_db"), db("dest_db"),
+           note="moves partitions between two tables: both databases must live in one member and be writable"),
+    _write("alter_partition", db("db_name"), note="also new_part.dbName"),
+    _write("alter_partitions", db("db_name"), note="also every new_parts[].dbName"),
+    _write("alter_partitions_with_environment_context", db("db_name"), note="also every new_parts[].dbName"),
+    _write("alter_partitions_req", note="Hive 4; AlterPartitionsRequest.dbName and partitions[].dbName"),
+    _write("alter_partition_with_environment_context", db("db_name"), note="also new_part.dbName"),
+    _write("rename_partition", db("db_name"), note="also new_part.dbName"),
+    _write("rename_partition_req", note="Hive 4"),
+    _primary_read("partition_name_has_valid_characters", "pure check of partition values"),
+    _primary_read("partition_name_to_vals", "pure string parsing"),
+    _primary_read("partition_name_to_spec", "pure string parsing"),
+    _write("markPartitionForEvent", db("db_name")),
+    _read("isPartitionMarkedForEvent", db("db_name")),
+    # ---- statistics ------------------------------------------------------------------------------------------
+    _write("update_table_column_statistics", note="ColumnStatistics.statsDesc.dbName"),
+    _write("update_partition_column_statistics", note="ColumnStatistics.statsDesc.dbName"),
+    _write("update_table_column_statistics_req", note="Hive 4; colStats[].statsDesc.dbName"),
+    _write("update_partition_column_statistics_req", note="Hive 4; colStats[].statsDesc.dbName"),
+    _primary_write("update_transaction_statistics", f"Hive 4; {_TABLE_ID_ONLY}"),
+    _read("get_table_column_statistics", db("db_name")),
+    _read("get_partition_column_statistics", db("db_name")),
+    _read("get_table_statistics_req"),
+    _read("get_partitions_statistics_req"),
+    _read("get_aggr_stats_for"),
+    _write("set_aggr_stats_for", note="colStats[].statsDesc.dbName"),
+    _write("delete_partition_column_statistics", db("db_name")),
+    _write("delete_table_column_statistics", db("db_name")),
+    # ---- functions -------------------------------------------------------------------------------------------
+    _write("create_function", note="Function.dbName"),
+    _write("drop_function", db("dbName")),
+    _write("alter_function", db("dbName"), note="also newFunc.dbName"),
+    _read("get_functions", db("dbName")),
+    _read("get_function", db("dbName")),
+    _fanout("get_all_functions", note="Hive session start; Function.dbName rewritten per member"),
+    # ---- roles and privileges --------------------------------------------------------------------------------
+    _primary_write("create_role", "roles are global"),
+    _primary_write("drop_role", "roles are global"),
+    _primary_read("get_role_names"),
+    _primary_write("grant_role", "roles are global"),
+    _primary_write("revoke_role", "roles are global"),
+    _primary_read("list_roles"),
+    _primary_write("grant_revoke_role", "roles are global"),
+    _primary_read("get_principals_in_role"),
+    _primary_read("get_role_grants_for_principal"),
+    _read("get_privilege_set", note="HiveObjectRef.dbName (objectName for DATABASE objects); a GLOBAL object "
+                                    "has no database and goes to the primary"),
+    _read("list_privileges", note="HiveObjectRef.dbName (objectName for DATABASE objects); a GLOBAL object "
+                                  "has no database and goes to the primary"),
+    _write("grant_privileges", note="every privileges[].hiveObject; GLOBAL objects name no database"),
+    _write("revoke_privileges", note="every privileges[].hiveObject; GLOBAL objects name no database"),
+    _write("grant_revoke_privileges", note="every privileges.privileges[].hiveObject"),
+    _write("refresh_privileges", note="objToRefresh and grantRequest objects"),
+    # ---- delegation tokens and master keys -------------------------------------------------------------------
+    _primary_read("get_delegation_token", "issues a token but changes no metadata; Kerberos clients need it"),
+    _primary_write("renew_delegation_token"),
+    _primary_write("cancel_delegation_token"),
+    _primary_write("add_token"),
+    _primary_write("remove_token"),
+    _primary_read("get_token"),
+    _primary_read("get_all_token_identifiers"),
+    _primary_write("add_master_key"),
+    _primary_write("update_master_key"),
+    _primary_write("remove_master_key"),
+    _primary_read("get_master_keys"),
+    # ---- transactions and write ids --------------------------------------------------------------------------
+    _primary_read("get_open_txns"),
+    _primary_read("get_open_txns_info"),
+    _primary_write("open_txns", "readers open transactions too"),
+    _primary_write("abort_txn"),
+    _primary_write("abort_txns"),
+    MethodSpec("commit_txn", Access.WRITE, Route.PRIMARY,
+               note=f"{_TXN_SCOPED}; usually names no database, so {_NO_DB}; writeEventInfos[].database and "
+                    "replLastIdInfo.database (replication only) are rewritten and checked but do not route"),
+    _primary_read("get_latest_txnid_in_conflict"),
+    _write("repl_tbl_writeid_state", note=f"replication; {_ACID_FEDERATED}"),
+    _read("get_valid_write_ids",
+          note=f"fullTableNames are 'db.table'; all must live in one member; {_ACID_FEDERATED}"),
+    _primary_write("add_write_ids_to_min_history",
+                   f"Hive 4; {_TXN_SCOPED}; the writeIds map is keyed by 'db.table' names, which a DbField "
+                   "cannot describe (map keys): not rewritten"),
+    _write("allocate_table_write_ids", note=_ACID_FEDERATED),
+    _read("get_max_allocated_table_write_id"),
+    _write("seed_write_id", note=f"replication; {_ACID_FEDERATED}"),
+    _primary_write("seed_txn_id", "replication"),
+    _write("add_dynamic_partitions", note=_ACID_FEDERATED),
+    _primary_read("get_open_txns_req", "Hive 4"),
+    _read("get_all_write_event_info", note="replication; dbName is an optional filter (none: the primary); "
+                                           "write events are stored with the table (add_write_notification_log)"),
+    # ---- locks -----------------------------------------------------------------------------------------------
+    MethodSpec("lock", Access.LOCK, Route.DATABASE,
+               note="LockComponent.dbname of every component; all components must live in one member; "
+                    "SHARED_READ components need read access only"),
+    _primary_read("check_lock", f"only a lock id; {_LOCK_ID}"),
+    _primary_write("unlock", f"only a lock id; {_LOCK_ID}"),
+    _read("show_locks", note="ShowLocksRequest.dbname is an optional filter (none: the primary's locks)"),
+    _primary_read("heartbeat", f"keep-alive by lock / txn id, needed by readers too; {_LOCK_ID}"),
+    _primary_read("heartbeat_txn_range", "keep-alive by txn id range"),
+    _write("get_lock_materialization_rebuild", db("dbName"),
+           note="despite its name it takes the rebuild lock of a materialized view: a write"),
+    _write("heartbeat_lock_materialization_rebuild", db("dbName"),
+           note="keeps a materialized-view rebuild lock alive: part of a write"),
+    # ---- compaction ------------------------------------------------------------------------------------------
+    _primary_write("abort_Compactions", "Hive 4; compaction ids only"),
+    _write("compact", note="CompactionRequest.dbname"),
+    _write("compact2", note="CompactionRequest.dbname"),
+    _read("show_compact", note="ShowCompactRequest.dbName is an optional filter (none: the primary's queue)"),
+    _write("submit_for_cleanup", note=_COMPACTOR),
+    _primary_write("find_next_compact", "compactor-internal: claims the next queued compaction of the primary"),
+    _primary_write("find_next_compact2", "compactor-internal: claims the next queued compaction of the primary"),
+    _write("update_compactor_state", note=_COMPACTOR),
+    _read("find_columns_with_stats", note=_COMPACTOR),
+    _write("mark_cleaned", note=_COMPACTOR),
+    _write("mark_compacted", note=_COMPACTOR),
+    _write("mark_failed", note=_COMPACTOR),
+    _write("mark_refused", note=_COMPACTOR),
+    _write("update_compaction_metrics_data", note=_COMPACTOR),
+    _write("remove_compaction_metrics_data", note=_COMPACTOR),
+    _primary_write("set_hadoop_jobid", "compaction id only"),
+    _read("get_latest_committed_compaction_info"),
+    # ---- notifications and replication -----------------------------------------------------------------------
+    MethodSpec("get_next_notification", Access.READ, Route.PRIMARY,
+               note="event ids are one sequence per metastore, so a cursor can only follow the primary's log; "
+                    "the dbName filter (Hive 4) is rewritten but does not route; message JSON is not rewritten"),
+    _primary_read("get_current_notificationEventId", "the primary's event sequence"),
+    MethodSpec("get_notification_events_count", Access.READ, Route.PRIMARY,
+               note="counts in the primary's event sequence (like get_next_notification); dbName is rewritten "
+                    "but does not route"),
+    _write("fire_listener_event", note="fires the listeners of the metastore owning the table"),
+    _write("add_write_notification_log", note="WriteNotificationLogRequest.db"),
+    _write("add_write_notification_log_in_batch", note="Hive 4; db and every requestList[].db"),
+    _primary_write("cm_recycle", "change-management paths only"),
+    _primary_write("add_replication_metrics", "Hive 4"),
+    _primary_read("get_replication_metrics", "Hive 4"),
+    # ---- file metadata ---------------------------------------------------------------------------------------
+    _primary_read("get_file_metadata_by_expr", "file ids only"),
+    _primary_read("get_file_metadata", "file ids only"),
+    _primary_write("put_file_metadata", "file ids only"),
+    _primary_write("clear_file_metadata", "file ids only"),
+    _write("cache_file_metadata", note="CacheFileMetadataRequest.dbName"),
+    # ---- workload management (resource plans) ----------------------------------------------------------------
+    _primary_write("create_resource_plan", "workload management is global"),
+    _primary_read("get_resource_plan"),
+    _primary_read("get_active_resource_plan"),
+    _primary_read("get_all_resource_plans"),
+    _primary_write("alter_resource_plan", "workload management is global"),
+    _primary_read("validate_resource_plan"),
+    _primary_write("drop_resource_plan", "workload management is global"),
+    _primary_write("create_wm_trigger", "workload management is global"),
+    _primary_write("alter_wm_trigger", "workload management is global"),
+    _primary_write("drop_wm_trigger", "workload management is global"),
+    _primary_read("get_triggers_for_resourceplan"),
+    _primary_write("create_wm_pool", "workload management is global"),
+    _primary_write("alter_wm_pool", "workload management is global"),
+    _primary_write("drop_wm_pool", "workload management is global"),
+    _primary_write("create_or_update_wm_mapping", "workload management is global"),
+    _primary_write("drop_wm_mapping", "workload management is global"),
+    _primary_write("create_or_drop_wm_trigger_to_pool_mapping", "workload management is global"),
+    # ---- schema registry -------------------------------------------------------------------------------------
+    _write("create_ischema", note="ISchema.dbName"),
+    _write("alter_ischema", note="name.dbName and newSchema.dbName"),
+    _read("get_ischema"),
+    _write("drop_ischema"),
+    _write("add_schema_version", note="SchemaVersion.schema.dbName"),
+    _read("get_schema_version"),
+    _read("get_schema_latest_version"),
+    _read("get_schema_all_versions"),
+    _write("drop_schema_version"),
+    _primary_read("get_schemas_by_cols", "searches by column, names no database: only the primary's schemas"),
+    _write("map_schema_version_to_serde"),
+    _write("set_schema_version_state"),
+    _primary_write("add_serde", "serdes are global"),
+    _primary_read("get_serde"),
+    # ---- runtime stats and scheduled queries -----------------------------------------------------------------
+    _primary_write("add_runtime_stats"),
+    _primary_read("get_runtime_stats"),
+    _primary_write("scheduled_query_poll", "claims the next due scheduled query (changes its state)"),
+    _primary_write("scheduled_query_maintenance", "the query text is SQL and is not rewritten"),
+    _primary_write("scheduled_query_progress"),
+    _primary_read("get_scheduled_query"),
+    # ---- stored procedures and packages (Hive 4) -------------------------------------------------------------
+    _write("create_stored_procedure", note="Hive 4; StoredProcedure.dbName"),
+    _read("get_stored_procedure", note="Hive 4"),
+    _write("drop_stored_procedure", note="Hive 4"),
+    _read("get_all_stored_procedures", note="Hive 4; dbName is an optional filter (none: the primary)"),
+    _read("find_package", note="Hive 4"),
+    _write("add_package", note="Hive 4"),
+    _read("get_all_packages", note="Hive 4; dbName is an optional filter (none: the primary)"),
+    _write("drop_package", note="Hive 4"),
+    # ---- indexes (Hive 2.x legacy) ---------------------------------------------------------------------------
+    _write("add_index", note="Hive 2 legacy; Index.dbName and index_table.dbName"),
+    _write("alter_index", db("dbname"), note="Hive 2 legacy; also new_idx.dbName"),
+    _write("drop_index_by_name", db("db_name"), note="Hive 2 legacy"),
+    _read("get_index_by_name", db("db_name"), note="Hive 2 legacy"),
+    _read("get_indexes", db("db_name"), note="Hive 2 legacy"),
+    _read("get_index_names", db("db_name"), note="Hive 2 legacy"),
+)
+
+
+def _by_name(specs: tuple[MethodSpec, ...]) -> Mapping[str, MethodSpec]:
+    table: dict[str, MethodSpec] = {}
+    for spec in specs:
+        if spec.name in table:
+            raise ValueError(f"method {spec.name!r} is listed twice in the method table")
+        table[spec.name] = spec
+    return MappingProxyType(table)
+
+
+METHODS: Mapping[str, MethodSpec] = _by_name(_SPECS)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Struct fields that carry database names (request and response structs). Only each struct's OWN string,
+# list<string> and set<string> fields: nested structs are reached by walking thrift_spec.
+# --------------------------------------------------------------------------------------------------------------
+
+STRUCT_DB_FIELDS: Mapping[str, tuple[DbField, ...]] = MappingProxyType({
+    # databases
+    "Database": (db("name"),),
+    "CreateDatabaseRequest": (db("databaseName"),),
+    "GetDatabaseRequest": (db("name"),),
+    "DropDatabaseRequest": (db("name"),),
+    "AlterDatabaseRequest": (db("oldDbName"),),
+    # tables
+    "Table": (db("dbName"),),
+    "TableMeta": (db("dbName"),),
+    "GetTableRequest": (db("dbName"),),
+    "GetTablesRequest": (db("dbName"),),
+    "GetTablesExtRequest": (db("database"),),
+    "DropTableRequest": (db("dbName"),),
+    "AlterTableRequest": (db("dbName"),),
+    "TruncateTableRequest": (db("dbName"),),
+    "GetFieldsRequest": (db("dbName"),),
+    "GetSchemaRequest": (db("dbName"),),
+    "CreationMetadata": (db("dbName"), qualified("tablesUsed", is_list=True)),
+    # partitions
+    "Partition": (db("dbName"),),
+    "PartitionSpec": (db("dbName"),),
+    "AddPartitionsRequest": (db("dbName"),),
+    "AppendPartitionsRequest": (db("dbName"),),
+    "DropPartitionRequest": (db("dbName"),),
+    "DropPartitionsRequest": (db("dbName"),),
+    "AlterPartitionsRequest": (db("dbName"),),
+    "RenamePartitionRequest": (db("dbName"),),
+    "GetPartitionRequest": (db("dbName"),),
+    "PartitionsRequest": (db("dbName"),),
+    "PartitionsByExprRequest": (db("dbName"),),
+    "PartitionValuesRequest": (db("dbName"),),
+    "GetPartitionsByFilterRequest": (db("dbName"),),
+    "GetPartitionsByNamesRequest": (db("db_name"),),
+    "GetPartitionsPsWithAuthRequest": (db("dbName"),),
+    "GetPartitionNamesPsRequest": (db("dbName"),),
+    "GetPartitionsRequest": (db("dbName"),),
+    # statistics
+    "ColumnStatisticsDesc": (db("dbName"),),
+    "TableStatsRequest": (db("dbName"),),
+    "PartitionsStatsRequest": (db("dbName"),),
+    # constraints
+    "SQLPrimaryKey": (db("table_db"),),
+    "SQLForeignKey": (db("pktable_db"), db("fktable_db")),
+    "SQLUniqueConstraint": (db("table_db"),),
+    "SQLNotNullConstraint": (db("table_db"),),
+    "SQLDefaultConstraint": (db("table_db"),),
+    "SQLCheckConstraint": (db("table_db"),),
+    "PrimaryKeysRequest": (db("db_name"),),
+    "ForeignKeysRequest": (db("parent_db_name"), db("foreign_db_name")),
+    "UniqueConstraintsRequest": (db("db_name"),),
+    "NotNullConstraintsRequest": (db("db_name"),),
+    "DefaultConstraintsRequest": (db("db_name"),),
+    "CheckConstraintsRequest": (db("db_name"),),
+    "AllTableConstraintsRequest": (db("dbName"),),
+    "DropConstraintRequest": (db("dbname"),),
+    # functions
+    "Function": (db("dbName"),),
+    # privileges
+    "HiveObjectRef": (db("dbName"), object_name("objectName")),
+    # transactions, write ids, locks
+    "GetValidWriteIdsRequest": (qualified("fullTableNames", is_list=True),),
+    "TableValidWriteIds": (qualified("fullTableName"),),
+    "AllocateTableWriteIdsRequest": (db("dbName"),),
+    "MaxAllocatedTableWriteIdRequest": (db("dbName"),),
+    "SeedTableWriteIdsRequest": (db("dbName"),),
+    "ReplTblWriteIdStateRequest": (db("dbName"),),
+    "AddDynamicPartitions": (db("dbname"),),
+    "WriteEventInfo": (db("database"),),
+    "ReplLastIdInfo": (db("database"),),
+    "GetAllWriteEventInfoRequest": (db("dbName"),),
+    "BasicTxnInfo": (db("dbname"),),
+    "LockComponent": (db("dbname"),),
+    "ShowLocksRequest": (db("dbname"),),
+    "ShowLocksResponseElement": (db("dbname"),),
+    # compaction
+    "CompactionRequest": (db("dbname"),),
+    "ShowCompactRequest": (db("dbName"),),
+    "ShowCompactResponseElement": (db("dbname"),),
+    "CompactionInfoStruct": (db("dbname"),),
+    "CompactionMetricsDataStruct": (db("dbname"),),
+    "CompactionMetricsDataRequest": (db("dbName"),),
+    "GetLatestCommittedCompactionInfoRequest": (db("dbname"),),
+    # notifications and replication
+    "NotificationEvent": (db("dbName"),),
+    "NotificationEventRequest": (db("dbName"),),
+    "NotificationEventsCountRequest": (db("dbName"),),
+    "FireEventRequest": (db("dbName"),),
+    "WriteNotificationLogRequest": (db("db"),),
+    "WriteNotificationLogBatchRequest": (db("db"),),
+    # file metadata
+    "CacheFileMetadataRequest": (db("dbName"),),
+    # schema registry
+    "ISchema": (db("dbName"),),
+    "ISchemaName": (db("dbName"),),
+    # stored procedures and packages
+    "StoredProcedure": (db("dbName"),),
+    "StoredProcedureRequest": (db("dbName"),),
+    "ListStoredProcedureRequest": (db("dbName"),),
+    "Package": (db("dbName"),),
+    "GetPackageRequest": (db("dbName"),),
+    "AddPackageRequest": (db("dbName"),),
+    "ListPackageRequest": (db("dbName"),),
+    "DropPackageRequest": (db("dbName"),),
+    # indexes (Hive 2 legacy)
+    "Index": (db("dbName"),),
+})
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Fields and arguments whose name looks database-ish but that carry no database name.
+# --------------------------------------------------------------------------------------------------------------
+
+_CATALOG = "catalog name (bridged separately)"
+_CATALOG_FIELDS = (
+    "AddPackageRequest.catName", "AddPartitionsRequest.catName", "AllTableConstraintsRequest.catName",
+    "AlterPartitionsRequest.catName", "AlterTableRequest.catName", "AppendPartitionsRequest.catalogName",
+    "CheckConstraintsRequest.catName", "ColumnStatisticsDesc.catName", "CreateDatabaseRequest.catalogName",
+    "CreationMetadata.catName", "Database.catalogName", "DefaultConstraintsRequest.catName",
+    "DropConstraintRequest.catName", "DropDatabaseRequest.catalogName", "DropPackageRequest.catName",
+    "DropPartitionRequest.catName", "DropPartitionsRequest.catName", "DropTableRequest.catalogName",
+    "FireEventRequest.catName", "ForeignKeysRequest.catName", "Function.catName",
+    "GetDatabaseRequest.catalogName", "GetFieldsRequest.catName", "GetPackageRequest.catName",
+    "GetPartitionNamesPsRequest.catName", "GetPartitionRequest.catName", "GetPartitionsByFilterRequest.catName",
+    "GetPartitionsPsWithAuthRequest.catName", "GetPartitionsRequest.catName", "GetSchemaRequest.catName",
+    "GetTableRequest.catName", "GetTablesExtRequest.catalog", "GetTablesRequest.catName",
+    "HiveObjectRef.catName", "ISchema.catName", "ISchemaName.catName", "ListPackageRequest.catName",
+    "ListStoredProcedureRequest.catName", "NotNullConstraintsRequest.catName", "NotificationEvent.catName",
+    "NotificationEventRequest.catName", "NotificationEventsCountRequest.catName", "Package.catName",
+    "Partition.catName", "PartitionSpec.catName", "PartitionValuesRequest.catName",
+    "PartitionsByExprRequest.catName", "PartitionsRequest.catName", "PartitionsStatsRequest.catName",
+    "PrimaryKeysRequest.catName", "RenamePartitionRequest.catName", "ReplLastIdInfo.catalog",
+    "SQLCheckConstraint.catName", "SQLDefaultConstraint.catName", "SQLForeignKey.catName",
+    "SQLNotNullConstraint.catName", "SQLPrimaryKey.catName", "SQLUniqueConstraint.catName",
+    "StoredProcedure.catName", "StoredProcedureRequest.catName", "Table.catName", "TableMeta.catName",
+    "TableStatsRequest.catName", "UniqueConstraintsRequest.catName", "WriteNotificationLogBatchRequest.catalog",
+    "update_creation_metadata(catName)",
+)
+_REPL_POLICY = ("replication policy ('db.*' / 'db.table' of the REPL LOAD target): an opaque key of the "
+                "transaction map on the metastore running the transaction; not a routable name")
+
+NOT_DB_FIELDS: Mapping[str, str] = MappingProxyType({
+    **dict.fromkeys(_CATALOG_FIELDS, _CATALOG),
+    # catalogs, connectors and other named objects
+    "Catalog.name": "catalog name",
+    "AlterCatalogRequest.name": "catalog name",
+    "DropCatalogRequest.name": "catalog name",
+    "GetCatalogRequest.name": "catalog name",
+    "DataConnector.name": "data connector name",
+    "drop_dataconnector(name)": "data connector name",
+    "alter_dataconnector(name)": "data connector name",
+    "Database.remote_dbname": "name of the database in the remote system behind a data connector (Hive 4)",
+    "CreateDatabaseRequest.remote_dbname": "name of the database in the remote system behind a data connector",
+    "FieldSchema.name": "column name",
+    "Type.name": "type name",
+    "get_type(name)": "type name",
+    "get_type_all(name)": "type name",
+    "SerDeInfo.name": "serde name",
+    "StoredProcedure.name": "stored procedure name",
+    "AppendPartitionsRequest.name": "partition name",
+    "WMResourcePlan.name": "resource plan name",
+    "WMNullableResourcePlan.name": "resource plan name",
+    "get_config_value(name)": "configuration key",
+    # schema registry
+    "ISchema.name": "schema-registry schema name",
+    "ISchemaName.schemaName": "schema-registry schema name",
+    "ISchema.schemaGroup": "schema-registry group label",
+    "SchemaVersion.name": "schema version name",
+    "SchemaVersion.schemaText": "schema definition text (Avro, JSON, ...)",
+    # table and function names / patterns next to a database argument
+    "drop_table(name)": "table name",
+    "drop_table_with_environment_context(name)": "table name",
+    "get_tables(pattern)": "table-name pattern",
+    "get_tables_by_type(pattern)": "table-name pattern",
+    "get_table_meta(tbl_patterns)": "table-name pattern",
+    "get_functions(pattern)": "function-name pattern",
+    # replication and transactions
+    "OpenTxnRequest.replPolicy": _REPL_POLICY,
+    "AbortTxnRequest.replPolicy": _REPL_POLICY,
+    "CommitTxnRequest.replPolicy": _REPL_POLICY,
+    "AllocateTableWriteIdsRequest.replPolicy": _REPL_POLICY,
+    "GetOpenTxnsResponse.abortedBits": "bitset of aborted transactions (binary)",
+    "TableValidWriteIds.abortedBits": "bitset of aborted write ids (binary)",
+})
+
+
+# --------------------------------------------------------------------------------------------------------------
+# database_of: the first database name in a decoded <method>_args object (for logging)
+# --------------------------------------------------------------------------------------------------------------
+
+_MAX_DEPTH = 4
+_STRUCT_CONTAINERS = (TType.LIST, TType.SET)
+
+
+@dataclass(frozen=True, slots=True)
+class _Path:
+    """Attributes to follow from an args object to a database-bearing field (lists: their first element)."""
+
+    attrs: tuple[str, ...]
+    field: DbField
+
+
+def _struct_of(ttype: int, type_args: Any) -> type | None:
+    """The struct class of a field that is a struct or a list/set of structs."""
+    if ttype == TType.STRUCT:
+        return type_args[0]  # type: ignore[no-any-return]
+    if ttype in _STRUCT_CONTAINERS and type_args[0] == TType.STRUCT:
+        return type_args[1][0]  # type: ignore[no-any-return]
+    return None
+
+
+def _paths(args_class: type, spec: MethodSpec) -> tuple[_Path, ...]:
+    """db_args first, then struct fields breadth-first (shallowest first), without revisiting a struct type."""
+    found = [_Path((f.attr,), f) for f in spec.db_args]
+    level: list[tuple[tuple[str, ...], type, frozenset[type]]] = []
+    for entry in getattr(args_class, "thrift_spec", None) or ():
+        if entry:
+            struct = _struct_of(entry[1], entry[3])
+            if struct is not None:
+                level.append(((entry[2],), struct, frozenset((struct,))))
+    depth = 0
+    while level and depth < _MAX_DEPTH:
+        deeper: list[tuple[tuple[str, ...], type, frozenset[type]]] = []
+        for prefix, struct, seen in level:
+            found.extend(_Path((*prefix, f.attr), f) for f in STRUCT_DB_FIELDS.get(struct.__name__, ()))
+            for entry in getattr(struct, "thrift_spec", None) or ():
+                if entry:
+                    inner = _struct_of(entry[1], entry[3])
+                    if inner is not None and inner not in seen:
+                        deeper.append(((*prefix, entry[2]), inner, seen | {inner}))
+        level = deeper
+        depth += 1
+    return tuple(found)
+
+
+def _args_paths() -> dict[type, tuple[_Path, ...]]:
+    out: dict[type, tuple[_Path, ...]] = {}
+    for name, spec in METHODS.items():
+        for service in (ThriftHiveMetastore, FacebookService):
+            args_class = getattr(service, f"{name}_args", None)
+            if isinstance(args_class, type):
+                out[args_class] = _paths(args_class, spec)
+                break
+    return out
+
+
+_ARGS_PATHS: dict[type, tuple[_Path, ...]] = _args_paths()
+
+
+def _first(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return value[0] if value else None
+    if isinstance(value, (set, frozenset)):
+        return next(iter(value), None)
+    return value
+
+
+def _name_in(value: Any, field: DbField, parent: Any) -> str | None:
+    if field.is_list:
+        value = _first(value)
+    if not isinstance(value, str) or not value:
         return None
-    for attr in _DB_FIELDS:
-        value = getattr(args, attr, None)
-        if isinstance(value, str):
-            return value
-    for attr in getattr(args, "__slots__", ()):
-        value = getattr(args, attr, None)
-        if value is not None and hasattr(value, "thrift_spec"):
-            for inner in _DB_FIELDS:
-                found = getattr(value, inner, None)
-                if isinstance(found, str):
-                    return found
+    form = field.form
+    if form is NameForm.NAME:
+        return value
+    if form is NameForm.QUALIFIED:
+        dot = value.find(".")
+        return value[:dot] if dot > 0 else None
+    if form is NameForm.OBJECT_NAME:
+        return value if getattr(parent, "objectType", None) == HiveObjectType.DATABASE else None
+    return None  # a pattern names no single database
+
+
+def database_of(args: object) -> str | None:
+    """The first database name in a decoded ``<method>_args`` object, as the client wrote it, or None.
+
+    Looks at the method's ``db_args`` first, then at the database-bearing fields of its struct arguments
+    (shallowest first; in a list, its first element). Patterns are not names and are skipped; a "db.table"
+    name yields its database part. For logging: cheap, never raises on odd input.
+    """
+    paths = _ARGS_PATHS.get(type(args))
+    if not paths:
+        return None
+    for path in paths:
+        parent: Any = None
+        value: Any = args
+        last = len(path.attrs) - 1
+        for i, attr in enumerate(path.attrs):
+            parent = value
+            value = getattr(value, attr, None)
+            if value is None:
+                break
+            if i < last:
+                value = _first(value)  # through a list of structs: its first element
+        else:
+            name = _name_in(value, path.field, parent)
+            if name is not None:
+                return name
     return None
