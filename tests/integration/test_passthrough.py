@@ -173,40 +173,25 @@ def test_set_ugi_identity_reaches_the_metastore(primary, waggle, seeded):
     assert pattern_b.search(log), "bob's call did not run as bob"
 
 
-def test_upstream_connections_are_pooled_across_clients(waggle):
-    """Many short client connections reuse a few upstream connections (lsof-free: count TCP peers)."""
-    for _ in range(20):
-        with waggle.client() as w:
-            w.get_all_databases()
-    for _ in range(20):
-        with waggle.client() as w:
-            w.set_ugi("pool_user", [])
-            w.get_all_databases()
-    ss = _established_from(waggle.proc.pid)
-    assert ss <= 6, f"{ss} upstream connections for 40 sequential clients"
+def test_upstream_connections_are_pooled_across_clients(primary, tmp_path):
+    """40 short client connections, two identities: the metastore sees one connection per identity."""
+    from conftest import WaggleProcess, federation_yaml
+    from faults import SlowLink
 
-
-def _established_from(pid: int) -> int:
-    """Established outbound TCP connections of a process (from /proc)."""
-    import os
-
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    count = 0
-    with open("/proc/net/tcp") as f:
-        next(f)
-        for line in f:
-            parts = line.split()
-            local_port = int(parts[1].split(":")[1], 16)
-            if parts[3] == "01" and parts[9] in inodes and local_port > 32767:
-                count += 1
-    return count
+    link = SlowLink(primary.port, delay=0.0)  # a plain relay that counts the connections it accepts
+    proxy = WaggleProcess(tmp_path, federation_yaml(f"thrift://127.0.0.1:{link.port}")).start()
+    try:
+        for _ in range(20):
+            with proxy.client() as w:
+                w.get_all_databases()
+        for _ in range(20):
+            with proxy.client() as w:
+                w.set_ugi("pool_user", [])
+                w.get_all_databases()
+        assert link.accepted == 2, f"{link.accepted} upstream connections for 40 sequential clients"
+    finally:
+        proxy.stop()
+        link.close()
 
 
 def test_client_sending_garbage_is_disconnected_and_others_are_served(waggle):

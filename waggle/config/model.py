@@ -107,10 +107,6 @@ class MetastoreConfig:
     wire: WireFormat = WireFormat()
     pool_max_idle: int = 16
 
-    @property
-    def uri_list(self) -> str:
-        return ",".join(str(u) for u in self.uris)
-
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:

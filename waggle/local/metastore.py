@@ -187,12 +187,6 @@ class LocalMetastore:
             proc.kill()
             proc.wait()
 
-    def __enter__(self) -> LocalMetastore:
-        return self.start().wait_ready()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 def start_metastores(workdirs: list[Path], timeout: float = 180.0) -> list[LocalMetastore]:
     """Start several metastores in parallel and wait until all of them serve."""

@@ -35,11 +35,6 @@ def create_refusal(member: MetastoreConfig, db: str) -> str | None:
     return None
 
 
-def adds_to_whitelist(member: MetastoreConfig) -> bool:
-    """``READ_AND_WRITE_AND_CREATE_ON_DATABASE_WHITELIST`` makes databases created through waggle writable."""
-    return member.access_control_type is AccessControlType.READ_AND_WRITE_AND_CREATE_ON_DATABASE_WHITELIST
-
-
 def table_visible(member: MetastoreConfig, db: str, table: str) -> bool:
     """``mapped-tables``: a database listed there shows only the tables matching its regexes."""
     if member.mapped_tables is None:

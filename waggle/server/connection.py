@@ -21,7 +21,7 @@ from waggle.hms.methods import database_of
 from waggle.hms.service import METHOD_IO, MethodIO
 from waggle.ops.logging import get_logger
 from waggle.server.runtime import Runtime
-from waggle.upstream.client import Identity, Reply, UpstreamConnection, UpstreamError
+from waggle.upstream.client import Identity, Reply, UpstreamError
 from waggle.upstream.pool import UpstreamPool
 from waggle.wire import Header, PeerClosed, Wire, WireError, decode_message
 
@@ -175,5 +175,3 @@ def _outcome(reply: Reply | None, io: MethodIO | None) -> str:
             return str(spec[reply.first_field][3][0].__name__)
     return "exception"
 
-
-__all__ = ["ClientConnection", "UpstreamConnection"]

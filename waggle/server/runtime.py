@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from waggle.config.model import MetastoreConfig, WaggleConfig
+from waggle.config.model import WaggleConfig
 from waggle.upstream.deadlines import Deadlines
 from waggle.upstream.pool import UpstreamPool
 
@@ -28,28 +28,16 @@ class Routes:
 class Runtime:
     def __init__(self, config: WaggleConfig) -> None:
         self.deadlines = Deadlines()
-        self.routes = self._build(config, {}, self.deadlines)
+        pools = {m.name: UpstreamPool(m, config.server.upstream_limits, self.deadlines)
+                 for m in config.federation.members}
+        self.routes = Routes(config, pools)
         self.draining = False
         #: One debug line per call is built only when it will be written.
         self.log_calls = config.server.log_level == "debug"
 
-    @staticmethod
-    def _build(config: WaggleConfig, old: dict[str, UpstreamPool], deadlines: Deadlines) -> Routes:
-        pools: dict[str, UpstreamPool] = {}
-        for member in config.federation.members:
-            existing = old.get(member.name)
-            if existing is not None and existing.config == member:
-                pools[member.name] = existing
-            else:
-                pools[member.name] = UpstreamPool(member, config.server.upstream_limits, deadlines)
-        return Routes(config, pools)
-
     @property
     def config(self) -> WaggleConfig:
         return self.routes.config
-
-    def member(self, name: str) -> MetastoreConfig:
-        return self.routes.config.federation.member(name)
 
     def close(self) -> None:
         for pool in self.routes.pools.values():

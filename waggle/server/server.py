@@ -33,10 +33,6 @@ class WaggleServer:
     def address(self) -> tuple[str, int]:
         return self._server.address  # type: ignore[no-any-return]
 
-    @property
-    def connection_count(self) -> int:
-        return len(self._connections)
-
     def start(self) -> None:
         self._server.start()
         log.info("server.listening", address=f"{self.address[0]}:{self.address[1]}",
