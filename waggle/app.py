@@ -17,6 +17,7 @@ from waggle.server.server import WaggleServer
 def start(config: WaggleConfig) -> WaggleServer:
     """Start serving in the background; the caller owns the hub."""
     runtime = Runtime(config)
+    runtime.start()
     server = WaggleServer(runtime)
     server.start()
     return server

@@ -76,16 +76,27 @@ def test_uris_are_tried_in_order(primary, tmp_path):
 
 
 def test_metastore_killed_and_restarted(tmp_path):
-    """A real metastore dies under waggle: calls fail naming it; after a restart they work again."""
+    """A real metastore dies under waggle: calls fail naming it; after a restart they work again by themselves
+    (the health check retries a down metastore every `down-member-retry` seconds, 1 here)."""
     store = LocalMetastore(tmp_path / "hms").start().wait_ready()
-    proxy = WaggleProcess(tmp_path / "waggle", federation_yaml(store.uri)).start()
+    proxy = WaggleProcess(tmp_path / "waggle", federation_yaml(store.uri), "down-member-retry: 1\n").start()
     try:
         with proxy.client() as c:
             assert "default" in c.get_all_databases()
             store.kill()
             _expect_meta_exception(c.get_all_databases, "metastore 'primary'", within=5)
+            _expect_meta_exception(lambda: c.get_database("default"), "metastore 'primary'", within=1)
             store.start().wait_ready()
-            assert "default" in c.get_all_databases()
+            deadline = time.monotonic() + 5
+            while True:
+                try:
+                    assert "default" in c.get_all_databases()
+                    break
+                except ttypes.MetaException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+        assert "metastore.down" in proxy.log() and "metastore.up" in proxy.log()
     finally:
         proxy.stop()
         store.stop()
@@ -98,14 +109,19 @@ def test_metastore_failing_in_the_middle_of_a_streamed_reply_closes_only_that_cl
     from thrift.transport.TTransport import TTransportException
 
     peer = TruncatedReply()
-    proxy = WaggleProcess(tmp_path, federation_yaml(f"thrift://127.0.0.1:{peer.port}")).start()
+    # PREFIXED: no database listing at start, which would find this metastore broken before the call
+    proxy = WaggleProcess(tmp_path, federation_yaml(f"thrift://127.0.0.1:{peer.port}"),
+                          "database-resolution: PREFIXED\n").start()
     try:
-        for _ in range(2):
-            with proxy.client(timeout=10) as c:
-                started = time.monotonic()
-                with pytest.raises((TTransportException, EOFError, OSError)):
-                    c.get_all_databases()
-                assert time.monotonic() - started < 5
+        with proxy.client(timeout=10) as c:
+            started = time.monotonic()
+            with pytest.raises((TTransportException, EOFError, OSError)):
+                c.get_all_tables("default")  # relayed as it arrives: half of it reaches the client
+            assert time.monotonic() - started < 5
+        # the next client is answered (the metastore is now known bad)
+        with proxy.client(timeout=10) as c, pytest.raises((TTransportException, EOFError, OSError,
+                                                            ttypes.MetaException)):
+            c.get_all_tables("default")
         assert "call.failed_mid_reply" in proxy.log()
         assert proxy.proc is not None and proxy.proc.poll() is None
     finally:

@@ -121,6 +121,9 @@ class ServerConfig:
     stream_after_bytes: int = 65536
     query_functions_across_all_metastores: bool = True
     status_polling_delay_seconds: float = 300.0
+    fan_out_timeout_ms: int = 5000
+    down_retry_seconds: float = 2.0
+    database_refresh_seconds: float = 60.0
     endpoint_port: int = 18000
     log_level: str = "info"
     log_format: str = "auto"

@@ -60,9 +60,26 @@ SERVER_SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "status-polling-delay", "5",
-        "How often metastore health is checked, in `status-polling-delay-time-unit` units.",
+        "How often a healthy metastore is checked in the background, in `status-polling-delay-time-unit` "
+        "units. A failed call triggers a check at once.",
     ),
     Setting("status-polling-delay-time-unit", "MINUTES", "Unit of `status-polling-delay`."),
+    Setting(
+        "fan-out-timeout", "5000",
+        "Milliseconds each metastore gets to answer a merged call (`get_all_databases`, `get_databases`, "
+        "`get_table_meta`, `get_all_functions`), plus its `latency`. A metastore that fails or is late is "
+        "left out of the merge and logged (waggle addition).",
+    ),
+    Setting(
+        "down-member-retry", "2",
+        "Seconds between health checks of a metastore that is down. Calls naming its databases fail at once "
+        "with a `MetaException` naming it until a check succeeds (waggle addition).",
+    ),
+    Setting(
+        "database-resolution-refresh", "60",
+        "MANUAL resolution: seconds between background refreshes of which metastore owns each database "
+        "(waggle addition).",
+    ),
     Setting("endpoint.port", "18000", "HTTP port for health, readiness, metrics and the admin API."),
     Setting("logging.level", "info", "`debug` logs one line per call; `info`, `warning`, `error`."),
     Setting("logging.format", "auto", "`json`, `console`, or `auto` (console on a terminal, JSON otherwise)."),

@@ -69,6 +69,7 @@ class Route(enum.Enum):
     DATABASE = "database"  # the one metastore that owns the database name(s) found in the call
     PRIMARY = "primary"  # always the primary: no database context
     FANOUT = "fanout"  # every member in parallel, results merged
+    LOCK_ID = "lock_id"  # the member that granted the lock id on this client connection, else the primary
 
 
 class NameForm(enum.Enum):
@@ -78,6 +79,7 @@ class NameForm(enum.Enum):
     PATTERN = "pattern"  # a database-name pattern with * | . wildcards (may be "@cat#pattern")
     QUALIFIED = "qualified"  # a "db.table" string
     OBJECT_NAME = "object_name"  # HiveObjectRef.objectName: a database name only when objectType == DATABASE
+    VIEW_SQL = "view_sql"  # view text: database qualifiers of table references, found by a SQL parser
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,7 @@ class MethodSpec:
     db_args: tuple[DbField, ...] = ()  # string / list<string> arguments of <name>_args that carry database names
     result_names: NameForm | None = None  # when `success` itself is a list<string> of database names
     note: str = ""  # short reason for anything non-obvious (shown in generated docs)
+    lists_tables: bool = False  # `success` is a list<string> of table names (filtered by mapped-tables)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -117,6 +120,11 @@ def qualified(attr: str, *, is_list: bool = False) -> DbField:
     return DbField(attr, NameForm.QUALIFIED, is_list)
 
 
+def view_sql(attr: str) -> DbField:
+    """Hive SQL of a view, whose table references may be database-qualified."""
+    return DbField(attr, NameForm.VIEW_SQL)
+
+
 def object_name(attr: str) -> DbField:
     """HiveObjectRef.objectName: a database name when the object is a DATABASE."""
     return DbField(attr, NameForm.OBJECT_NAME)
@@ -130,6 +138,11 @@ def _read(name: str, *db_args: DbField, note: str = "") -> MethodSpec:
 def _write(name: str, *db_args: DbField, note: str = "") -> MethodSpec:
     """A write routed by the database it names; needs write access on every database it names."""
     return MethodSpec(name, Access.WRITE, Route.DATABASE, db_args, note=note)
+
+
+def _listing(name: str, *db_args: DbField, note: str = "") -> MethodSpec:
+    """A read of one database's table names (``mapped-tables`` filters them)."""
+    return MethodSpec(name, Access.READ, Route.DATABASE, db_args, note=note, lists_tables=True)
 
 
 def _primary_read(name: str, note: str = "") -> MethodSpec:
@@ -159,8 +172,8 @@ def _fanout(name: str, *db_args: DbField, result_names: NameForm | None = None, 
 _TXN_SCOPED = "the transaction lives on the primary (open_txns has no database)"
 _TABLE_ID_ONLY = ("names its table by numeric id only, which cannot be routed: a federated table's id may name "
                   "an unrelated table on the primary")
-_LOCK_ID = ("lock ids are private to the metastore that granted them; a lock() routed to a federated member "
-            "can only be followed there with per-connection lock-id tracking in the dispatcher")
+_LOCK_ID = ("lock ids are private to the metastore that granted them: waggle remembers, per client connection, "
+            "which metastore granted each lock id and sends the call there")
 _COMPACTOR = "compactor-internal (HMS-side Initiator/Worker/Cleaner); routed by the compaction's database"
 _ACID_FEDERATED = ("ACID on a federated database only works when that member also runs the transaction; "
                    "routed to the database's member so that a mismatch fails loudly instead of writing "
@@ -248,21 +261,21 @@ _SPECS: tuple[MethodSpec, ...] = (
     _write("drop_table_req", note="Hive 4"),
     _write("truncate_table", db("dbName")),
     _write("truncate_table_req", note="Hive 4"),
-    _read("get_tables", db("db_name")),
-    _read("get_tables_by_type", db("db_name")),
+    _listing("get_tables", db("db_name")),
+    _listing("get_tables_by_type", db("db_name")),
     _primary_read("get_all_materialized_view_objects_for_rewriting",
                   "no database argument: only the primary's materialized views are offered for rewriting"),
-    _read("get_materialized_views_for_rewriting", db("db_name")),
+    _listing("get_materialized_views_for_rewriting", db("db_name")),
     _fanout("get_table_meta", db_pattern("db_patterns"),
             note="db_patterns may be '@cat#pattern'; TableMeta.dbName rewritten per member"),
-    _read("get_all_tables", db("db_name")),
+    _listing("get_all_tables", db("db_name")),
     _read("get_tables_ext", note="Hive 4; GetTablesExtRequest.database is an exact name"),
     _read("get_table_req"),
     _read("get_table_objects_by_name_req"),
     _read("get_materialization_invalidation_info",
           note="CreationMetadata.dbName routes; tablesUsed are 'db.table' names"),
     _write("update_creation_metadata", db("dbname")),
-    _read("get_table_names_by_filter", db("dbname")),
+    _listing("get_table_names_by_filter", db("dbname")),
     _write("alter_table", db("dbname"), note="also new_tbl.dbName (rename target)"),
     _write("alter_table_with_environment_context", db("dbname"), note="also new_tbl.dbName (rename target)"),
     _write("alter_table_with_cascade", db("dbname"), note="also new_tbl.dbName (rename target)"),
@@ -423,10 +436,11 @@ _SPECS: tuple[MethodSpec, ...] = (
     MethodSpec("lock", Access.LOCK, Route.DATABASE,
                note="LockComponent.dbname of every component; all components must live in one member; "
                     "SHARED_READ components need read access only"),
-    _primary_read("check_lock", f"only a lock id; {_LOCK_ID}"),
-    _primary_write("unlock", f"only a lock id; {_LOCK_ID}"),
+    MethodSpec("check_lock", Access.READ, Route.LOCK_ID, note=_LOCK_ID),
+    MethodSpec("unlock", Access.READ, Route.LOCK_ID, note=f"releasing a granted lock; {_LOCK_ID}"),
     _read("show_locks", note="ShowLocksRequest.dbname is an optional filter (none: the primary's locks)"),
-    _primary_read("heartbeat", f"keep-alive by lock / txn id, needed by readers too; {_LOCK_ID}"),
+    MethodSpec("heartbeat", Access.READ, Route.LOCK_ID,
+               note=f"keep-alive by lock / txn id, needed by readers too; {_LOCK_ID}"),
     _primary_read("heartbeat_txn_range", "keep-alive by txn id range"),
     _write("get_lock_materialization_rebuild", db("dbName"),
            note="despite its name it takes the rebuild lock of a materialized view: a write"),
@@ -554,7 +568,7 @@ STRUCT_DB_FIELDS: Mapping[str, tuple[DbField, ...]] = MappingProxyType({
     "DropDatabaseRequest": (db("name"),),
     "AlterDatabaseRequest": (db("oldDbName"),),
     # tables
-    "Table": (db("dbName"),),
+    "Table": (db("dbName"), view_sql("viewOriginalText"), view_sql("viewExpandedText")),
     "TableMeta": (db("dbName"),),
     "GetTableRequest": (db("dbName"),),
     "GetTablesRequest": (db("dbName"),),
@@ -757,8 +771,12 @@ def _struct_of(ttype: int, type_args: Any) -> type | None:
     return None
 
 
-def _paths(args_class: type, spec: MethodSpec) -> tuple[_Path, ...]:
-    """db_args first, then struct fields breadth-first (shallowest first), without revisiting a struct type."""
+def _paths(args_class: type, spec: MethodSpec, max_depth: int = _MAX_DEPTH) -> tuple[_Path, ...]:
+    """db_args first, then struct fields breadth-first (shallowest first), without revisiting a struct type.
+
+    ``max_depth`` bounds how many structs deep the walk goes; the generated docs pass a larger one to list every
+    path, which the per-path revisit guard keeps finite.
+    """
     found = [_Path((f.attr,), f) for f in spec.db_args]
     level: list[tuple[tuple[str, ...], type, frozenset[type]]] = []
     for entry in getattr(args_class, "thrift_spec", None) or ():
@@ -767,7 +785,7 @@ def _paths(args_class: type, spec: MethodSpec) -> tuple[_Path, ...]:
             if struct is not None:
                 level.append(((entry[2],), struct, frozenset((struct,))))
     depth = 0
-    while level and depth < _MAX_DEPTH:
+    while level and depth < max_depth:
         deeper: list[tuple[tuple[str, ...], type, frozenset[type]]] = []
         for prefix, struct, seen in level:
             found.extend(_Path((*prefix, f.attr), f) for f in STRUCT_DB_FIELDS.get(struct.__name__, ()))

@@ -18,7 +18,8 @@ from typing import Any
 from thrift.Thrift import TType
 
 from waggle.hms.gen.hive_metastore.ttypes import HiveObjectType
-from waggle.hms.methods import DbField, NameForm
+from waggle.hms.methods import METHODS, STRUCT_DB_FIELDS, DbField, NameForm
+from waggle.hms.views import rewrite_view_sql
 
 NameFn = Callable[[str], str]
 
@@ -83,18 +84,25 @@ class Rewriter:
         return self.plan(cls) is not None
 
     # -- rewriting -------------------------------------------------------------------------------------------
-    def rewrite(self, obj: Any, fn: NameFn) -> None:
-        """Apply ``fn`` to every database name inside ``obj`` (a generated struct instance)."""
+    def rewrite(self, obj: Any, fn: NameFn, sql: bool = True) -> None:
+        """Apply ``fn`` to every database name inside ``obj`` (a generated struct instance).
+
+        With ``sql``, database qualifiers inside view SQL are mapped too.
+        """
         plan = self.plan(type(obj))
         if plan is not None:
-            self._apply(obj, plan, fn)
+            self._apply(obj, plan, fn, sql)
 
-    def _apply(self, obj: Any, plan: _Plan, fn: NameFn) -> None:
+    def _apply(self, obj: Any, plan: _Plan, fn: NameFn, sql: bool) -> None:
         for field in plan.names:
             value = getattr(obj, field.attr, None)
             if value is None:
                 continue
             if field.form is NameForm.OBJECT_NAME and getattr(obj, "objectType", None) != _DATABASE_OBJECT_TYPE:
+                continue
+            if field.form is NameForm.VIEW_SQL:
+                if sql:
+                    setattr(obj, field.attr, rewrite_view_sql(value, fn))
                 continue
             if field.is_list:
                 converted = [_convert(v, field.form, fn) for v in value]
@@ -104,22 +112,22 @@ class Rewriter:
         for attr, walk in plan.children:
             value = getattr(obj, attr, None)
             if value is not None:
-                self._descend(value, walk, fn)
+                self._descend(value, walk, fn, sql)
 
-    def _descend(self, value: Any, walk: _Walk, fn: NameFn) -> None:
+    def _descend(self, value: Any, walk: _Walk, fn: NameFn, sql: bool) -> None:
         if walk.kind == TType.STRUCT:
             assert walk.plan is not None
-            self._apply(value, walk.plan, fn)
+            self._apply(value, walk.plan, fn, sql)
         elif walk.kind in (TType.LIST, TType.SET):
             assert walk.element is not None
             for item in value:
-                self._descend(item, walk.element, fn)
+                self._descend(item, walk.element, fn, sql)
         elif walk.kind == TType.MAP:
             for k, v in value.items():
                 if walk.key is not None:
-                    self._descend(k, walk.key, fn)
+                    self._descend(k, walk.key, fn, sql)
                 if walk.element is not None and v is not None:
-                    self._descend(v, walk.element, fn)
+                    self._descend(v, walk.element, fn, sql)
 
     def names_in(self, obj: Any) -> list[str]:
         """Every database name inside ``obj`` (for routing and access checks), in walk order."""
@@ -129,8 +137,17 @@ class Rewriter:
             found.append(name)
             return name
 
-        self.rewrite(obj, collect)
+        self.rewrite(obj, collect, sql=False)
         return found
+
+
+def call_rewriter() -> Rewriter:
+    """The rewriter for whole calls: every struct's database fields plus each ``<method>_args``' own."""
+    fields = dict(STRUCT_DB_FIELDS)
+    for name, spec in METHODS.items():
+        if spec.db_args:
+            fields[f"{name}_args"] = spec.db_args
+    return Rewriter(fields)
 
 
 def _convert(value: str, form: NameForm, fn: NameFn) -> str:

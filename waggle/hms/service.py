@@ -34,6 +34,18 @@ class MethodIO:
         return result
 
 
+    def exception_result(self, exception: str, message: str) -> object | None:
+        """A result carrying the declared exception class named ``exception`` (else a MetaException)."""
+        if self.result is None:
+            return None
+        for entry in self.result.thrift_spec or ():  # type: ignore[attr-defined]
+            if entry and entry[1] == TType.STRUCT and entry[3] and entry[3][0].__name__ == exception:
+                result: object = self.result()
+                setattr(result, entry[2], entry[3][0](message=message))
+                return result
+        return self.meta_exception_result(message)
+
+
 def _meta_field(result: type) -> str | None:
     for entry in result.thrift_spec or ():  # type: ignore[attr-defined]
         if entry and entry[1] == TType.STRUCT and entry[3] and entry[3][0] is MetaException:

@@ -7,21 +7,24 @@ from collections.abc import Set
 from waggle.config.model import AccessControlType, MetastoreConfig
 
 
-def write_refusal(member: MetastoreConfig, db: str, created: Set[str] = frozenset()) -> str | None:
+def write_refusal(member: MetastoreConfig, db: str, created: Set[str] = frozenset(),
+                  shown: str | None = None) -> str | None:
     """Why a write to ``db`` (its name inside ``member``) is refused, or None when it is allowed.
 
     ``created`` holds databases created through waggle under ``..._CREATE_ON_DATABASE_WHITELIST``; they are
-    writable for the life of the process (the user's YAML is never rewritten).
+    writable for the life of the process (the user's YAML is never rewritten). ``shown`` is the name the
+    client used (with its prefix), for the message.
     """
     kind = member.access_control_type
     if kind is AccessControlType.READ_AND_WRITE_AND_CREATE:
         return None
+    name = shown or db
     if kind is AccessControlType.READ_ONLY:
-        return f"database '{db}' in metastore '{member.name}' is read-only (access-control-type READ_ONLY)"
+        return f"database '{name}' in metastore '{member.name}' is read-only (access-control-type READ_ONLY)"
     lowered = db.lower()
     if lowered in created or any(p.fullmatch(lowered) for p in member.writable_database_white_list):
         return None
-    return (f"database '{db}' in metastore '{member.name}' is not writable: it does not match "
+    return (f"database '{name}' in metastore '{member.name}' is not writable: it does not match "
             f"writable-database-white-list ({kind.value})")
 
 

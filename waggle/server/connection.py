@@ -14,12 +14,16 @@ import time
 from typing import Any
 
 import structlog
-from thrift.Thrift import TApplicationException, TMessageType
+from thrift.Thrift import TApplicationException, TMessageType, TType
 
-from waggle.config.model import TransportKind
-from waggle.hms.methods import database_of
+from waggle.config.model import MetastoreConfig, TransportKind
+from waggle.hms.methods import METHODS, Access, MethodSpec, Route, database_of
+from waggle.hms.rewrite import call_rewriter
 from waggle.hms.service import METHOD_IO, MethodIO
 from waggle.ops.logging import get_logger
+from waggle.routing.access import table_visible
+from waggle.routing.federation import Decision, Naming, Refused
+from waggle.server.fanout import FanOut
 from waggle.server.runtime import Runtime
 from waggle.upstream.client import Identity, Reply, UpstreamError
 from waggle.upstream.pool import UpstreamPool
@@ -27,10 +31,11 @@ from waggle.wire import Header, PeerClosed, Wire, WireError, decode_message
 
 log = get_logger("waggle.call")
 _ids = itertools.count(1)
+_REWRITER = call_rewriter()
 
 
 class ClientConnection:
-    __slots__ = ("calls", "conn_id", "identity", "idle", "peer", "runtime", "sock", "wire")
+    __slots__ = ("calls", "conn_id", "identity", "idle", "lock_owners", "peer", "runtime", "sock", "wire")
 
     def __init__(self, sock: socket.socket, peer: Any, runtime: Runtime) -> None:
         self.sock = sock
@@ -42,6 +47,8 @@ class ClientConnection:
         server = runtime.config.server
         self.wire = Wire(sock, server.wire, server.limits)
         self.calls = 0
+        #: lock id -> the federated member that granted it (locks granted by the primary are not recorded)
+        self.lock_owners: dict[int, MetastoreConfig] = {}
 
     def serve(self) -> None:
         structlog.contextvars.bind_contextvars(conn=self.conn_id, peer=self.peer)
@@ -79,42 +86,144 @@ class ClientConnection:
             args = None
         else:
             args = wire.read_struct(io.args)
-        raw = wire.read_end()
+        raw: bytes | None = wire.read_end()
         started = time.perf_counter()
         if name == "set_ugi" and args is not None:
             self._set_ugi(header, io, args)
             return
-        pool = self.runtime.routes.primary
+        runtime = self.runtime
+        planner = runtime.planner  # one map for the whole call, even if a refresh swaps it meanwhile
+        spec = METHODS.get(name)
+        if spec is None or io is None or args is None:
+            # not in our IDL: the primary answers, byte for byte
+            self._send_to(runtime.routes.primary, planner.naming(planner.primary), header, io, args, raw, None,
+                          started)
+            return
+        if spec.route is Route.FANOUT:
+            self._fan_out(header, io, spec, args, started)
+            return
+        if spec.route is Route.LOCK_ID:
+            member = self.lock_owners.get(_lock_id(args) or -1, planner.primary)
+            decision = Decision(member)
+        else:
+            names = _REWRITER.names_in(args)
+            locks = [(c.dbname or "", c.type) for c in args.rqst.component or ()] \
+                if spec.access is Access.LOCK and args.rqst is not None else ()
+            tables = _table_refs(args) if runtime.mapped_tables else ()
+            decision = planner.decide(spec, names, locks, runtime.created, tables)
+        if decision.refusal is not None:
+            self._refuse(header, io, decision)
+            if self.runtime.log_calls or decision.refused_as is Refused.META:
+                log.info("call.refused", method=name, db=database_of(args), member=decision.member.name,
+                         reason=decision.refusal)
+            return
+        naming = planner.naming(decision.member)
+        if decision.rewrite_request:
+            _REWRITER.rewrite(args, naming.to_member)
+            raw = None
+        pool = runtime.routes.pools[decision.member.name]
+        reply = self._send_to(pool, naming, header, io, args, raw, decision, started)
+        if reply is None or reply.header.mtype != TMessageType.REPLY or reply.first_field > 0:
+            return
+        if decision.creates is not None:
+            runtime.created.setdefault(decision.member.name, set()).add(decision.creates.lower())
+        if spec.access is Access.LOCK and not decision.member.primary:
+            lock_id = _reply_lock_id(reply, io, pool)
+            if lock_id is not None:
+                self.lock_owners[lock_id] = decision.member
+        elif name == "unlock" and decision.member is not planner.primary:
+            self.lock_owners.pop(_lock_id(args) or -1, None)
+
+    def _send_to(self, pool: UpstreamPool, naming: Naming, header: Header, io: MethodIO | None, args: Any,
+                 raw: bytes | None, decision: Decision | None, started: float) -> Reply | None:
+        """Send one call to one member and answer the client: relayed, or with names rewritten."""
+        name = header.name
+        runtime = self.runtime
+        if not runtime.health.is_up(pool.name):
+            self._answer_failure(header, io, runtime.health.down_message(pool.name))
+            if runtime.log_calls:
+                log.debug("call", method=name, member=pool.name, outcome="member_down")
+            return None
+        result_class = io.result if io is not None else None
+        filters = decision is not None and pool.config.mapped_tables is not None
+        rewrite_reply = result_class is not None and (
+            (not naming.identity and _REWRITER.touches(result_class)) or filters)
         try:
-            reply = self._forward(pool, header, io, args, raw)
+            reply = self._forward(pool, header, io, args, raw, stream=not rewrite_reply)
         except UpstreamError as exc:
+            runtime.health.call_failed(pool.name, exc)
             if exc.partial_reply_sent:
                 log.warning("call.failed_mid_reply", method=name, member=pool.name, error=exc.detail)
                 raise _Abandon() from exc
             self._answer_failure(header, io, str(exc))
-            if self.runtime.log_calls:
+            if runtime.log_calls:
                 log.debug("call", method=name, db=database_of(args), member=pool.name, outcome="upstream_error",
                           error=exc.detail, ms=round(1000 * (time.perf_counter() - started), 3))
-            return
+            return None
         if reply is not None:
             if reply.streamed:
                 self.wire.send_raw(reply.raw)  # the rest of a reply whose head is already on its way
+            elif rewrite_reply and reply.header.mtype == TMessageType.REPLY and reply.first_field == 0:
+                assert result_class is not None and decision is not None
+                self._rewrite_reply(reply, result_class, pool, naming, decision)
             else:
                 self._relay(reply, io, pool)
-        if self.runtime.log_calls:
+        if runtime.log_calls:
             log.debug("call", method=name, db=database_of(args), member=pool.name, outcome=_outcome(reply, io),
                       ms=round(1000 * (time.perf_counter() - started), 3))
+        return reply
 
-    def _forward(self, pool: UpstreamPool, header: Header, io: MethodIO | None, args: Any, raw: bytes
-                 ) -> Reply | None:
+    def _rewrite_reply(self, reply: Reply, result_class: type, pool: UpstreamPool, naming: Naming,
+                       decision: Decision) -> None:
+        header, result = decode_message(reply.raw, pool.config.wire.protocol, result_class, pool.limits)
+        if not naming.identity:
+            requested = decision.requested
+            _REWRITER.rewrite(result, lambda n: naming.to_client(n, requested))
+        if pool.config.mapped_tables is not None:
+            _filter_tables(result, pool.config, decision, METHODS[header.name])
+        self.wire.send(header.name, header.mtype, header.seqid, result)
+
+    def _refuse(self, header: Header, io: MethodIO, decision: Decision) -> None:
+        if header.mtype == TMessageType.ONEWAY:
+            return
+        assert decision.refusal is not None
+        result = io.exception_result(decision.refused_as.value, decision.refusal)
+        if result is not None:
+            self.wire.send(header.name, TMessageType.REPLY, header.seqid, result)
+        else:
+            self.wire.send_application_error(header.name, header.seqid, TApplicationException.INTERNAL_ERROR,
+                                             decision.refusal)
+
+    def _fan_out(self, header: Header, io: MethodIO, spec: MethodSpec, args: Any, started: float) -> None:
+        fan = FanOut(self.runtime, self.identity)
+        name = header.name
+        if name == "get_table_meta":
+            result, outcomes = fan.table_meta(name, header.seqid, io, args)
+        elif name == "get_all_functions":
+            result, outcomes = fan.functions(name, header.seqid, io)
+        else:
+            result, outcomes = fan.databases(name, header.seqid, io, getattr(args, "pattern", None))
+        answered = [o for o in outcomes if o.error is None]
+        if outcomes and not answered:
+            self._answer_failure(header, io, "; ".join(str(o.error) for o in outcomes))
+        else:
+            self.wire.send(name, TMessageType.REPLY, header.seqid, result)
+        if self.runtime.log_calls:
+            log.debug("call", method=name, members=[o.pool.name for o in answered],
+                      omitted=[o.pool.name for o in outcomes if o.error is not None],
+                      ms=round(1000 * (time.perf_counter() - started), 3))
+
+    def _forward(self, pool: UpstreamPool, header: Header, io: MethodIO | None, args: Any, raw: bytes | None,
+                 stream: bool = True) -> Reply | None:
         oneway = header.mtype == TMessageType.ONEWAY
         upstream = pool.acquire(self.identity)
         try:
-            if upstream.wire.format.protocol is not self.wire.format.protocol:
+            if raw is None or upstream.wire.format.protocol is not self.wire.format.protocol:
                 if args is None:
                     raise UpstreamError(pool.name, f"cannot translate unknown method '{header.name}'")
                 raw = upstream.wire.encode(header.name, header.mtype, header.seqid, args)
-            if upstream.wire.format == self.wire.format and self.wire.format.transport is TransportKind.BUFFERED:
+            if stream and upstream.wire.format == self.wire.format and \
+                    self.wire.format.transport is TransportKind.BUFFERED:
                 # Relayed unchanged: a large reply streams through instead of waiting to be complete.
                 return upstream.call(raw, oneway, self.wire.send_raw, self.runtime.config.server.stream_after_bytes)
             return upstream.call(raw, oneway)
@@ -175,3 +284,78 @@ def _outcome(reply: Reply | None, io: MethodIO | None) -> str:
             return str(spec[reply.first_field][3][0].__name__)
     return "exception"
 
+
+
+# -- helpers for lock ids and mapped-tables ----------------------------------------------------------------
+def _lock_id(args: Any) -> int | None:
+    """The lock id of check_lock / unlock / heartbeat arguments."""
+    for attr in ("rqst", "ids"):
+        inner = getattr(args, attr, None)
+        if inner is not None:
+            value = getattr(inner, "lockid", None)
+            if value is not None:
+                return int(value)
+    return None
+
+
+def _reply_lock_id(reply: Reply, io: MethodIO, pool: UpstreamPool) -> int | None:
+    assert io.result is not None
+    _, result = decode_message(reply.raw, pool.config.wire.protocol, io.result, pool.limits)
+    response = getattr(result, "success", None)
+    value = getattr(response, "lockid", None)
+    return int(value) if value is not None else None
+
+
+_DB_ATTRS = ("dbname", "db_name", "dbName")
+_TABLE_ATTRS = ("tbl_name", "tblName", "tableName", "table_name", "tablename", "tbl")
+_ARGS_TABLE_ATTRS = (*_TABLE_ATTRS, "name")  # drop_table(dbname, name)
+
+
+def _pair(obj: Any, table_attrs: tuple[str, ...]) -> tuple[str, str] | None:
+    db = next((v for a in _DB_ATTRS if isinstance(v := getattr(obj, a, None), str)), None)
+    if db is None:
+        return None
+    table = next((v for a in table_attrs if isinstance(v := getattr(obj, a, None), str)), None)
+    return (db, table) if table else None
+
+
+def _table_refs(args: Any) -> list[tuple[str, str]]:
+    """(database, table) pairs named by a call's arguments or their request structs, for ``mapped-tables``."""
+    pair = _pair(args, _ARGS_TABLE_ATTRS)
+    out = [pair] if pair is not None else []
+    for entry in args.thrift_spec or ():
+        if entry and entry[1] == TType.STRUCT:
+            inner = getattr(args, entry[2], None)
+            pair = _pair(inner, _TABLE_ATTRS) if inner is not None else None
+            if pair is not None:
+                out.append(pair)
+    return out
+
+
+def _filter_tables(result: Any, member: MetastoreConfig, decision: Decision, spec: MethodSpec) -> None:
+    """Leave out of a reply the tables that ``mapped-tables`` hides."""
+    success = getattr(result, "success", None)
+    if success is None:
+        return
+    if spec.lists_tables and isinstance(success, list):
+        dbs = list(decision.requested)
+        if dbs:
+            result.success = [t for t in success if table_visible(member, dbs[0], t)]
+        return
+    tables = success if isinstance(success, list) else getattr(success, "tables", None)
+    if isinstance(tables, list):
+        kept = [t for t in tables if not hasattr(t, "tableName") or
+                table_visible(member, _member_db(t, decision), t.tableName or "")]
+        if tables is success:
+            result.success = kept
+        else:
+            success.tables = kept
+
+
+def _member_db(table: Any, decision: Decision) -> str:
+    """A Table's database as the member knows it (the reply may already carry the client's spelling)."""
+    shown = (table.dbName or "").lower()
+    for real, client in decision.requested.items():
+        if client.lower() == shown:
+            return real
+    return shown

@@ -72,13 +72,15 @@ class UpstreamConnection:
         shutdown_socket(self.wire.sock)
 
     def call(self, raw: bytes, oneway: bool = False, sink: Callable[[bytes], None] | None = None,
-             stream_after: int = 0) -> Reply | None:
+             stream_after: int = 0, timeout: float | None = None) -> Reply | None:
         """Send one encoded request and return the raw reply. Any failure marks the connection broken.
 
         With a ``sink``, a reply longer than ``stream_after`` bytes is passed to it while it arrives.
+        ``timeout`` (seconds) replaces the metastore's read timeout for this call.
         """
         wire = self.wire
-        self._deadlines.watch(self, self._read_timeout)
+        read_timeout = self._read_timeout if timeout is None else timeout
+        self._deadlines.watch(self, read_timeout)
         try:
             wire.send_raw(raw)
             if oneway:
@@ -95,7 +97,7 @@ class UpstreamConnection:
                                     f"{exc}", partial_reply_sent=True) from exc
             if self.timed_out:
                 raise UpstreamError(
-                    self.member, f"did not answer within {self._read_timeout:g}s ({self.address})") from exc
+                    self.member, f"did not answer within {read_timeout:g}s ({self.address})") from exc
             if isinstance(exc, PeerClosed):
                 raise UpstreamError(self.member, f"closed the connection ({self.address})") from exc
             if isinstance(exc, WireError):

@@ -1,0 +1,201 @@
+"""Calls that every member answers (``Route.FANOUT``): sent in parallel, each bounded, merged in member order.
+
+Each member gets the fan-out timeout plus its ``latency``. A member that is down, fails, answers with an
+exception or is late is left out of the merge: a structured log line names it and a counter counts it; the
+client still gets what the others answered. Only when no member answered does the client get an error.
+
+In PREFIXED mode a listing pattern is cut per member to the part that can match names behind its prefix
+(``names.residual_patterns``); a member whose prefix cannot match is not asked. Every merged name is checked
+against the client's pattern again, so hidden databases and aliases come out right.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import gevent
+from thrift.Thrift import TMessageType
+
+from waggle.hms.gen.hive_metastore.ttypes import GetAllFunctionsResponse
+from waggle.hms.names import matches, parse, residual_patterns
+from waggle.hms.service import MethodIO
+from waggle.ops.logging import get_logger
+from waggle.routing.access import table_visible
+from waggle.routing.federation import Naming
+from waggle.upstream.client import Identity, UpstreamError
+from waggle.upstream.pool import UpstreamPool
+from waggle.wire import decode_message
+
+log = get_logger("waggle.fanout")
+
+
+@dataclass(slots=True)
+class Outcome:
+    pool: UpstreamPool
+    naming: Naming
+    args: Any
+    result: Any = None  # the decoded result struct when the member answered without an exception
+    error: str | None = None
+
+
+def _member_call(pool: UpstreamPool, identity: Identity | None, name: str, seqid: int, args: Any, io: MethodIO,
+                 timeout: float) -> Any:
+    conn = pool.acquire(identity)
+    try:
+        reply = conn.call(conn.wire.encode(name, TMessageType.CALL, seqid, args), timeout=timeout)
+        assert reply is not None
+        header, result = decode_message(reply.raw, conn.wire.format.protocol, io.result, pool.limits)  # type: ignore
+    except BaseException:
+        conn.broken = True
+        raise
+    finally:
+        pool.release(conn)
+    if header.mtype != TMessageType.REPLY:
+        raise UpstreamError(pool.name, f"answered {name} with an application error: {getattr(result, 'message', '')}")
+    for entry in io.result.thrift_spec or ():  # type: ignore[union-attr]
+        if entry and entry[2] != "success":
+            exc = getattr(result, entry[2], None)
+            if exc is not None:
+                raise UpstreamError(pool.name, f"answered {name} with {type(exc).__name__}: "
+                                               f"{getattr(exc, 'message', exc)}")
+    return result
+
+
+class FanOut:
+    """One merged call. ``runtime`` supplies pools, health, the planner and counters."""
+
+    def __init__(self, runtime: Any, identity: Identity | None) -> None:
+        self.runtime = runtime
+        self.identity = identity
+
+    def gather(self, name: str, seqid: int, io: MethodIO, per_member: list[tuple[UpstreamPool, Naming, Any]]
+               ) -> list[Outcome]:
+        runtime = self.runtime
+        server = runtime.config.server
+        outcomes: list[Outcome] = []
+        jobs: list[tuple[Outcome, gevent.Greenlet]] = []
+        longest = 0.0
+        for pool, naming, args in per_member:
+            outcome = Outcome(pool, naming, args)
+            outcomes.append(outcome)
+            if not runtime.health.is_up(pool.name):
+                outcome.error = runtime.health.down_message(pool.name)
+                continue
+            timeout = (server.fan_out_timeout_ms + pool.config.latency_ms) / 1000.0
+            longest = max(longest, timeout)
+            jobs.append((outcome, gevent.spawn(_member_call, pool, self.identity, name, seqid, args, io, timeout)))
+        if jobs:
+            gevent.joinall([g for _, g in jobs], timeout=longest + 1.0)
+        for outcome, job in jobs:
+            if not job.ready():
+                job.kill(block=False)
+                outcome.error = f"metastore '{outcome.pool.name}' did not answer {name} in time"
+            elif job.successful():
+                outcome.result = job.value
+            else:
+                exc = job.exception
+                outcome.error = str(exc) if isinstance(exc, UpstreamError) else f"metastore " \
+                    f"'{outcome.pool.name}' failed {name}: {exc!r}"
+                if isinstance(exc, UpstreamError):
+                    runtime.health.call_failed(outcome.pool.name, exc)
+        for outcome in outcomes:
+            if outcome.error is not None:
+                runtime.count_omission(name, outcome.pool.name)
+                log.warning("fanout.member_omitted", method=name, member=outcome.pool.name, error=outcome.error)
+        return outcomes
+
+    # -- the merged methods ------------------------------------------------------------------------------------
+    def databases(self, name: str, seqid: int, io: MethodIO, pattern: str | None) -> tuple[Any, list[Outcome]]:
+        """``get_all_databases`` (``pattern`` None) and ``get_databases(pattern)``."""
+        qualified = parse(pattern) if pattern is not None else None
+        client_pattern = qualified.db if qualified is not None else None
+        per_member = []
+        for pool, naming in self._members():
+            member_pattern = self._member_pattern(naming, client_pattern)
+            if member_pattern is None:
+                continue
+            if pattern is None:
+                args = io.args()
+            else:
+                assert qualified is not None
+                args = io.args(pattern=_requalify_pattern(qualified.catalog, member_pattern))
+            per_member.append((pool, naming, args))
+        outcomes = self.gather(name, seqid, io, per_member)
+        merged: list[str] = []
+        seen: set[str] = set()
+        for outcome in outcomes:
+            if outcome.result is None:
+                continue
+            for db in outcome.result.success or ():
+                for shown in outcome.naming.client_names(db):
+                    if shown not in seen and matches(client_pattern, shown):
+                        seen.add(shown)
+                        merged.append(shown)
+        return io.result(success=merged), outcomes  # type: ignore[misc]
+
+    def table_meta(self, name: str, seqid: int, io: MethodIO, args: Any) -> tuple[Any, list[Outcome]]:
+        qualified = parse(args.db_patterns) if args.db_patterns is not None else None
+        client_pattern = qualified.db if qualified is not None else None
+        per_member = []
+        for pool, naming in self._members():
+            member_pattern = self._member_pattern(naming, client_pattern)
+            if member_pattern is None:
+                continue
+            member_args = copy.copy(args)
+            if qualified is not None:
+                member_args.db_patterns = _requalify_pattern(qualified.catalog, member_pattern)
+            per_member.append((pool, naming, member_args))
+        outcomes = self.gather(name, seqid, io, per_member)
+        merged = []
+        for outcome in outcomes:
+            if outcome.result is None:
+                continue
+            member = outcome.pool.config
+            for meta in outcome.result.success or ():
+                if not table_visible(member, meta.dbName or "", meta.tableName or ""):
+                    continue
+                shown = [n for n in outcome.naming.client_names(meta.dbName or "") if matches(client_pattern, n)]
+                for i, db in enumerate(shown):
+                    item = meta if i == 0 else copy.copy(meta)
+                    item.dbName = db
+                    merged.append(item)
+        return io.result(success=merged), outcomes  # type: ignore[misc]
+
+    def functions(self, name: str, seqid: int, io: MethodIO) -> tuple[Any, list[Outcome]]:
+        members = self._members()
+        if not self.runtime.config.server.query_functions_across_all_metastores:
+            members = members[:1]
+        outcomes = self.gather(name, seqid, io, [(pool, naming, io.args()) for pool, naming in members])
+        merged = []
+        for outcome in outcomes:
+            if outcome.result is None or outcome.result.success is None:
+                continue
+            for function in outcome.result.success.functions or ():
+                shown = outcome.naming.client_names(function.dbName or "")
+                if shown:
+                    function.dbName = shown[0]
+                    merged.append(function)
+        return io.result(success=GetAllFunctionsResponse(functions=merged)), outcomes  # type: ignore[misc]
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+    def _members(self) -> list[tuple[UpstreamPool, Naming]]:
+        planner = self.runtime.planner
+        pools = self.runtime.routes.pools
+        return [(pools[m.name], planner.naming(m)) for m in planner.federation.members]
+
+    @staticmethod
+    def _member_pattern(naming: Naming, client_pattern: str | None) -> str | None:
+        """The pattern to send this member, or None when none of its databases can match."""
+        if naming.member.database_name_mapping:
+            return "*"  # aliases can match where real names do not: ask for all, filter here
+        if not naming.prefix:
+            return client_pattern if client_pattern is not None else "*"
+        residuals = residual_patterns(client_pattern, naming.prefix)
+        return None if residuals is None else "|".join(residuals)
+
+
+def _requalify_pattern(catalog: str | None, pattern: str) -> str:
+    return pattern if catalog is None else f"@{catalog}#{pattern}"
+
