@@ -133,7 +133,7 @@ def metastores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Any]]:
     from waggle.local.metastore import start_metastores
 
     root = tmp_path_factory.mktemp("metastores")
-    stores = start_metastores([root / "primary", root / "secondary"])
+    stores = start_metastores([root / "primary", root / "secondary", root / "tertiary"])
     yield stores
     for s in stores:
         s.stop()
@@ -145,9 +145,59 @@ def primary(metastores: list[Any]) -> Any:
 
 
 @pytest.fixture(scope="session")
-def waggle(primary: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WaggleProcess]:
-    proc = WaggleProcess(tmp_path_factory.mktemp("waggle"), federation_yaml(primary.uri),
-                         "logging:\n  level: debug\nlimits:\n  stream-replies-after-bytes: 1024\n").start()
+def analytics(metastores: list[Any]) -> Any:
+    """Federated member 'analytics' (prefix analytics_): sales, web (mapped-tables), secret (hidden)."""
+    return metastores[1]
+
+
+@pytest.fixture(scope="session")
+def ops(metastores: list[Any]) -> Any:
+    """Federated member 'ops' (prefix ops_): telemetry (alias metrics), scratch (writable), sales."""
+    return metastores[2]
+
+
+def federated_members(analytics_uri: str, ops_uri: str, prefixed: bool = True) -> str:
+    """The federated part of the session federation (PREFIXED, or the same members for MANUAL)."""
+    tables = ("  mapped-databases: [sales, web, default]\n"
+              "  mapped-tables:\n  - database: web\n    mapped-tables: [visits, page_.*]\n")
+    return (
+        "federated-meta-stores:\n"
+        f"- name: analytics\n  remote-meta-store-uris: {analytics_uri}\n"
+        + ("  database-prefix: analytics_\n" if prefixed else "") + tables +
+        f"- name: ops\n  remote-meta-store-uris: {ops_uri}\n"
+        "  access-control-type: READ_AND_WRITE_ON_DATABASE_WHITELIST\n"
+        "  writable-database-white-list: [scratch]\n"
+        "  database-name-mapping: {telemetry: metrics}\n"
+    )
+
+
+@pytest.fixture(scope="session")
+def federation_data(analytics: Any, ops: Any) -> dict[str, Any]:
+    """Databases and tables written straight into the federated metastores."""
+    from waggle.local.seed import seed_federation
+
+    return seed_federation(analytics, ops)
+
+
+@pytest.fixture(scope="session")
+def waggle(primary: Any, analytics: Any, ops: Any, federation_data: dict[str, Any],
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[WaggleProcess]:
+    """waggle in PREFIXED mode over the primary and two federated metastores."""
+    proc = WaggleProcess(tmp_path_factory.mktemp("waggle"),
+                         federation_yaml(primary.uri, federated_members(analytics.uri, ops.uri)),
+                         "database-resolution: PREFIXED\nlogging:\n  level: debug\n"
+                         "limits:\n  stream-replies-after-bytes: 1024\n").start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def manual_waggle(primary: Any, analytics: Any, ops: Any, federation_data: dict[str, Any],
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[WaggleProcess]:
+    """waggle in MANUAL mode over the same three metastores, refreshing its database map every second."""
+    proc = WaggleProcess(tmp_path_factory.mktemp("waggle-manual"),
+                         federation_yaml(primary.uri, federated_members(analytics.uri, ops.uri, prefixed=False)),
+                         "database-resolution: MANUAL\ndatabase-resolution-refresh: 1\n").start()
     yield proc
     proc.stop()
 

@@ -115,6 +115,9 @@ class LocalMetastore:
             "hive.metastore.event.db.notification.api.auth": "false",
             # BoneCP (the default pool) is not among the jars pyspark ships; DBCP is.
             "datanucleus.connectionPoolingType": "dbcp",
+            # The transaction and lock tables are not DataNucleus tables: Hive 2.3 creates them in Derby at
+            # start only under this flag (TxnHandler's test hook). Without it lock() fails.
+            "hive.in.test": "true",
         }
         props.update(self.extra_conf)
         (conf / "hive-site.xml").write_text(_site_xml(props))

@@ -75,3 +75,49 @@ def ensure_partitioned_table(client: Any, db: str, table: str, location: str, pa
                 sd=text_sd(f"{location}/part={value}", cols), parameters={},
             ))
         client.add_partitions(parts)
+
+
+def ensure_view(client: Any, db: str, view: str, cols: list[tuple[str, str]], original: str, expanded: str) -> None:
+    """A Hive-style view: the metastore stores its SQL; readers expand it."""
+    tbl = ttypes.Table(
+        tableName=view, dbName=db, owner="waggle", createTime=0, lastAccessTime=0, retention=0,
+        sd=text_sd("", cols), partitionKeys=[], parameters={},
+        viewOriginalText=original, viewExpandedText=expanded, tableType="VIRTUAL_VIEW",
+    )
+    tbl.sd.location = None
+    try:
+        client.create_table(tbl)
+    except ttypes.AlreadyExistsException:
+        pass
+
+
+def seed_federation(analytics: Any, ops: Any) -> dict[str, Any]:
+    """The federated side of the demo and the tests, written straight into two metastores.
+
+    analytics: sales (orders with rows, orders_view over it, partitioned events), web (visits, page_home,
+    internal), secret; ops: telemetry (events), scratch (empty), sales.
+    """
+    from waggle.local.client import hms_client
+
+    def wh(store: Any, path: str) -> str:
+        return f"file://{store.warehouse}/{path}"
+
+    with hms_client("127.0.0.1", analytics.port, timeout=120) as c:
+        for db in ("sales", "web", "secret"):
+            ensure_database(c, db, wh(analytics, f"{db}.db"))
+        ensure_table(c, "sales", "orders", wh(analytics, "sales.db/orders"), [("id", "int"), ("customer", "string")],
+                     rows=["1,alice", "2,bob", "3,alice"])
+        ensure_view(c, "sales", "orders_view", [("id", "int"), ("customer", "string")],
+                    "SELECT * FROM sales.orders WHERE id > 1",
+                    "SELECT `orders`.`id`, `orders`.`customer` FROM `sales`.`orders` WHERE `orders`.`id` > 1")
+        ensure_partitioned_table(c, "sales", "daily", wh(analytics, "sales.db/daily"), partitions=5)
+        for table in ("visits", "page_home", "internal"):
+            ensure_table(c, "web", table, wh(analytics, f"web.db/{table}"), [("id", "int"), ("name", "string")])
+        ensure_table(c, "secret", "keys", wh(analytics, "secret.db/keys"), [("id", "int"), ("name", "string")])
+    with hms_client("127.0.0.1", ops.port, timeout=120) as c:
+        for db in ("telemetry", "scratch", "sales"):
+            ensure_database(c, db, wh(ops, f"{db}.db"))
+        ensure_table(c, "telemetry", "events", wh(ops, "telemetry.db/events"), [("id", "int"), ("name", "string")],
+                     rows=["1,boot"])
+        ensure_table(c, "sales", "refunds", wh(ops, "sales.db/refunds"), [("id", "int"), ("name", "string")])
+    return {"customers": ["alice", "bob"]}

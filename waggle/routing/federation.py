@@ -120,6 +120,12 @@ class Planner:
             return Lookup(db, Target(self.primary, db.lower()))
         return Lookup(db, None, missing=True)
 
+    def _prefix_owner(self, name: str) -> MetastoreConfig:
+        """The member whose prefix a name carries (the primary when none does), visible or not."""
+        lowered = name.lower()
+        owners = [n for n in self.namings.values() if n.prefix and lowered.startswith(n.prefix)]
+        return max(owners, key=lambda n: len(n.prefix)).member if owners else self.primary
+
     def decide(self, spec: MethodSpec, names: Iterable[str], locks: Iterable[tuple[str, int]] = (),
                created: Mapping[str, Set[str]] | None = None, tables: Iterable[tuple[str, str]] = ()
                ) -> Decision:
@@ -133,6 +139,10 @@ class Planner:
                 lookups.append(found)
         for found in lookups:
             if found.target is None:
+                if spec.access is Access.CREATE_DATABASE:
+                    owner = self._prefix_owner(found.shown)
+                    return Decision(self.primary, create_refusal(owner, found.shown)
+                                    or f"database '{found.shown}' is hidden by mapped-databases")
                 return Decision(self.primary, f"database '{found.shown}' does not exist (or is not visible "
                                               f"through waggle)", Refused.NO_SUCH_OBJECT)
         if spec.route is Route.DATABASE:
@@ -193,7 +203,7 @@ class Planner:
                 if found is not None and found.target is not None:
                     why = write_refusal(found.target.member, found.target.db, writable, found.shown)
                     if why is not None:
-                        return f"{why}; refused a {_LOCK_NAMES.get(lock_type, lock_type)} lock"
+                        return f"{why}; refused a lock of type {_LOCK_NAMES.get(lock_type, lock_type)}"
             return None
         for f in own:
             assert f.target is not None
