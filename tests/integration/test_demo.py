@@ -31,8 +31,9 @@ def test_demo_serves_seeded_metastores_and_stops_on_ctrl_c(tmp_path):
         assert f"hive.metastore.uris=thrift://127.0.0.1:{port}" in text
         assert "spark.hadoop.hive.metastore.uris" in text
         with hive2_client(port) as c:
-            assert {"default", "sales"} <= set(c.get_all_databases())
+            assert {"default", "sales", "analytics_web"} <= set(c.get_all_databases())
             assert c.get_all_tables("sales") == ["customers", "orders"]
+            assert c.get_table("analytics_web", "visits").dbName == "analytics_web"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
         metastores = subprocess.run(["pgrep", "-f", str(tmp_path / "demo")], capture_output=True, text=True)

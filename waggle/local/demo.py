@@ -30,9 +30,9 @@ def seed_primary(store: LocalMetastore) -> None:
 def seed_federated(store: LocalMetastore) -> None:
     wh = store.warehouse
     with hms_client("127.0.0.1", store.port) as c:
-        ensure_database(c, "analytics", f"file://{wh}/analytics.db")
-        ensure_table(c, "analytics", "visits", f"file://{wh}/analytics.db/visits",
-                     [("id", "int"), ("page", "string")], rows=["1,/home", "2,/cart", "3,/home"])
+        ensure_database(c, "web", f"file://{wh}/web.db")
+        ensure_table(c, "web", "visits", f"file://{wh}/web.db/visits",
+                     [("customer_id", "int"), ("page", "string")], rows=["1,/home", "2,/cart", "1,/cart"])
 
 
 def write_configs(workdir: Path, port: int, primary: LocalMetastore, federated: LocalMetastore) -> tuple[Path, Path]:
@@ -71,10 +71,10 @@ def run_demo(port: int = 48869, workdir: str | None = None) -> int:
         print(f"""
 waggle is serving the HMS API on {uri}
   primary metastore   {primary.uri}  (databases: default, sales)
-  federated metastore {federated.uri}  (databases: analytics; prefix analytics_)
+  federated metastore {federated.uri}  (databases: default, web; read-only)
+  routing             PREFIXED: the federated databases appear as analytics_default, analytics_web
   config files        {server_file}
                       {federation_file}
-  routing             every call goes to the primary metastore in this version
 
 Point any Hive/Spark client at it:   hive.metastore.uris={uri}
 
@@ -85,6 +85,8 @@ Point any Hive/Spark client at it:   hive.metastore.uris={uri}
            .enableHiveSupport().getOrCreate())
   spark.sql("SHOW DATABASES").show()
   spark.sql("SELECT * FROM sales.customers").show()
+  spark.sql("""SELECT c.name, v.page FROM sales.customers c
+               JOIN analytics_web.visits v ON v.customer_id = c.id""").show()
 
 Ctrl-C stops waggle and both metastores.
 """, flush=True)
