@@ -85,8 +85,8 @@ Point any Hive/Spark client at it:   hive.metastore.uris={uri}
            .enableHiveSupport().getOrCreate())
   spark.sql("SHOW DATABASES").show()
   spark.sql("SELECT * FROM sales.customers").show()
-  spark.sql("""SELECT c.name, v.page FROM sales.customers c
-               JOIN analytics_web.visits v ON v.customer_id = c.id""").show()
+  spark.sql("SELECT c.name, v.page FROM sales.customers c "
+            "JOIN analytics_web.visits v ON v.customer_id = c.id").show()
 
 Ctrl-C stops waggle and both metastores.
 """, flush=True)
