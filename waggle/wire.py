@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from thrift.protocol import fastbinary
+from thrift.protocol.TProtocol import TProtocolException
 from thrift.Thrift import TApplicationException, TMessageType, TType
 
 from waggle.config.model import Limits, ProtocolKind, TransportKind, WireFormat
@@ -30,6 +31,7 @@ _STRICT_VERSION = 0x80010000
 _VERSION_MASK = 0xFFFF0000
 _COMPACT_ID = 0x82
 _COMPACT_VERSION = 1
+_MAX_RECV = 4 * 1024 * 1024  # one recv() never asks for more (its buffer is allocated up front)
 _RECV_SIZE = 256 * 1024
 
 
@@ -120,12 +122,17 @@ class Wire:
         need = reqlen - len(partial)
         if self._in_frame:
             raise WireError("message is longer than its frame")
+        if self._received + need > self.limits.max_message_bytes:
+            # a declared length (a string, even one in a field that is only skipped) beyond what the whole
+            # message may be: refuse it now, without waiting for bytes that must not be read
+            raise WireError(f"message exceeds the limit of {self.limits.max_message_bytes} bytes "
+                            f"(it declares {need} more bytes)")
         got: list[bytes] = []
         have = 0
         while have < need:
             if self._received + have >= self.limits.max_message_bytes:
                 raise WireError(f"message exceeds the limit of {self.limits.max_message_bytes} bytes")
-            data = self.sock.recv(max(_RECV_SIZE, need - have))
+            data = self.sock.recv(min(max(_RECV_SIZE, need - have), _MAX_RECV))
             if not data:
                 if self._received == 0 and not partial and have == 0:
                     raise PeerClosed()
@@ -253,14 +260,14 @@ class Wire:
         obj = cls()
         try:
             self._decode(obj, self._proto, [cls, cls.thrift_spec])  # type: ignore[attr-defined]
-        except (OverflowError, TypeError, ValueError, UnicodeDecodeError) as exc:
+        except (OverflowError, TypeError, ValueError, UnicodeDecodeError, TProtocolException) as exc:
             raise WireError(f"cannot decode {cls.__name__}: {exc}") from exc
         return obj
 
     def skip_struct(self) -> None:
         try:
             self._decode(_Skip(), self._proto, _SKIP_SPEC)
-        except (OverflowError, TypeError, ValueError) as exc:
+        except (OverflowError, TypeError, ValueError, TProtocolException) as exc:
             raise WireError(f"cannot decode message body: {exc}") from exc
 
     def read_end(self) -> bytes:

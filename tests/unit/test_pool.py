@@ -61,6 +61,29 @@ def test_idle_connections_are_bounded_per_metastore():
     assert pool.idle_count() == 2
 
 
+def test_the_idle_bound_evicts_the_oldest_of_any_identity():
+    """Identities that never come back must not pin the pool: a fresh release evicts the oldest idle one."""
+    pool = pool_for(Listener(), max_idle=2)
+    gone_a, gone_b = pool.acquire(None), pool.acquire(None)
+    for c in (gone_a, gone_b):
+        c.identity = ("gone", ())
+    pool._idle.clear()
+    for c in (gone_a, gone_b):
+        pool.release(c)
+    active = pool.acquire(None)
+    pool.release(active)
+    assert pool.idle_count() == 2 and gone_a.broken and not gone_b.broken
+    assert pool.acquire(None) is active
+
+
+def test_remembered_identities_are_bounded():
+    pool = pool_for(Listener())
+    for i in range(UpstreamPool.MAX_IDENTITIES + 10):
+        pool._remember((f"user{i}", ()), [])
+    assert len(pool._ugi_replies) == UpstreamPool.MAX_IDENTITIES
+    assert ("user0", ()) not in pool._ugi_replies
+
+
 def test_broken_connections_are_not_returned():
     pool = pool_for(Listener())
     c = pool.acquire(None)

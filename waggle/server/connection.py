@@ -32,6 +32,8 @@ from waggle.wire import Header, PeerClosed, Wire, WireError, decode_message
 log = get_logger("waggle.call")
 _ids = itertools.count(1)
 _REWRITER = call_rewriter()
+#: set_ugi identities are remembered by the upstream pools: bound what one may cost.
+_MAX_IDENTITY_CHARS = 65536
 
 
 class ClientConnection:
@@ -85,6 +87,10 @@ class ClientConnection:
             wire.skip_struct()
             args = None
         else:
+            if (header.mtype == TMessageType.ONEWAY) != (io.result is None):
+                # a reply nobody reads (or a reply never sent) would put the metastore connection out of step
+                raise WireError(f"'{name}' sent as {'oneway' if header.mtype == TMessageType.ONEWAY else 'call'}"
+                                f", but the method is {'oneway' if io.result is None else 'not oneway'}")
             args = wire.read_struct(io.args)
         raw: bytes | None = wire.read_end()
         started = time.perf_counter()
@@ -226,7 +232,10 @@ class ClientConnection:
                     self.wire.format.transport is TransportKind.BUFFERED:
                 # Relayed unchanged: a large reply streams through instead of waiting to be complete.
                 return upstream.call(raw, oneway, self.wire.send_raw, self.runtime.config.server.stream_after_bytes)
-            return upstream.call(raw, oneway)
+            reply = upstream.call(raw, oneway)
+            if oneway and io is None:
+                upstream.broken = True  # an unknown oneway call may be answered anyway: never reuse it
+            return reply
         except BaseException:
             upstream.broken = True
             raise
@@ -256,7 +265,13 @@ class ClientConnection:
     def _set_ugi(self, header: Header, io: MethodIO | None, args: Any) -> None:
         """Remember the client's identity; every later call travels on a connection opened as this user."""
         assert io is not None and io.result is not None
-        self.identity = (str(args.user_name or ""), tuple(str(g) for g in args.group_names or ()))
+        identity = (str(args.user_name or ""), tuple(str(g) for g in args.group_names or ()))
+        size = len(identity[0]) + sum(len(g) for g in identity[1])
+        if size > _MAX_IDENTITY_CHARS:
+            self._answer_failure(header, io, f"set_ugi refused: the user and groups are {size} characters long; "
+                                             f"the limit is {_MAX_IDENTITY_CHARS}")
+            return
+        self.identity = identity
         structlog.contextvars.bind_contextvars(user=self.identity[0])
         pool = self.runtime.routes.primary
         try:

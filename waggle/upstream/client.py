@@ -106,6 +106,10 @@ class UpstreamConnection:
             raise UpstreamError(self.member, f"connection failed ({self.address}): {detail}") from exc
         finally:
             self._deadlines.done(self)
+        if header.mtype != TMessageType.REPLY:
+            # A TApplicationException may mean the metastore lost its place in the stream ("Unrecognized type"
+            # and the rest of the call read as a new one): never reuse this connection.
+            self.broken = True
         if wire.streamed:
             return Reply(header, raw_reply, wire.first_field if header.mtype == TMessageType.REPLY else -1,
                          wire.streamed)

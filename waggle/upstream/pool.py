@@ -7,7 +7,7 @@ calls always travel on a connection that carries the client's own identity.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 
 from thrift.Thrift import TMessageType
 
@@ -19,13 +19,17 @@ from waggle.wire import decode_message
 
 
 class UpstreamPool:
+    #: Identities whose ``set_ugi`` answer is remembered (least recently used ones are forgotten).
+    MAX_IDENTITIES = 1024
+
     def __init__(self, config: MetastoreConfig, limits: Limits, deadlines: Deadlines) -> None:
         self.config = config
         self.limits = limits
         self.deadlines = deadlines
         self._idle: dict[Identity | None, deque[UpstreamConnection]] = {}
-        self._ugi_replies: dict[Identity, list[str]] = {}
-        self._idle_total = 0
+        #: every idle connection, oldest release first: the pool's bound evicts from the front
+        self._lru: OrderedDict[UpstreamConnection, None] = OrderedDict()
+        self._ugi_replies: OrderedDict[Identity, list[str]] = OrderedDict()
         self.opened = 0
         self.closed = False
 
@@ -38,49 +42,66 @@ class UpstreamPool:
         self.opened += 1
         if identity is not None:
             try:
-                self._ugi_replies[identity] = _set_ugi(conn, identity)
+                self._remember(identity, _set_ugi(conn, identity))
             except BaseException:
                 conn.close()
                 raise
         conn.identity = identity
         return conn
 
+    def _remember(self, identity: Identity, groups: list[str]) -> None:
+        self._ugi_replies[identity] = groups
+        self._ugi_replies.move_to_end(identity)
+        while len(self._ugi_replies) > self.MAX_IDENTITIES:
+            self._ugi_replies.popitem(last=False)
+
+    def _take(self, conn: UpstreamConnection) -> None:
+        """Remove an idle connection from the pool's books."""
+        del self._lru[conn]
+        idle = self._idle[conn.identity]
+        idle.remove(conn)
+        if not idle:
+            del self._idle[conn.identity]
+
     def acquire(self, identity: Identity | None) -> UpstreamConnection:
         idle = self._idle.get(identity)
         while idle:
-            conn = idle.pop()
-            self._idle_total -= 1
+            conn = idle[-1]
+            self._take(conn)
             if conn.is_reusable():
                 return conn
             conn.close()
+            idle = self._idle.get(identity)
         return self._open(identity)
 
     def release(self, conn: UpstreamConnection) -> None:
-        if conn.broken or self.closed:
+        if conn.broken or self.closed or self.config.pool_max_idle <= 0:
             conn.close()
             return
-        if self._idle_total >= self.config.pool_max_idle:
-            conn.close()
-            return
+        while len(self._lru) >= self.config.pool_max_idle:
+            oldest = next(iter(self._lru))  # of whichever identity: gone users do not pin the pool
+            self._take(oldest)
+            oldest.close()
         self._idle.setdefault(conn.identity, deque()).append(conn)
-        self._idle_total += 1
+        self._lru[conn] = None
 
     def set_ugi_reply(self, identity: Identity) -> list[str]:
         """The metastore's answer to ``set_ugi`` for this identity, opening a connection if none was."""
-        if identity not in self._ugi_replies:
-            self.release(self.acquire(identity))
-        return self._ugi_replies[identity]
+        groups = self._ugi_replies.get(identity)
+        if groups is None:
+            self.release(self._open(identity))
+            groups = self._ugi_replies[identity]
+        return groups
 
     def idle_count(self) -> int:
-        return self._idle_total
+        return len(self._lru)
 
     def close(self) -> None:
         self.closed = True
-        for queue in self._idle.values():
-            while queue:
-                queue.pop().close()
+        for conn in list(self._lru):
+            conn.close()
+        self._lru.clear()
         self._idle.clear()
-        self._idle_total = 0
 
 
 def _set_ugi(conn: UpstreamConnection, identity: Identity) -> list[str]:
