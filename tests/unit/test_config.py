@@ -118,6 +118,17 @@ def test_unimplemented_and_unknown_keys_warn_but_load(tmp_path):
     assert "unknown server key 'protocl'" in text
 
 
+def test_nested_keys_warn_by_their_full_name(tmp_path):
+    server = write(tmp_path, "s.yml", "logging:\n  level: debug\n  config: log4j2.xml\n  levle: x\n"
+                                      "endpoint:\n  port: 18001\n")
+    cfg = load(server, minimal_federation(tmp_path, ""))
+    text = "\n".join(cfg.warnings)
+    assert cfg.server.log_level == "debug" and cfg.server.endpoint_port == 18001
+    assert "'logging.config' is not implemented" in text
+    assert "unknown server key 'logging.levle'" in text
+    assert "'logging.level'" not in text and "endpoint" not in text
+
+
 @pytest.mark.parametrize(("server", "extra", "pattern"), [
     ("port: abc\n", "", r"s\.yml: key 'port': invalid value 'abc': expected an integer between 0 and 65535"),
     ("port: 70000\n", "", r"key 'port': invalid value 70000"),

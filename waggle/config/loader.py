@@ -33,7 +33,7 @@ from waggle.config.model import (
     WaggleConfig,
     WireFormat,
 )
-from waggle.config.settings import METASTORE_SETTINGS, SERVER_SETTINGS, top_level
+from waggle.config.settings import METASTORE_SETTINGS, SERVER_SETTINGS, Setting
 
 T = TypeVar("T")
 _MISSING = object()
@@ -159,16 +159,30 @@ def _scalar(v: Any) -> str:
     return str(v)
 
 
-def _warn_unknown(reader: _Reader, known: Mapping[str, Any], warnings: list[str], what: str) -> None:
-    for key in reader.data:
-        setting = known.get(key)
-        if setting is None:
-            warnings.append(f"{reader.file}: unknown {what} key '{reader.path(key)}' is ignored")
-        elif not setting.implemented:
-            warnings.append(
-                f"{reader.file}: key '{reader.path(key)}' is not implemented by waggle and is ignored "
-                f"({setting.doc.rstrip('.')})"
-            )
+def _warn_unknown(reader: _Reader, settings: tuple[Setting, ...], warnings: list[str], what: str) -> None:
+    """Warn, by name, about every key that is not a setting or that waggle does not implement.
+
+    Nested maps are followed down to the settings' own keys, so ``logging: {level: debug}`` is the implemented
+    ``logging.level`` while ``logging: {config: ...}`` is the unimplemented ``logging.config``.
+    """
+    by_key = {s.key: s for s in settings}
+
+    def walk(data: Mapping[str, Any], prefix: str) -> None:
+        for key, value in data.items():
+            full = f"{prefix}{key}"
+            setting = by_key.get(full)
+            if setting is None and isinstance(value, Mapping) and any(k.startswith(full + ".") for k in by_key):
+                walk(value, full + ".")
+                continue
+            if setting is None:
+                warnings.append(f"{reader.file}: unknown {what} key '{reader.path(full)}' is ignored")
+            elif not setting.implemented:
+                warnings.append(
+                    f"{reader.file}: key '{reader.path(full)}' is not implemented by waggle and is ignored "
+                    f"({setting.doc.rstrip('.')})"
+                )
+
+    walk(reader.data, "")
 
 
 def _load_yaml(path: str, what: str) -> Mapping[str, Any]:
@@ -221,7 +235,7 @@ def _hive_duration_ms(value: str) -> int:
 
 def parse_server(path: str | None, data: Mapping[str, Any], problems: list[str], warnings: list[str]) -> ServerConfig:
     r = _Reader(path or "(server defaults)", data, "", problems)
-    _warn_unknown(r, top_level(SERVER_SETTINGS), warnings, "server")
+    _warn_unknown(r, SERVER_SETTINGS, warnings, "server")
     props = r.string_map("configuration-properties")
     max_threads = props.get("hive.metastore.server.max.threads")
     default_conns = int(max_threads) if max_threads and max_threads.isdigit() else 1000
@@ -354,7 +368,7 @@ def parse_metastore(
         problems.append(f"{file}: key '{where}': invalid value {data!r}: expected a map")
         return None
     r = _Reader(file, data, f"{where}.", problems)
-    _warn_unknown(r, top_level(METASTORE_SETTINGS), warnings, "metastore")
+    _warn_unknown(r, METASTORE_SETTINGS, warnings, "metastore")
     name = r.string("name", "").strip()
     if not name:
         problems.append(f"{file}: key '{r.path('name')}' is required and must not be blank")

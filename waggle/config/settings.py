@@ -145,10 +145,6 @@ METASTORE_SETTINGS: tuple[Setting, ...] = (
 )
 
 
-def top_level(settings: tuple[Setting, ...]) -> dict[str, Setting]:
-    return {s.key.split(".")[0]: s for s in settings}
-
-
 def markdown_table(settings: tuple[Setting, ...]) -> str:
     rows = ["| Key | Default | Meaning |", "|---|---|---|"]
     for s in settings:
