@@ -43,16 +43,16 @@ def java_available() -> bool:
 
 # -- clients ---------------------------------------------------------------------------------------------
 @contextmanager
-def hive2_client(port: int, timeout: float = 30.0) -> Iterator[Any]:
-    """hmsclient: the generated Hive 2 client many users already run."""
+def hive2_client(port: int, timeout: float = 30.0, framed: bool = False) -> Iterator[Any]:
+    """hmsclient: the generated Hive 2 client many users already run (unframed, or framed)."""
     from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore
     from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
     from thrift.transport.TSocket import TSocket
-    from thrift.transport.TTransport import TBufferedTransport
+    from thrift.transport.TTransport import TBufferedTransport, TFramedTransport
 
     sock = TSocket("127.0.0.1", port)
     sock.setTimeout(timeout * 1000)
-    transport = TBufferedTransport(sock)
+    transport = TFramedTransport(sock) if framed else TBufferedTransport(sock)
     transport.open()
     try:
         yield ThriftHiveMetastore.Client(TBinaryProtocolAccelerated(transport))

@@ -342,22 +342,6 @@ def own(primary: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
             p.stop()
 
 
-@contextmanager
-def framed_client(port: int) -> Iterator[Any]:
-    from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
-    from thrift.transport.TSocket import TSocket
-    from thrift.transport.TTransport import TFramedTransport
-
-    sock = TSocket("127.0.0.1", port)
-    sock.setTimeout(10_000)
-    transport = TFramedTransport(sock)
-    transport.open()
-    try:
-        yield T.Client(TBinaryProtocolAccelerated(transport))
-    finally:
-        transport.close()
-
-
 # -- 1. garbage and mutated calls ---------------------------------------------------------------------------------
 NOT_THRIFT = {
     "http": b"GET / HTTP/1.1\r\nHost: waggle\r\n\r\n",
@@ -499,7 +483,7 @@ def test_framed_transport_refuses_absurd_frame_sizes(own):
     proc = own["framed"]
     pid = pid_of(proc)
     body = GET_DEFAULT
-    with framed_client(proc.port) as c:
+    with hive2_client(proc.port, timeout=10, framed=True) as c:
         assert c.get_database("default").name == "default"
     before = rss_mb(pid)
     for what, size in {"2 GiB": GIB2, "limit + 1": OWN_MAX_MESSAGE + 1, "negative": -1, "zero": 0}.items():
@@ -508,7 +492,7 @@ def test_framed_transport_refuses_absurd_frame_sizes(own):
     assert_closed_or_answered(proc.port, struct.pack("!i", 10) + body, "frame shorter than its message")
     assert rss_mb(pid) - before < 100
     assert_alive(proc)
-    with framed_client(proc.port) as c:
+    with hive2_client(proc.port, timeout=10, framed=True) as c:
         assert c.get_database("default").name == "default"
 
 

@@ -48,6 +48,7 @@ class Splicer:
         self.rewriter = rewriter
         self._thin: dict[type, type | None] = {}
         self._fids: dict[type, dict[str, int]] = {}
+        self._resolved: dict[type, type | None] = {}
 
     def thin(self, cls: type) -> type | None:
         """The thin mirror of a generated struct class (None when nothing in it carries a name)."""
@@ -84,10 +85,13 @@ class Splicer:
         return type_args
 
     def thin_result(self, cls: type) -> type | None:
-        mirror = self.thin(cls)
-        if mirror is not None:
-            _resolve(mirror, set())
-        return mirror
+        """The thin mirror of a result class, with its nested struct specs wired up (once)."""
+        if cls not in self._resolved:
+            mirror = self.thin(cls)
+            if mirror is not None:
+                _resolve(mirror, set())
+            self._resolved[cls] = mirror
+        return self._resolved[cls]
 
     # -- splicing -------------------------------------------------------------------------------------------
     def splice_names(self, raw: bytes, result_class: type, fn: Callable[[str], str], limits: Limits

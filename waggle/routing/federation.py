@@ -90,8 +90,7 @@ class Lookup:
     """A client's name resolved: its member and real name, or why it cannot be used."""
 
     shown: str
-    target: Target | None
-    missing: bool = False  # no visible database has this name
+    target: Target | None  # None: no visible database has this name
 
 
 class Planner:
@@ -118,7 +117,7 @@ class Planner:
         if self.mode is DatabaseResolution.MANUAL and visible(self.primary, db.lower()):
             # not (yet) in the map: the primary answers (it may have just been created there)
             return Lookup(db, Target(self.primary, db.lower()))
-        return Lookup(db, None, missing=True)
+        return Lookup(db, None)
 
     def _prefix_owner(self, name: str) -> MetastoreConfig:
         """The member whose prefix a name carries (the primary when none does), visible or not."""

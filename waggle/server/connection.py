@@ -109,7 +109,7 @@ class ClientConnection:
                           started)
             return
         if spec.route is Route.FANOUT:
-            self._fan_out(header, io, spec, args, started)
+            self._fan_out(header, io, args, started)
             return
         if spec.route is Route.LOCK_ID:
             member = self.lock_owners.get(_lock_id(args) or -1, planner.primary)
@@ -135,7 +135,7 @@ class ClientConnection:
         if reply is None or reply.header.mtype != TMessageType.REPLY or reply.first_field > 0:
             return
         if decision.creates is not None:
-            runtime.created.setdefault(decision.member.name, set()).add(decision.creates.lower())
+            runtime.created.setdefault(decision.member.name, set()).add(decision.creates)
         if spec.access is Access.LOCK and not decision.member.primary:
             lock_id = _reply_lock_id(reply, io, pool)
             if lock_id is not None:
@@ -207,10 +207,10 @@ class ClientConnection:
         gc.disable()
         try:
             header, result = decode_message(reply.raw, pool.config.wire.protocol, result_class, pool.limits)
+            if pool.config.mapped_tables is not None:  # on the member's names, before they are rewritten
+                _filter_tables(result, pool.config, decision, METHODS[header.name])
             if not naming.identity:
                 _REWRITER.rewrite(result, to_client)
-            if pool.config.mapped_tables is not None:
-                _filter_tables(result, pool.config, decision, METHODS[header.name])
             raw = self.wire.encode(header.name, header.mtype, header.seqid, result)
             del result
         finally:
@@ -229,7 +229,7 @@ class ClientConnection:
             self.wire.send_application_error(header.name, header.seqid, TApplicationException.INTERNAL_ERROR,
                                              decision.refusal)
 
-    def _fan_out(self, header: Header, io: MethodIO, spec: MethodSpec, args: Any, started: float) -> None:
+    def _fan_out(self, header: Header, io: MethodIO, args: Any, started: float) -> None:
         fan = FanOut(self.runtime, self.identity)
         name = header.name
         if name == "get_table_meta":
@@ -389,17 +389,8 @@ def _filter_tables(result: Any, member: MetastoreConfig, decision: Decision, spe
     tables = success if isinstance(success, list) else getattr(success, "tables", None)
     if isinstance(tables, list):
         kept = [t for t in tables if not hasattr(t, "tableName") or
-                table_visible(member, _member_db(t, decision), t.tableName or "")]
+                table_visible(member, t.dbName or "", t.tableName or "")]
         if tables is success:
             result.success = kept
         else:
             success.tables = kept
-
-
-def _member_db(table: Any, decision: Decision) -> str:
-    """A Table's database as the member knows it (the reply may already carry the client's spelling)."""
-    shown = (table.dbName or "").lower()
-    for real, client in decision.requested.items():
-        if client.lower() == shown:
-            return real
-    return shown

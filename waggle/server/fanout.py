@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import gevent
-from thrift.Thrift import TMessageType
 
 from waggle.hms.gen.hive_metastore.ttypes import GetAllFunctionsResponse
 from waggle.hms.names import matches, parse, residual_patterns
@@ -26,7 +25,6 @@ from waggle.routing.access import table_visible
 from waggle.routing.federation import Naming
 from waggle.upstream.client import Identity, UpstreamError
 from waggle.upstream.pool import UpstreamPool
-from waggle.wire import decode_message
 
 log = get_logger("waggle.fanout")
 
@@ -38,29 +36,6 @@ class Outcome:
     args: Any
     result: Any = None  # the decoded result struct when the member answered without an exception
     error: str | None = None
-
-
-def _member_call(pool: UpstreamPool, identity: Identity | None, name: str, seqid: int, args: Any, io: MethodIO,
-                 timeout: float) -> Any:
-    conn = pool.acquire(identity)
-    try:
-        reply = conn.call(conn.wire.encode(name, TMessageType.CALL, seqid, args), timeout=timeout)
-        assert reply is not None
-        header, result = decode_message(reply.raw, conn.wire.format.protocol, io.result, pool.limits)  # type: ignore
-    except BaseException:
-        conn.broken = True
-        raise
-    finally:
-        pool.release(conn)
-    if header.mtype != TMessageType.REPLY:
-        raise UpstreamError(pool.name, f"answered {name} with an application error: {getattr(result, 'message', '')}")
-    for entry in io.result.thrift_spec or ():  # type: ignore[union-attr]
-        if entry and entry[2] != "success":
-            exc = getattr(result, entry[2], None)
-            if exc is not None:
-                raise UpstreamError(pool.name, f"answered {name} with {type(exc).__name__}: "
-                                               f"{getattr(exc, 'message', exc)}")
-    return result
 
 
 class FanOut:
@@ -85,7 +60,7 @@ class FanOut:
                 continue
             timeout = (server.fan_out_timeout_ms + pool.config.latency_ms) / 1000.0
             longest = max(longest, timeout)
-            jobs.append((outcome, gevent.spawn(_member_call, pool, self.identity, name, seqid, args, io, timeout)))
+            jobs.append((outcome, gevent.spawn(pool.invoke, self.identity, name, args, io.result, seqid, timeout)))
         if jobs:
             gevent.joinall([g for _, g in jobs], timeout=longest + 1.0)
         for outcome, job in jobs:

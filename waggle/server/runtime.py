@@ -12,7 +12,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import gevent
-from thrift.Thrift import TMessageType
 
 from waggle.config.model import DatabaseResolution, WaggleConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
@@ -23,7 +22,6 @@ from waggle.upstream.client import UpstreamError
 from waggle.upstream.deadlines import Deadlines
 from waggle.upstream.health import Health
 from waggle.upstream.pool import UpstreamPool
-from waggle.wire import decode_message
 
 log = get_logger("waggle.federation")
 
@@ -104,23 +102,12 @@ class Runtime:
     def _list_databases(self, name: str) -> list[str]:
         pool = self.routes.pools[name]
         timeout = (self.config.server.fan_out_timeout_ms + pool.config.latency_ms) / 1000.0
-        conn = pool.acquire(None)
         try:
-            raw = conn.wire.encode("get_all_databases", TMessageType.CALL, 0,
-                                   ThriftHiveMetastore.get_all_databases_args())
-            reply = conn.call(raw, timeout=timeout)
-            assert reply is not None
-            _, result = decode_message(reply.raw, conn.wire.format.protocol,
-                                       ThriftHiveMetastore.get_all_databases_result, pool.limits)
-        except BaseException as exc:
-            conn.broken = True
-            if isinstance(exc, UpstreamError):
-                self.health.call_failed(name, exc)
+            result = pool.invoke(None, "get_all_databases", ThriftHiveMetastore.get_all_databases_args(),
+                                 ThriftHiveMetastore.get_all_databases_result, timeout=timeout)
+        except UpstreamError as exc:
+            self.health.call_failed(name, exc)
             raise
-        finally:
-            pool.release(conn)
-        if getattr(result, "o1", None) is not None:
-            raise UpstreamError(name, f"refused get_all_databases: {result.o1.message}")
         return [str(db) for db in result.success or ()]
 
     def _refresh_loop(self) -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from gevent import monkey
 from thrift.Thrift import TMessageType
 
 from waggle.config.model import HostPort, Limits, MetastoreConfig
 from waggle.upstream.deadlines import Deadlines, shutdown_socket
-from waggle.wire import Header, PeerClosed, Wire, WireError
+from waggle.wire import Header, PeerClosed, Wire, WireError, decode_message
 
 # The unpatched poll: a zero-timeout readiness check needs no trip through the gevent hub.
 _poll = monkey.get_original("select", "poll")
@@ -115,6 +115,22 @@ class UpstreamConnection:
                          wire.streamed)
         first = wire.first_field_id(raw_reply) if header.mtype == TMessageType.REPLY else -1
         return Reply(header, raw_reply, first, 0)
+
+    def invoke(self, name: str, args: Any, result_class: type, seqid: int = 0, timeout: float | None = None
+               ) -> Any:
+        """Call ``name`` with decoded ``args`` and return the decoded result; an application error or a declared
+        exception in the reply becomes an :class:`UpstreamError` naming the metastore."""
+        reply = self.call(self.wire.encode(name, TMessageType.CALL, seqid, args), timeout=timeout)
+        assert reply is not None
+        header, result = decode_message(reply.raw, self.wire.format.protocol, result_class, self.wire.limits)
+        if header.mtype != TMessageType.REPLY:
+            raise UpstreamError(self.member, f"answered {name} with an application error: "
+                                             f"{getattr(result, 'message', '')}")
+        if reply.first_field > 0:
+            exc = getattr(result, result_class.thrift_spec[reply.first_field][2])  # type: ignore[attr-defined]
+            raise UpstreamError(self.member, f"answered {name} with {type(exc).__name__}: "
+                                             f"{getattr(exc, 'message', exc)}")
+        return result
 
     def is_reusable(self) -> bool:
         """False when the peer has closed (or sent unsolicited bytes on) this idle connection.

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import gevent
 import gevent.event
-from thrift.Thrift import TMessageType
 
 from waggle.config.model import Limits, MetastoreConfig, ServerConfig
 from waggle.hms.gen.fb303 import FacebookService
@@ -72,10 +71,8 @@ class Health:
         try:
             conn = connect(member, self.limits, self.deadlines)
             try:
-                args = FacebookService.getStatus_args()
-                reply = conn.call(conn.wire.encode("getStatus", TMessageType.CALL, 0, args), timeout=timeout)
-                if reply is None or reply.header.mtype != TMessageType.REPLY:
-                    raise UpstreamError(name, "answered getStatus with an error")
+                conn.invoke("getStatus", FacebookService.getStatus_args(), FacebookService.getStatus_result,
+                            timeout=timeout)
             finally:
                 conn.close()
         except UpstreamError as exc:

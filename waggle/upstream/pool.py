@@ -8,14 +8,12 @@ calls always travel on a connection that carries the client's own identity.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-
-from thrift.Thrift import TMessageType
+from typing import Any
 
 from waggle.config.model import Limits, MetastoreConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.upstream.client import Identity, UpstreamConnection, UpstreamError, connect
 from waggle.upstream.deadlines import Deadlines
-from waggle.wire import decode_message
 
 
 class UpstreamPool:
@@ -93,6 +91,20 @@ class UpstreamPool:
             groups = self._ugi_replies[identity]
         return groups
 
+    def invoke(self, identity: Identity | None, name: str, args: Any, result_class: type, seqid: int = 0,
+               timeout: float | None = None) -> Any:
+        """One decoded call on a pooled connection (see :meth:`UpstreamConnection.invoke`)."""
+        conn = self.acquire(identity)
+        try:
+            return conn.invoke(name, args, result_class, seqid, timeout)
+        except UpstreamError:
+            raise  # the connection marked itself broken if its stream is out of step
+        except BaseException:
+            conn.broken = True  # killed mid-call, or an undecodable reply
+            raise
+        finally:
+            self.release(conn)
+
     def idle_count(self) -> int:
         return len(self._lru)
 
@@ -107,13 +119,5 @@ class UpstreamPool:
 def _set_ugi(conn: UpstreamConnection, identity: Identity) -> list[str]:
     user, groups = identity
     args = ThriftHiveMetastore.set_ugi_args(user_name=user, group_names=list(groups))
-    reply = conn.call(conn.wire.encode("set_ugi", TMessageType.CALL, 0, args))
-    assert reply is not None
-    if reply.header.mtype != TMessageType.REPLY:
-        raise UpstreamError(conn.member, "refused set_ugi")
-    _, result = decode_message(
-        reply.raw, conn.wire.format.protocol, ThriftHiveMetastore.set_ugi_result, conn.wire.limits
-    )
-    if result.o1 is not None:
-        raise UpstreamError(conn.member, f"refused set_ugi: {result.o1.message}")
+    result = conn.invoke("set_ugi", args, ThriftHiveMetastore.set_ugi_result)
     return list(result.success or [])
