@@ -19,8 +19,11 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from thrift.protocol import fastbinary
+from thrift.protocol.TBinaryProtocol import TBinaryProtocol
+from thrift.protocol.TCompactProtocol import TCompactProtocol
 from thrift.protocol.TProtocol import TProtocolException
 from thrift.Thrift import TApplicationException, TMessageType, TType
+from thrift.transport.TTransport import TMemoryBuffer
 
 from waggle.config.model import Limits, ProtocolKind, TransportKind, WireFormat
 
@@ -390,3 +393,47 @@ def decode_message(raw: bytes, protocol: ProtocolKind, cls: type, limits: Limits
     body = read_application_error(wire) if header.mtype == TMessageType.EXCEPTION else wire.read_struct(cls)
     wire.read_end()
     return header, body
+
+
+def strings_in(raw: bytes, protocol: ProtocolKind) -> list[str]:
+    """Every string inside one whole message held in memory (arguments of a method waggle has no IDL for).
+
+    Only called for messages the wire has already read whole, so sizes and nesting are within the limits.
+    """
+    trans = TMemoryBuffer(raw)
+    proto = TCompactProtocol(trans) if protocol is ProtocolKind.COMPACT else TBinaryProtocol(trans)
+    out: list[str] = []
+
+    def read(ttype: int) -> None:
+        if ttype == TType.STRING:
+            try:
+                out.append(proto.readBinary().decode("utf-8"))
+            except UnicodeDecodeError:
+                pass
+        elif ttype == TType.STRUCT:
+            proto.readStructBegin()
+            while True:
+                _, ftype, _ = proto.readFieldBegin()
+                if ftype == TType.STOP:
+                    break
+                read(ftype)
+                proto.readFieldEnd()
+            proto.readStructEnd()
+        elif ttype in (TType.LIST, TType.SET):
+            etype, size = proto.readListBegin() if ttype == TType.LIST else proto.readSetBegin()
+            for _ in range(size):
+                read(etype)
+        elif ttype == TType.MAP:
+            ktype, vtype, size = proto.readMapBegin()
+            for _ in range(size):
+                read(ktype)
+                read(vtype)
+        else:
+            proto.skip(ttype)
+
+    try:
+        proto.readMessageBegin()
+        read(TType.STRUCT)
+    except (TProtocolException, EOFError, ValueError, TypeError, struct.error):
+        pass  # what could be read is enough to decide
+    return out

@@ -34,6 +34,7 @@ from waggle.config.model import (
     WireFormat,
 )
 from waggle.config.settings import METASTORE_SETTINGS, SERVER_SETTINGS, Setting
+from waggle.hms.bridges import parse_version
 
 T = TypeVar("T")
 _MISSING = object()
@@ -404,12 +405,21 @@ def parse_metastore(
         latency_ms=r.integer("latency", 0, 0),
         tunnel=_tunnel(r),
         configuration_properties=props,
-        hive_version=r.string("hive-version", "") or None,
+        hive_version=_hive_version(r),
         connect_timeout_ms=r.integer("connect-timeout", 2000, 1),
         read_timeout_ms=r.integer("read-timeout", read_default, 1),
         wire=_wire(r, props),
         pool_max_idle=r.integer("pool-max-idle", 16, 0),
     )
+
+
+def _hive_version(r: Any) -> str | None:
+    text = r.string("hive-version", "") or None
+    try:
+        parse_version(text)
+    except ValueError as exc:
+        r.fail("hive-version", text, str(exc))
+    return text
 
 
 def parse_federation(file: str, data: Mapping[str, Any], problems: list[str], warnings: list[str]) -> Federation | None:

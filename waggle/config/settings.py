@@ -128,7 +128,9 @@ METASTORE_SETTINGS: tuple[Setting, ...] = (
         "`hive.metastore.thrift.framed.transport.enabled` / `...compact.protocol.enabled` the wire format.",
     ),
     Setting("hive-version", "none",
-            "Hint of the metastore's Hive version, e.g. `2.3`, `3.1`, `4.0` (waggle addition)."),
+            "The metastore's Hive version, e.g. `2.3.10`, `3.1.3`, `4.0.1` (waggle addition). Optional: without "
+            "it waggle learns from the metastore's answers what it lacks. With it, version bridges apply from the "
+            "first call, and Hive 4's `tablesPattern` is passed through instead of expanded."),
     Setting("connect-timeout", "2000", "Milliseconds to open a connection, plus `latency` (waggle addition)."),
     Setting(
         "read-timeout", "600000",

@@ -12,13 +12,16 @@ import gc
 import itertools
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 from thrift.Thrift import TApplicationException, TMessageType, TType
 
 from waggle.config.model import MetastoreConfig, ProtocolKind, TransportKind
+from waggle.hms.bridges import BRIDGES, MethodMissing, strip_catalog
 from waggle.hms.methods import METHODS, Access, MethodSpec, Route, database_of
+from waggle.hms.names import parse
 from waggle.hms.rewrite import call_rewriter
 from waggle.hms.service import METHOD_IO, MethodIO
 from waggle.hms.splice import Splicer
@@ -27,9 +30,10 @@ from waggle.routing.access import table_visible
 from waggle.routing.federation import Decision, Naming, Refused
 from waggle.server.fanout import FanOut
 from waggle.server.runtime import Runtime
+from waggle.upstream import compat
 from waggle.upstream.client import Identity, Reply, UpstreamError
 from waggle.upstream.pool import UpstreamPool
-from waggle.wire import Header, PeerClosed, Wire, WireError, decode_message
+from waggle.wire import Header, PeerClosed, Wire, WireError, decode_message, strings_in
 
 log = get_logger("waggle.call")
 _ids = itertools.count(1)
@@ -104,7 +108,18 @@ class ClientConnection:
         planner = runtime.planner  # one map for the whole call, even if a refresh swaps it meanwhile
         spec = METHODS.get(name)
         if spec is None or io is None or args is None:
-            # not in our IDL: the primary answers, byte for byte
+            # not in our IDL: the primary answers, byte for byte, unless it names a database that is not the
+            # primary's to answer for
+            foreign = _foreign_database(strings_in(raw or b"", self.wire.format.protocol), planner)
+            if foreign is not None:
+                if header.mtype != TMessageType.ONEWAY:
+                    self.wire.send_application_error(
+                        name, header.seqid, TApplicationException.UNKNOWN_METHOD,
+                        f"Invalid method name: '{name}' (waggle does not know this method, and it names {foreign}; "
+                        f"waggle cannot route it)")
+                log.info("call.refused", method=name, reason="unknown method naming a routed database",
+                         names=foreign)
+                return
             self._send_to(runtime.routes.primary, planner.naming(planner.primary), header, io, args, raw, None,
                           started)
             return
@@ -114,6 +129,7 @@ class ClientConnection:
         if spec.route is Route.LOCK_ID:
             member = self.lock_owners.get(_lock_id(args) or -1, planner.primary)
             decision = Decision(member)
+            names: list[str] = []
         else:
             names = _REWRITER.names_in(args)
             locks = [(c.dbname or "", c.type) for c in args.rqst.component or ()] \
@@ -127,11 +143,25 @@ class ClientConnection:
                          reason=decision.refusal)
             return
         naming = planner.naming(decision.member)
-        if decision.rewrite_request:
-            _REWRITER.rewrite(args, naming.to_member)
-            raw = None
         pool = runtime.routes.pools[decision.member.name]
-        reply = self._send_to(pool, naming, header, io, args, raw, decision, started)
+        # Catalogs: a metastore without them (Hive 2) gets plain names, and its replies are given the catalog
+        # the client named.
+        catalog = _catalog_named(names, args)
+        fill = None
+        strip = False
+        if catalog is not None:
+            catalogs = compat.probe_catalogs(pool, self.identity) if pool.caps.catalogs is None \
+                else pool.caps.catalogs
+            strip = catalogs is not True and any(n.startswith("@") for n in names)
+            fill = catalog if catalogs is False else None
+        if decision.rewrite_request or strip:
+            to_member = naming.to_member
+            _REWRITER.rewrite(args, (lambda n: strip_catalog(to_member(n))) if strip else to_member)
+            raw = None
+        if name in BRIDGES and pool.caps.bridges(name, args):
+            self._bridge(pool, naming, header, io, args, decision, started, fill)
+            return
+        reply = self._send_to(pool, naming, header, io, args, raw, decision, started, fill)
         if reply is None or reply.header.mtype != TMessageType.REPLY or reply.first_field > 0:
             return
         if decision.creates is not None:
@@ -144,8 +174,13 @@ class ClientConnection:
             self.lock_owners.pop(_lock_id(args) or -1, None)
 
     def _send_to(self, pool: UpstreamPool, naming: Naming, header: Header, io: MethodIO | None, args: Any,
-                 raw: bytes | None, decision: Decision | None, started: float) -> Reply | None:
-        """Send one call to one member and answer the client: relayed, or with names rewritten."""
+                 raw: bytes | None, decision: Decision | None, started: float, fill: str | None = None
+                 ) -> Reply | None:
+        """Send one call to one member and answer the client: relayed, or with names rewritten.
+
+        ``fill``: the catalog to put into the reply's empty catalog fields (the member has no catalogs).
+        A bridged method the member turns out not to have goes to its bridge, and the member's pool learns it.
+        """
         name = header.name
         runtime = self.runtime
         if not runtime.health.is_up(pool.name):
@@ -155,8 +190,10 @@ class ClientConnection:
             return None
         result_class = io.result if io is not None else None
         filters = decision is not None and pool.config.mapped_tables is not None
+        fill = fill if fill is not None and result_class is not None and compat.carries_catalog(result_class) \
+            else None
         rewrite_reply = result_class is not None and (
-            (not naming.identity and _REWRITER.touches(result_class)) or filters)
+            (not naming.identity and _REWRITER.touches(result_class)) or filters or fill is not None)
         try:
             reply = self._forward(pool, header, io, args, raw, stream=not rewrite_reply)
         except UpstreamError as exc:
@@ -172,9 +209,14 @@ class ClientConnection:
         if reply is not None:
             if reply.streamed:
                 self.wire.send_raw(reply.raw)  # the rest of a reply whose head is already on its way
+            elif reply.header.mtype == TMessageType.EXCEPTION and name in BRIDGES and io is not None and \
+                    decision is not None and _unknown_method(reply, io, pool):
+                pool.caps.learn_missing(name)
+                self._bridge(pool, naming, header, io, args, decision, started, fill)
+                return None
             elif rewrite_reply and reply.header.mtype == TMessageType.REPLY and reply.first_field == 0:
                 assert result_class is not None and decision is not None
-                self._rewrite_reply(reply, result_class, pool, naming, decision)
+                self._rewrite_reply(reply, result_class, pool, naming, decision, fill)
             else:
                 self._relay(reply, io, pool)
         if runtime.log_calls:
@@ -182,18 +224,34 @@ class ClientConnection:
                       ms=round(1000 * (time.perf_counter() - started), 3))
         return reply
 
+    def _bridge(self, pool: UpstreamPool, naming: Naming, header: Header, io: MethodIO, args: Any,
+                decision: Decision, started: float, fill: str | None) -> None:
+        """Answer a method the member lacks (or cannot take as it is) through its bridge."""
+        name = header.name
+        runtime = self.runtime
+        if not runtime.health.is_up(pool.name):
+            self._answer_failure(header, io, runtime.health.down_message(pool.name))
+            return
+        outcome = "ok"
+        try:
+            result = compat.Bridged(pool, self.identity, header.seqid).run(name, args)
+        except MethodMissing as exc:
+            self._answer_failure(header, io, f"metastore '{pool.name}' has neither {name} nor {exc.method}")
+            outcome = "no_equivalent"
+        except UpstreamError as exc:
+            runtime.health.call_failed(pool.name, exc)
+            self._answer_failure(header, io, str(exc))
+            outcome = "upstream_error"
+        else:
+            self.wire.send_raw(self._encode_result(header, result, pool, naming, decision, fill))
+        if runtime.log_calls:
+            log.debug("call", method=name, db=database_of(args), member=pool.name, bridge=BRIDGES[name].via,
+                      outcome=outcome, ms=round(1000 * (time.perf_counter() - started), 3))
+
     def _rewrite_reply(self, reply: Reply, result_class: type, pool: UpstreamPool, naming: Naming,
-                       decision: Decision) -> None:
-        requested = decision.requested
-        shown: dict[str, str] = {}  # one name, thousands of fields: resolve it once per reply
-
-        def to_client(name: str) -> str:
-            out = shown.get(name)
-            if out is None:
-                out = shown[name] = naming.to_client(name, requested)
-            return out
-
-        if pool.config.mapped_tables is None and pool.config.wire == self.wire.format and \
+                       decision: Decision, fill: str | None = None) -> None:
+        to_client = _to_client(naming, decision)
+        if fill is None and pool.config.mapped_tables is None and pool.config.wire == self.wire.format and \
                 self.wire.format.protocol is ProtocolKind.BINARY:
             spliced = _SPLICER.splice_names(reply.raw, result_class, to_client, pool.limits)
             if spliced is not None:
@@ -207,16 +265,23 @@ class ClientConnection:
         gc.disable()
         try:
             header, result = decode_message(reply.raw, pool.config.wire.protocol, result_class, pool.limits)
-            if pool.config.mapped_tables is not None:  # on the member's names, before they are rewritten
-                _filter_tables(result, pool.config, decision, METHODS[header.name])
-            if not naming.identity:
-                _REWRITER.rewrite(result, to_client)
-            raw = self.wire.encode(header.name, header.mtype, header.seqid, result)
+            raw = self._encode_result(header, result, pool, naming, decision, fill, to_client)
             del result
         finally:
             if collecting:
                 gc.enable()
         self.wire.send_raw(raw)
+
+    def _encode_result(self, header: Header, result: Any, pool: UpstreamPool, naming: Naming, decision: Decision,
+                       fill: str | None, to_client: Callable[[str], str] | None = None) -> bytes:
+        """A decoded result in the member's names, encoded for the client: tables filtered, names rewritten."""
+        if pool.config.mapped_tables is not None:  # on the member's names, before they are rewritten
+            _filter_tables(result, pool.config, decision, METHODS[header.name])
+        if not naming.identity:
+            _REWRITER.rewrite(result, to_client or _to_client(naming, decision))
+        if fill is not None:
+            compat.fill_catalog(result, fill)
+        return self.wire.encode(header.name, TMessageType.REPLY, header.seqid, result)
 
     def _refuse(self, header: Header, io: MethodIO, decision: Decision) -> None:
         if header.mtype == TMessageType.ONEWAY:
@@ -328,6 +393,56 @@ def _outcome(reply: Reply | None, io: MethodIO | None) -> str:
             return str(spec[reply.first_field][3][0].__name__)
     return "exception"
 
+
+
+def _to_client(naming: Naming, decision: Decision) -> Callable[[str], str]:
+    requested = decision.requested
+    shown: dict[str, str] = {}  # one name, thousands of fields: resolve it once per reply
+
+    def to_client(name: str) -> str:
+        out = shown.get(name)
+        if out is None:
+            out = shown[name] = naming.to_client(name, requested)
+        return out
+
+    return to_client
+
+
+def _unknown_method(reply: Reply, io: MethodIO, pool: UpstreamPool) -> bool:
+    assert io.result is not None
+    _, error = decode_message(reply.raw, pool.config.wire.protocol, io.result, pool.limits)
+    return compat.is_unknown_method(error)
+
+
+_CATALOG_ATTRS = ("catName", "catalogName")
+
+
+def _catalog_named(names: list[str], args: Any) -> str | None:
+    """The catalog a call names: in an ``@cat#db`` string, or in a request struct's ``catName``."""
+    for name in names:
+        if name.startswith("@"):
+            catalog = parse(name).catalog
+            if catalog:
+                return catalog
+    for entry in args.thrift_spec or ():
+        if entry and entry[1] == TType.STRUCT:
+            inner = getattr(args, entry[2], None)
+            for attr in _CATALOG_ATTRS:
+                value = getattr(inner, attr, None)
+                if isinstance(value, str) and value:
+                    return value
+    return None
+
+
+def _foreign_database(strings: list[str], planner: Any) -> str | None:
+    """The first string of an unknown call that names a database the primary cannot answer for as it is."""
+    for text in strings:
+        for candidate in {text, text.partition(".")[0]}:
+            found = planner.lookup(candidate) if candidate else None
+            if found is not None and found.target is not None and (
+                    not found.target.member.primary or found.target.db != (parse(candidate).db or "").lower()):
+                return f"database '{found.shown}' of metastore '{found.target.member.name}'"
+    return None
 
 
 # -- helpers for lock ids and mapped-tables ----------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 
 import gevent
 
+from waggle.hms.bridges import DEFAULT_CATALOG
 from waggle.hms.gen.hive_metastore.ttypes import GetAllFunctionsResponse
 from waggle.hms.names import matches, parse, residual_patterns
 from waggle.hms.service import MethodIO
@@ -95,7 +96,7 @@ class FanOut:
                 args = io.args()
             else:
                 assert qualified is not None
-                args = io.args(pattern=_requalify_pattern(qualified.catalog, member_pattern))
+                args = io.args(pattern=_requalify_pattern(qualified.catalog, member_pattern, pool))
             per_member.append((pool, naming, args))
         outcomes = self.gather(name, seqid, io, per_member)
         merged: list[str] = []
@@ -113,6 +114,7 @@ class FanOut:
     def table_meta(self, name: str, seqid: int, io: MethodIO, args: Any) -> tuple[Any, list[Outcome]]:
         qualified = parse(args.db_patterns) if args.db_patterns is not None else None
         client_pattern = qualified.db if qualified is not None else None
+        catalog = qualified.catalog if qualified is not None else None
         per_member = []
         for pool, naming in self._members():
             member_pattern = self._member_pattern(naming, client_pattern)
@@ -120,7 +122,7 @@ class FanOut:
                 continue
             member_args = copy.copy(args)
             if qualified is not None:
-                member_args.db_patterns = _requalify_pattern(qualified.catalog, member_pattern)
+                member_args.db_patterns = _requalify_pattern(qualified.catalog, member_pattern, pool)
             per_member.append((pool, naming, member_args))
         outcomes = self.gather(name, seqid, io, per_member)
         merged = []
@@ -132,6 +134,8 @@ class FanOut:
                 if not table_visible(member, meta.dbName or "", meta.tableName or ""):
                     continue
                 shown = [n for n in outcome.naming.client_names(meta.dbName or "") if matches(client_pattern, n)]
+                if catalog is not None and meta.catName is None:
+                    meta.catName = catalog  # a metastore without catalogs: what a Hive 3+ one would say
                 for i, db in enumerate(shown):
                     item = meta if i == 0 else copy.copy(meta)
                     item.dbName = db
@@ -171,6 +175,9 @@ class FanOut:
         return None if residuals is None else "|".join(residuals)
 
 
-def _requalify_pattern(catalog: str | None, pattern: str) -> str:
-    return pattern if catalog is None else f"@{catalog}#{pattern}"
+def _requalify_pattern(catalog: str | None, pattern: str, pool: UpstreamPool) -> str:
+    """The member's pattern in the catalog the client named: plain for a metastore that may lack catalogs."""
+    if catalog is None or (catalog.lower() == DEFAULT_CATALOG and pool.caps.catalogs is not True):
+        return pattern
+    return f"@{catalog}#{pattern}"
 

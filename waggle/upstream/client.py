@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from gevent import monkey
-from thrift.Thrift import TMessageType
+from thrift.Thrift import TApplicationException, TMessageType
 
 from waggle.config.model import HostPort, Limits, MetastoreConfig
 from waggle.upstream.deadlines import Deadlines, shutdown_socket
@@ -116,18 +116,25 @@ class UpstreamConnection:
         first = wire.first_field_id(raw_reply) if header.mtype == TMessageType.REPLY else -1
         return Reply(header, raw_reply, first, 0)
 
+    def exchange(self, name: str, args: Any, result_class: type, seqid: int = 0, timeout: float | None = None
+                 ) -> Any:
+        """Call ``name`` with decoded ``args``: the decoded result struct (declared exceptions included), or the
+        ``TApplicationException`` the metastore answered with."""
+        reply = self.call(self.wire.encode(name, TMessageType.CALL, seqid, args), timeout=timeout)
+        assert reply is not None
+        return decode_message(reply.raw, self.wire.format.protocol, result_class, self.wire.limits)[1]
+
     def invoke(self, name: str, args: Any, result_class: type, seqid: int = 0, timeout: float | None = None
                ) -> Any:
         """Call ``name`` with decoded ``args`` and return the decoded result; an application error or a declared
         exception in the reply becomes an :class:`UpstreamError` naming the metastore."""
-        reply = self.call(self.wire.encode(name, TMessageType.CALL, seqid, args), timeout=timeout)
-        assert reply is not None
-        header, result = decode_message(reply.raw, self.wire.format.protocol, result_class, self.wire.limits)
-        if header.mtype != TMessageType.REPLY:
-            raise UpstreamError(self.member, f"answered {name} with an application error: "
-                                             f"{getattr(result, 'message', '')}")
-        if reply.first_field > 0:
-            exc = getattr(result, result_class.thrift_spec[reply.first_field][2])  # type: ignore[attr-defined]
+        result = self.exchange(name, args, result_class, seqid, timeout)
+        if isinstance(result, TApplicationException):
+            raise UpstreamError(self.member, f"answered {name} with an application error: {result.message}")
+        first = next((e for e in result_class.thrift_spec or () if e and e[0] > 0  # type: ignore[attr-defined]
+                      and getattr(result, e[2], None) is not None), None)
+        if first is not None:
+            exc = getattr(result, first[2])
             raise UpstreamError(self.member, f"answered {name} with {type(exc).__name__}: "
                                              f"{getattr(exc, 'message', exc)}")
         return result

@@ -13,6 +13,7 @@ from typing import Any
 from waggle.config.model import Limits, MetastoreConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.upstream.client import Identity, UpstreamConnection, UpstreamError, connect
+from waggle.upstream.compat import Capabilities
 from waggle.upstream.deadlines import Deadlines
 
 
@@ -30,6 +31,8 @@ class UpstreamPool:
         self._ugi_replies: OrderedDict[Identity, list[str]] = OrderedDict()
         self.opened = 0
         self.closed = False
+        #: what this metastore lacks, learned once for the pool (see waggle.upstream.compat)
+        self.caps = Capabilities(config)
 
     @property
     def name(self) -> str:
@@ -101,6 +104,20 @@ class UpstreamPool:
             raise  # the connection marked itself broken if its stream is out of step
         except BaseException:
             conn.broken = True  # killed mid-call, or an undecodable reply
+            raise
+        finally:
+            self.release(conn)
+
+    def exchange(self, identity: Identity | None, name: str, args: Any, result_class: type, seqid: int = 0,
+                 timeout: float | None = None) -> Any:
+        """One decoded call on a pooled connection (see :meth:`UpstreamConnection.exchange`)."""
+        conn = self.acquire(identity)
+        try:
+            return conn.exchange(name, args, result_class, seqid, timeout)
+        except UpstreamError:
+            raise
+        except BaseException:
+            conn.broken = True
             raise
         finally:
             self.release(conn)

@@ -1,0 +1,472 @@
+"""Version bridges: how a call one Hive release has is answered by a metastore of another. Pure.
+
+Each :class:`Bridge` says which method it stands in for, which Hive releases have that method, and how to build
+the method's result from calls an upstream of another release does answer. Bridges never touch a socket: they
+are given an :class:`Upstream` whose ``call`` sends one decoded call (itself bridged when the upstream lacks it
+too) and returns the decoded result struct, declared exceptions included.
+
+Two kinds of gap are bridged:
+
+* a **method** the upstream does not have. The upstream answers ``TApplicationException(UNKNOWN_METHOD)``;
+  :mod:`waggle.upstream.compat` remembers that per connection pool and from then on calls :attr:`Bridge.run`
+  directly. Hive 4 request-style methods (``get_database_req`` ...) go down to their Hive 2/3 equivalents, and
+  the methods Hive 4.0.1 removed (``get_table``, ``get_table_objects_by_name``) go up to ``*_req``.
+* a **field** the upstream does not understand: ``GetTablesRequest.tablesPattern`` (Hive 4) is expanded with
+  ``get_tables`` before the call, unless the upstream is known to be Hive 4 (``hive-version``).
+
+:func:`matrix` turns the same rules into the compatibility table of ``docs/compatibility.md``; every cell names
+the test that covers it.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from thrift.Thrift import TType
+
+from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
+from waggle.hms.gen.hive_metastore import ttypes as T
+from waggle.hms.gen.hive_metastore.ttypes import MetaException
+from waggle.hms.names import CATALOG_MARKER, CATALOG_SEPARATOR, EMPTY_MARKER, parse
+
+Version = tuple[int, ...]
+
+#: The catalog every Hive 2 metastore implicitly is, and the default catalog of Hive 3+.
+DEFAULT_CATALOG = "hive"
+HIVE_3 = (3, 0)
+HIVE_4 = (4, 0)
+HIVE_4_0_1 = (4, 0, 1)
+
+_VERSION = re.compile(r"\d+(\.\d+){0,3}")
+
+
+def parse_version(text: str | None) -> Version | None:
+    """``"2.3.10"`` -> ``(2, 3, 10)``; ``"4"`` -> ``(4,)``; None for no hint. ValueError when malformed."""
+    if text is None or str(text).strip() == "":
+        return None
+    text = str(text).strip()
+    if not _VERSION.fullmatch(text):
+        raise ValueError(f"expected a Hive version such as 2.3, 3.1.3 or 4.0.1, got {text!r}")
+    return tuple(int(p) for p in text.split("."))
+
+
+class MethodMissing(Exception):
+    """The upstream answered ``UNKNOWN_METHOD`` for this method."""
+
+    def __init__(self, method: str) -> None:
+        super().__init__(method)
+        self.method = method
+
+
+class Upstream(Protocol):
+    """What a bridge may do with the metastore it answers for."""
+
+    @property
+    def catalogs(self) -> bool | None:
+        """True: the upstream understands ``@cat#db`` names (Hive 3+); False: it does not; None: not known."""
+        ...
+
+    def call(self, method: str, args: Any) -> Any:
+        """Send one call and return its decoded result struct; raises :class:`MethodMissing`."""
+        ...
+
+
+# -- results --------------------------------------------------------------------------------------------------
+def _exception_fields(result: Any) -> Iterable[tuple[str, type]]:
+    for entry in type(result).thrift_spec or ():
+        if entry and entry[0] > 0 and entry[1] == TType.STRUCT:
+            yield entry[2], entry[3][0]
+
+
+def raised(result: Any) -> Any | None:
+    """The declared exception a result struct carries, or None."""
+    for attr, _ in _exception_fields(result):
+        value = getattr(result, attr, None)
+        if value is not None:
+            return value
+    return None
+
+
+def carry(old: Any, method: str, success: Callable[[Any], Any] | None = None) -> Any:
+    """``method``'s result built from another method's result: its success mapped by ``success`` (None for a void
+    method), or its exception moved to the field of the same class (else a ``MetaException`` saying what it was).
+    """
+    result = getattr(H, f"{method}_result")()
+    exc = raised(old)
+    if exc is None:
+        if success is not None:
+            result.success = success(old.success)
+        return result
+    for attr, cls in _exception_fields(result):
+        if isinstance(exc, cls):
+            setattr(result, attr, exc)
+            return result
+    for attr, cls in _exception_fields(result):
+        if cls is MetaException:
+            setattr(result, attr, MetaException(message=f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"))
+            return result
+    raise ValueError(f"{method} declares no exception for {type(exc).__name__}")  # never: all declare MetaException
+
+
+def failure(method: str, message: str) -> Any:
+    result = getattr(H, f"{method}_result")()
+    for attr, cls in _exception_fields(result):
+        if cls is MetaException:
+            setattr(result, attr, MetaException(message=message))
+            return result
+    raise ValueError(f"{method} declares no MetaException")
+
+
+def qualify(up: Upstream, catalog: str | None, db: str | None) -> str | None:
+    """A database name for a string argument: catalog-qualified only where the upstream understands that."""
+    if db is None or not catalog or not up.catalogs:
+        return db
+    return f"{CATALOG_MARKER}{catalog}{CATALOG_SEPARATOR}{db or EMPTY_MARKER}"
+
+
+def strip_catalog(name: str) -> str:
+    """``@hive#db`` -> ``db`` for a metastore without catalogs (``@hive#`` -> ``*``, ``@hive#!`` -> ``""``).
+
+    Only the default catalog is removed: a name in another catalog stays as it is, and a Hive 2 metastore then
+    answers that it has no such database, which is true.
+    """
+    qualified = parse(name)
+    if qualified.catalog is None or qualified.catalog.lower() != DEFAULT_CATALOG:
+        return name
+    return "*" if qualified.db is None else qualified.db
+
+
+# -- the bridges ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Bridge:
+    method: str  # what the client called
+    via: str  # what an upstream without it is asked instead (for the docs)
+    since: Version  # first Hive release with ``method``
+    run: Callable[[Any, Upstream], Any]  # ``method``'s args in member names -> ``method``'s result struct
+    removed: Version | None = None  # Hive release that dropped ``method``
+    #: Hive releases before this one cannot answer it at all (the bridge answers a MetaException)
+    impossible_before: Version | None = None
+    note: str = ""
+
+    def exists_in(self, version: Version) -> bool:
+        return self.since <= version and (self.removed is None or version < self.removed)
+
+
+def _get_database_req(args: Any, up: Upstream) -> Any:
+    r = args.request
+    old = up.call("get_database", H.get_database_args(name=qualify(up, r.catalogName, r.name)))
+    return carry(old, "get_database_req", lambda db: db)
+
+
+def _get_table_objects_by_name_req(args: Any, up: Upstream) -> Any:
+    """Hive 4's ``tablesPattern``: list the matching names first, then fetch those tables."""
+    r = args.req
+    names = up.call("get_tables", H.get_tables_args(db_name=qualify(up, r.catName, r.dbName),
+                                                    pattern=r.tablesPattern))
+    if raised(names) is not None:
+        return carry(names, "get_table_objects_by_name_req")
+    request = copy.copy(r)
+    request.tblNames = list(names.success or ())
+    request.tablesPattern = None
+    return up.call("get_table_objects_by_name_req", H.get_table_objects_by_name_req_args(req=request))
+
+
+def _get_partitions_req(args: Any, up: Upstream) -> Any:
+    r = args.req
+    old = up.call("get_partitions", H.get_partitions_args(
+        db_name=qualify(up, r.catName, r.dbName), tbl_name=r.tblName,
+        max_parts=-1 if r.maxParts is None else r.maxParts))
+    return carry(old, "get_partitions_req", lambda parts: T.PartitionsResponse(partitions=parts or []))
+
+
+def _get_partitions_by_names_req(args: Any, up: Upstream) -> Any:
+    r = args.req
+    old = up.call("get_partitions_by_names", H.get_partitions_by_names_args(
+        db_name=r.db_name, tbl_name=r.tbl_name, names=list(r.names or ())))
+    return carry(old, "get_partitions_by_names_req",
+                 lambda parts: T.GetPartitionsByNamesResult(partitions=parts or []))
+
+
+#: Characters Hive escapes in partition names (FileUtils.escapePathName), as %XX.
+_ESCAPED = set('"#%\'*/:=?\\{[]^\x7f') | {chr(c) for c in range(1, 32)}
+
+
+def partition_name(keys: Iterable[str], values: Iterable[str]) -> str:
+    """Hive's ``key=value/key=value`` partition name, with Hive's escaping."""
+    def escape(text: str) -> str:
+        return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in text)
+    return "/".join(f"{escape(k)}={escape(v)}" for k, v in zip(keys, values, strict=True))
+
+
+def _get_partition_names_req(args: Any, up: Upstream) -> Any:
+    r = args.req
+    db = qualify(up, r.catName, r.dbName)
+    max_parts = -1 if r.maxParts is None else r.maxParts
+    if not r.expr:
+        old = up.call("get_partition_names", H.get_partition_names_args(db_name=db, tbl_name=r.tblName,
+                                                                         max_parts=max_parts))
+        return carry(old, "get_partition_names_req", lambda names: list(names or ()))
+    table = up.call("get_table_req", H.get_table_req_args(req=T.GetTableRequest(
+        dbName=r.dbName, tblName=r.tblName, catName=r.catName)))
+    if raised(table) is not None:
+        return carry(table, "get_partition_names_req")
+    keys = [k.name for k in table.success.table.partitionKeys or ()]
+    request = copy.copy(r)
+    request.order = None
+    parts = up.call("get_partitions_by_expr", H.get_partitions_by_expr_args(req=request))
+    return carry(parts, "get_partition_names_req",
+                 lambda res: [partition_name(keys, p.values or ()) for p in res.partitions or ()])
+
+
+def _get_partitions_ps_with_auth_req(args: Any, up: Upstream) -> Any:
+    r = args.req
+    db = qualify(up, r.catName, r.dbName)
+    if r.partNames:
+        old = up.call("get_partitions_by_names", H.get_partitions_by_names_args(
+            db_name=db, tbl_name=r.tblName, names=list(r.partNames)))
+    else:
+        old = up.call("get_partitions_ps_with_auth", H.get_partitions_ps_with_auth_args(
+            db_name=db, tbl_name=r.tblName, part_vals=list(r.partVals or ()),
+            max_parts=-1 if r.maxParts is None else r.maxParts,
+            user_name=r.userName, group_names=list(r.groupNames) if r.groupNames is not None else None))
+    return carry(old, "get_partitions_ps_with_auth_req",
+                 lambda parts: T.GetPartitionsPsWithAuthResponse(partitions=parts or []))
+
+
+def _get_partition_req(args: Any, up: Upstream) -> Any:
+    r = args.req
+    old = up.call("get_partition", H.get_partition_args(
+        db_name=qualify(up, r.catName, r.dbName), tbl_name=r.tblName, part_vals=list(r.partVals or ())))
+    return carry(old, "get_partition_req", lambda p: T.GetPartitionResponse(partition=p))
+
+
+def _alter_table_req(args: Any, up: Upstream) -> Any:
+    r = args.req
+    old = up.call("alter_table_with_environment_context", H.alter_table_with_environment_context_args(
+        dbname=qualify(up, r.catName, r.dbName), tbl_name=r.tableName, new_tbl=r.table,
+        environment_context=r.environmentContext))
+    return carry(old, "alter_table_req", lambda _: T.AlterTableResponse())
+
+
+_HIVE3_CONSTRAINTS = ("uniqueConstraints", "notNullConstraints", "defaultConstraints", "checkConstraints")
+
+
+def _create_table_req(args: Any, up: Upstream) -> Any:
+    r = args.request
+    if any(getattr(r, kind) for kind in _HIVE3_CONSTRAINTS):
+        if up.catalogs is False:
+            return failure("create_table_req", "this metastore (Hive 2) cannot store UNIQUE, NOT NULL, DEFAULT or "
+                                               "CHECK constraints; the table was not created")
+        old = up.call("create_table_with_constraints", H.create_table_with_constraints_args(
+            tbl=r.table, primaryKeys=list(r.primaryKeys or ()), foreignKeys=list(r.foreignKeys or ()),
+            uniqueConstraints=list(r.uniqueConstraints or ()), notNullConstraints=list(r.notNullConstraints or ()),
+            defaultConstraints=list(r.defaultConstraints or ()), checkConstraints=list(r.checkConstraints or ())))
+    elif r.primaryKeys or r.foreignKeys:
+        old = up.call("create_table_with_constraints", H.create_table_with_constraints_args(
+            tbl=r.table, primaryKeys=list(r.primaryKeys or ()), foreignKeys=list(r.foreignKeys or ())))
+    else:
+        old = up.call("create_table_with_environment_context", H.create_table_with_environment_context_args(
+            tbl=r.table, environment_context=r.envContext))
+    return carry(old, "create_table_req")
+
+
+def _drop_database_req(args: Any, up: Upstream) -> Any:
+    r = args.req
+    old = up.call("drop_database", H.drop_database_args(
+        name=qualify(up, r.catalogName, r.name), deleteData=bool(r.deleteData), cascade=bool(r.cascade)))
+    if r.ignoreUnknownDb and isinstance(raised(old), T.NoSuchObjectException):
+        return H.drop_database_req_result()
+    return carry(old, "drop_database_req")
+
+
+def _truncate_table_req(args: Any, up: Upstream) -> Any:
+    r = args.req
+    try:
+        old = up.call("truncate_table", H.truncate_table_args(
+            dbName=r.dbName, tableName=r.tableName,
+            partNames=list(r.partNames) if r.partNames is not None else None))
+    except MethodMissing:
+        return failure("truncate_table_req", "this metastore has neither truncate_table_req nor truncate_table "
+                                             "(Hive 2 clients truncate files themselves); nothing was truncated")
+    return carry(old, "truncate_table_req", lambda _: T.TruncateTableResponse())
+
+
+_CONSTRAINT_CALLS = (
+    # (method, its request class, the attribute of both its response and SQLAllTableConstraints)
+    ("get_primary_keys", T.PrimaryKeysRequest, "primaryKeys"),
+    ("get_foreign_keys", T.ForeignKeysRequest, "foreignKeys"),
+    ("get_unique_constraints", T.UniqueConstraintsRequest, "uniqueConstraints"),
+    ("get_not_null_constraints", T.NotNullConstraintsRequest, "notNullConstraints"),
+    ("get_default_constraints", T.DefaultConstraintsRequest, "defaultConstraints"),
+    ("get_check_constraints", T.CheckConstraintsRequest, "checkConstraints"),
+)
+
+
+def _get_all_table_constraints(args: Any, up: Upstream) -> Any:
+    """Six calls; a kind of constraint the upstream has no method for (Hive 2 has only keys) is empty."""
+    r = args.request
+    everything = T.SQLAllTableConstraints()
+    for method, request_class, attr in _CONSTRAINT_CALLS:
+        if method == "get_foreign_keys":
+            request = request_class(foreign_db_name=r.dbName, foreign_tbl_name=r.tblName, catName=r.catName)
+        else:
+            request = request_class(db_name=r.dbName, tbl_name=r.tblName, catName=r.catName or DEFAULT_CATALOG)
+        try:
+            old = up.call(method, getattr(H, f"{method}_args")(request=request))
+        except MethodMissing:
+            setattr(everything, attr, [])
+            continue
+        if raised(old) is not None:
+            return carry(old, "get_all_table_constraints")
+        setattr(everything, attr, list(getattr(old.success, attr, None) or ()))
+    result = H.get_all_table_constraints_result()
+    result.success = T.AllTableConstraintsResponse(allTableConstraints=everything)
+    return result
+
+
+def _get_fields_req(args: Any, up: Upstream) -> Any:
+    r = args.req
+    old = up.call("get_fields_with_environment_context", H.get_fields_with_environment_context_args(
+        db_name=qualify(up, r.catName, r.dbName), table_name=r.tblName, environment_context=r.envContext))
+    return carry(old, "get_fields_req", lambda fields: T.GetFieldsResponse(fields=fields or []))
+
+
+def _get_schema_req(args: Any, up: Upstream) -> Any:
+    r = args.req
+    old = up.call("get_schema_with_environment_context", H.get_schema_with_environment_context_args(
+        db_name=qualify(up, r.catName, r.dbName), table_name=r.tblName, environment_context=r.envContext))
+    return carry(old, "get_schema_req", lambda fields: T.GetSchemaResponse(fields=fields or []))
+
+
+def _get_table(args: Any, up: Upstream) -> Any:
+    name = parse(args.dbname)
+    old = up.call("get_table_req", H.get_table_req_args(req=T.GetTableRequest(
+        dbName=name.db, tblName=args.tbl_name, catName=name.catalog)))
+    return carry(old, "get_table", lambda res: res.table)
+
+
+def _get_table_objects_by_name(args: Any, up: Upstream) -> Any:
+    name = parse(args.dbname)
+    old = up.call("get_table_objects_by_name_req", H.get_table_objects_by_name_req_args(req=T.GetTablesRequest(
+        dbName=name.db, tblNames=list(args.tbl_names or ()), catName=name.catalog)))
+    return carry(old, "get_table_objects_by_name", lambda res: list(res.tables or ()))
+
+
+_ALL = (
+    Bridge("get_database_req", "get_database", HIVE_4, _get_database_req),
+    Bridge("get_table_objects_by_name_req", "get_tables, then get_table_objects_by_name_req with the names",
+           (2, 3), _get_table_objects_by_name_req,
+           note="bridged for `tablesPattern` (a Hive 4 field) unless the upstream's `hive-version` is 4 or later"),
+    Bridge("get_partitions_req", "get_partitions", HIVE_4, _get_partitions_req),
+    Bridge("get_partitions_by_names_req", "get_partitions_by_names", HIVE_4, _get_partitions_by_names_req,
+           note="column statistics (`get_col_stats`) are not returned by the older call"),
+    Bridge("get_partition_names_req", "get_partition_names, or get_partitions_by_expr and get_table_req "
+           "when there is an expression", HIVE_4, _get_partition_names_req, note="`order` is not applied"),
+    Bridge("get_partitions_ps_with_auth_req", "get_partitions_ps_with_auth (get_partitions_by_names for "
+           "`partNames`)", HIVE_4, _get_partitions_ps_with_auth_req),
+    Bridge("get_partition_req", "get_partition", HIVE_4, _get_partition_req),
+    Bridge("alter_table_req", "alter_table_with_environment_context", HIVE_4, _alter_table_req,
+           note="write ids and expected-parameter checks are Hive 4 only and are not sent"),
+    Bridge("create_table_req", "create_table_with_environment_context, or create_table_with_constraints",
+           HIVE_4, _create_table_req,
+           note="a Hive 2 upstream refuses UNIQUE / NOT NULL / DEFAULT / CHECK constraints with a MetaException"),
+    Bridge("drop_database_req", "drop_database", HIVE_4, _drop_database_req,
+           note="`ignoreUnknownDb` is honoured by waggle; soft delete is Hive 4 only"),
+    Bridge("truncate_table_req", "truncate_table", HIVE_4, _truncate_table_req, impossible_before=HIVE_3,
+           note="Hive 2 has no truncate call at all: the client gets a MetaException that says so"),
+    Bridge("get_all_table_constraints", "get_primary_keys, get_foreign_keys and (Hive 3) the four "
+           "get_*_constraints calls", HIVE_4, _get_all_table_constraints),
+    Bridge("get_fields_req", "get_fields_with_environment_context", HIVE_4, _get_fields_req),
+    Bridge("get_schema_req", "get_schema_with_environment_context", HIVE_4, _get_schema_req),
+    Bridge("get_table", "get_table_req", (2, 3), _get_table, removed=HIVE_4_0_1),
+    Bridge("get_table_objects_by_name", "get_table_objects_by_name_req", (2, 3), _get_table_objects_by_name,
+           removed=HIVE_4_0_1),
+)
+
+#: method -> its bridge
+BRIDGES: dict[str, Bridge] = {b.method: b for b in _ALL}
+
+
+def needs_tables_pattern_bridge(args: Any, version: Version | None) -> bool:
+    """A ``get_table_objects_by_name_req`` with ``tablesPattern`` for an upstream not known to be Hive 4."""
+    req = getattr(args, "req", None)
+    return req is not None and req.tablesPattern is not None and not req.tblNames and \
+        (version is None or version < HIVE_4)
+
+
+def missing_in(version: Version | None) -> frozenset[str]:
+    """The bridged methods a metastore of this Hive release does not have (nothing is assumed without a hint)."""
+    if version is None:
+        return frozenset()
+    return frozenset(b.method for b in _ALL if not b.exists_in(version))
+
+
+# -- the compatibility matrix ---------------------------------------------------------------------------------
+#: The releases in the matrix, each represented by one concrete version.
+RELEASES: dict[str, Version] = {"2.3": (2, 3, 10), "3.1": (3, 1, 3), "4.x": (4, 0, 1)}
+MATRIX_TEST = "tests/integration/test_compat_matrix.py::test_cell"
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    client: str
+    upstream: str
+    outcome: str  # what waggle does
+
+    def test_id(self, row: str) -> str:
+        return f"{row}-{self.client}-{self.upstream}"
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    key: str  # test id part
+    call: str  # what the client sends
+    cells: tuple[Cell, ...]  # only where the client's release sends this call
+
+
+#: Calls that carry catalogs, and which client releases send them (Hive 2 clients never do).
+CATALOG_ROWS = (
+    ("get_databases_all", 'get_databases("@hive#")'),
+    ("get_table_meta_pattern", 'get_table_meta("@hive#<prefix>*", ...)'),
+    ("get_database_qualified", 'get_database("@hive#<db>")'),
+    ("get_table_req_catname", "get_table_req with catName"),
+)
+
+
+def matrix() -> list[Row]:
+    """Client release x upstream release x call: what waggle does. Rows follow :data:`BRIDGES` and the catalog
+    rules; every cell is a case of :data:`MATRIX_TEST`."""
+    rows = []
+    for key, call in CATALOG_ROWS:
+        cells = []
+        for client, cv in RELEASES.items():
+            if cv < HIVE_3:
+                continue  # Hive 2 clients never name a catalog
+            for upstream, uv in RELEASES.items():
+                outcome = "relayed" if uv >= HIVE_3 else "catalog removed; replies carry catName"
+                cells.append(Cell(client, upstream, outcome))
+        rows.append(Row(key, call, tuple(cells)))
+    for bridge in _ALL:
+        cells = []
+        for client, cv in RELEASES.items():
+            if not bridge.exists_in(cv):
+                continue
+            if bridge.method == "get_table_objects_by_name_req" and cv < HIVE_4:
+                continue  # the row is about tablesPattern, which only Hive 4 clients send
+            for upstream, uv in RELEASES.items():
+                if bridge.impossible_before is not None and uv < bridge.impossible_before:
+                    outcome = "MetaException: no equivalent"
+                elif bridge.method == "get_table_objects_by_name_req":
+                    outcome = f"via {bridge.via} (relayed when hive-version is 4 or later)"
+                elif bridge.exists_in(uv):
+                    outcome = "relayed"
+                else:
+                    outcome = f"via {bridge.via}"
+                cells.append(Cell(client, upstream, outcome))
+        rows.append(Row(bridge.method, bridge.method + ("(tablesPattern)" if bridge.method ==
+                                                         "get_table_objects_by_name_req" else ""), tuple(cells)))
+    return rows

@@ -1,0 +1,165 @@
+"""Version bridging per upstream: what each metastore lacks, learned once per connection pool, and the calls
+that stand in for what it lacks.
+
+A pool's :class:`Capabilities` start from the member's ``hive-version`` hint (nothing is assumed without one)
+and learn from the metastore itself:
+
+* a bridged method the metastore answers with ``UNKNOWN_METHOD`` is remembered as missing, and its later calls
+  go straight to the bridge (:mod:`waggle.hms.bridges`);
+* whether it understands catalog-qualified names (``@hive#db``) is asked once, with ``get_catalogs``, the first
+  time a client sends one.
+
+Nothing is probed per call. A metastore that is upgraded underneath waggle is relearned when waggle restarts
+(or, once hot reload exists, when its pool is rebuilt).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from thrift.Thrift import TApplicationException, TType
+
+from waggle.config.model import MetastoreConfig
+from waggle.hms import bridges
+from waggle.hms.bridges import BRIDGES, MethodMissing, Version
+from waggle.hms.service import METHOD_IO
+from waggle.ops.logging import get_logger
+from waggle.upstream.client import Identity, UpstreamError
+
+log = get_logger("waggle.compat")
+
+
+class Capabilities:
+    """What one metastore has, as far as waggle knows. Shared by every call through its pool."""
+
+    __slots__ = ("catalogs", "member", "missing", "version")
+
+    def __init__(self, member: MetastoreConfig) -> None:
+        self.member = member.name
+        self.version: Version | None = bridges.parse_version(member.hive_version)
+        #: bridged methods this metastore does not have
+        self.missing: set[str] = set(bridges.missing_in(self.version))
+        #: understands ``@cat#db``: True (Hive 3+), False (Hive 2), None (not known yet)
+        self.catalogs: bool | None = None if self.version is None else self.version >= bridges.HIVE_3
+
+    def learn_missing(self, method: str) -> None:
+        if method not in self.missing:
+            self.missing.add(method)
+            log.info("compat.learned", member=self.member, missing=method, bridge=BRIDGES[method].via)
+
+    def learn_catalogs(self, understood: bool) -> None:
+        if self.catalogs is None:
+            self.catalogs = understood
+            log.info("compat.learned", member=self.member, catalogs=understood)
+
+    def bridges(self, method: str, args: Any) -> bool:
+        """Whether this call goes to the bridge rather than to the metastore as it is."""
+        if method in self.missing:
+            return True
+        return method == "get_table_objects_by_name_req" and bridges.needs_tables_pattern_bridge(args, self.version)
+
+
+def is_unknown_method(error: Any) -> bool:
+    return bool(getattr(error, "type", None) == TApplicationException.UNKNOWN_METHOD)
+
+
+class Bridged:
+    """The :class:`waggle.hms.bridges.Upstream` of one call: decoded calls on one pool, as one identity."""
+
+    def __init__(self, pool: Any, identity: Identity | None, seqid: int) -> None:
+        self.pool = pool
+        self.caps: Capabilities = pool.caps
+        self.identity = identity
+        self.seqid = seqid
+
+    @property
+    def catalogs(self) -> bool | None:
+        return self.caps.catalogs
+
+    def run(self, method: str, args: Any) -> Any:
+        """``method``'s result, through its bridge."""
+        return BRIDGES[method].run(args, self)
+
+    def call(self, method: str, args: Any) -> Any:
+        caps = self.caps
+        if method in BRIDGES and caps.bridges(method, args):
+            return self.run(method, args)
+        io = METHOD_IO[method]
+        assert io.result is not None
+        result = self.pool.exchange(self.identity, method, args, io.result, self.seqid)
+        if isinstance(result, TApplicationException):
+            if is_unknown_method(result):
+                if method in BRIDGES:
+                    caps.learn_missing(method)
+                    return self.run(method, args)
+                raise MethodMissing(method)
+            raise UpstreamError(self.pool.name, f"answered {method} with an application error: {result.message}")
+        return result
+
+
+def probe_catalogs(pool: Any, identity: Identity | None) -> bool | None:
+    """Ask once whether the metastore understands catalogs (Hive 3+ has ``get_catalogs``)."""
+    caps: Capabilities = pool.caps
+    if caps.catalogs is not None:
+        return caps.catalogs
+    io = METHOD_IO["get_catalogs"]
+    assert io.result is not None
+    try:
+        result = pool.exchange(identity, "get_catalogs", io.args(), io.result)
+    except UpstreamError as exc:
+        log.warning("compat.probe_failed", member=pool.name, error=str(exc))
+        return None
+    caps.learn_catalogs(not isinstance(result, TApplicationException))
+    return caps.catalogs
+
+
+# -- catalog names in replies ------------------------------------------------------------------------------
+_CATALOG_ATTRS = ("catName", "catalogName")
+_plans: dict[type, tuple[tuple[str, ...], tuple[tuple[str, int, Any], ...]] | None] = {}
+
+
+def _plan(cls: type) -> tuple[tuple[str, ...], tuple[tuple[str, int, Any], ...]] | None:
+    """(catalog fields, children worth visiting) of a struct class; None when nothing below has a catalog."""
+    if cls in _plans:
+        return _plans[cls]
+    _plans[cls] = None
+    own, children = [], []
+    for entry in getattr(cls, "thrift_spec", None) or ():
+        if not entry:
+            continue
+        _, ttype, attr, type_args, _ = entry
+        if ttype == TType.STRING and attr in _CATALOG_ATTRS:
+            own.append(attr)
+        elif ttype == TType.STRUCT and _plan(type_args[0]) is not None:
+            children.append((attr, TType.STRUCT, type_args[0]))
+        elif ttype in (TType.LIST, TType.SET) and type_args[0] == TType.STRUCT and _plan(type_args[1][0]) is not None:
+            children.append((attr, TType.LIST, type_args[1][0]))
+    plan = (tuple(own), tuple(children)) if own or children else None
+    _plans[cls] = plan
+    return plan
+
+
+def carries_catalog(cls: type) -> bool:
+    """Whether objects of this class can hold a catalog field anywhere inside."""
+    return _plan(cls) is not None
+
+
+def fill_catalog(obj: Any, catalog: str) -> None:
+    """Set every empty ``catName`` / ``catalogName`` inside a reply to ``catalog``: what a Hive 3+ client gets
+    from a Hive 3+ metastore, for replies of a metastore that has no catalogs."""
+    plan = _plan(type(obj))
+    if plan is None:
+        return
+    own, children = plan
+    for attr in own:
+        if getattr(obj, attr, None) is None:
+            setattr(obj, attr, catalog)
+    for attr, kind, _ in children:
+        value = getattr(obj, attr, None)
+        if value is None:
+            continue
+        if kind == TType.STRUCT:
+            fill_catalog(value, catalog)
+        else:
+            for item in value:
+                fill_catalog(item, catalog)
