@@ -237,3 +237,107 @@ def spark(waggle: WaggleProcess, tmp_path_factory: pytest.TempPathFactory) -> It
     )
     yield session
     session.stop()
+
+
+# -- version bridging: stub Hive 3.1 / 4 metastores (wrapping the real 2.3 ones) behind one waggle ----------------
+class CompatFederation:
+    """waggle (PREFIXED) over a real Hive 2.3 primary and stub Hive 3.1 / 4.0.1 members, each holding the same
+    seeded database. ``upstream(release)`` gives what a test needs to reach one of them."""
+
+    RELEASES = ("2.3", "3.1", "4.x")
+
+    def __init__(self, waggle: WaggleProcess, stubs: dict[str, Any], metastores: dict[str, Any],
+                 databases: dict[str, tuple[str, str]], hinted: Any) -> None:
+        self.waggle = waggle
+        self.stubs = stubs  # release -> stub (no stub for the real 2.3)
+        self.metastores = metastores  # release -> the real metastore underneath
+        self.databases = databases  # release -> (name through waggle, name in the metastore)
+        self.hinted = hinted  # a second Hive 4 stub, behind member v4h_ with hive-version 4.0.1
+
+
+def _seed_compat_db(store: Any, db: str) -> None:
+    from waggle.hms.gen.hive_metastore import ttypes
+    from waggle.local.seed import ensure_database, ensure_table, text_sd
+
+    root = f"file://{store.warehouse}/{db}.db"
+    with hive2_client(store.port) as c:
+        ensure_database(c, db, root)
+        ensure_table(c, db, "plain", f"{root}/plain", [("id", "int"), ("name", "string")], rows=["1,a", "2,b"])
+        ensure_table(c, db, "parts", f"{root}/parts", [("id", "int")], [("ds", "string")])
+        have = set(c.get_partition_names(db, "parts", -1))
+        for ds in ("2024-01-01", "2024-01-02", "2024-01-03"):
+            if f"ds={ds}" not in have:
+                c.add_partition(ttypes.Partition(values=[ds], dbName=db, tableName="parts", createTime=0,
+                                                 lastAccessTime=0, parameters={},
+                                                 sd=text_sd(f"{root}/parts/ds={ds}", [("id", "int")])))
+    with hive2_client(store.port) as c:
+        from hmsclient.genthrift.hive_metastore import ttypes as h2
+
+        try:
+            c.get_table(db, "keyed")
+        except h2.NoSuchObjectException:
+            table = c.get_table(db, "plain")
+            table.tableName = "keyed"
+            table.sd.location = f"{root}/keyed"
+            c.create_table_with_constraints(table, [h2.SQLPrimaryKey(
+                table_db=db, table_name="keyed", column_name="id", key_seq=1, pk_name="keyed_pk",
+                enable_cstr=False, validate_cstr=False, rely_cstr=False)], [])
+
+
+@pytest.fixture(scope="session")
+def compat(primary: Any, analytics: Any, ops: Any, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[CompatFederation]:
+    from hive_stubs import Hive4StubMetastore, Hive31StubMetastore
+
+    from waggle.hms.gen.hive_metastore.ttypes import TruncateTableResponse
+
+    databases = {"2.3": ("compat23", "compat23"), "3.1": ("v31_compat31", "compat31"),
+                 "4.x": ("v4_compat4", "compat4")}
+    metastores = {"2.3": primary, "3.1": analytics, "4.x": ops}
+    for release, store in metastores.items():
+        _seed_compat_db(store, databases[release][1])
+    stub31 = Hive31StubMetastore("127.0.0.1", analytics.port).start()
+    # the Hive 4 stub answers truncate_table_req itself (recorded, nothing deleted): Hive 2.3 underneath has none
+    stub4 = Hive4StubMetastore("127.0.0.1", ops.port,
+                               local={"truncate_table_req": lambda _args: TruncateTableResponse()}).start()
+    hinted = Hive4StubMetastore("127.0.0.1", ops.port).start()
+    writable = ("  access-control-type: READ_AND_WRITE_ON_DATABASE_WHITELIST\n"
+                "  writable-database-white-list: ['.*']\n")
+    members = (
+        "federated-meta-stores:\n"
+        f"- name: hive31\n  remote-meta-store-uris: {stub31.uri}\n  database-prefix: v31_\n{writable}"
+        f"- name: hive4\n  remote-meta-store-uris: {stub4.uri}\n  database-prefix: v4_\n{writable}"
+        f"- name: hive4hinted\n  remote-meta-store-uris: {hinted.uri}\n  database-prefix: v4h_\n"
+        "  hive-version: 4.0.1\n"
+    )
+    proc = WaggleProcess(tmp_path_factory.mktemp("waggle-compat"), federation_yaml(primary.uri, members),
+                         "database-resolution: PREFIXED\nlogging:\n  level: debug\n").start()
+    yield CompatFederation(proc, {"3.1": stub31, "4.x": stub4}, metastores, databases, hinted)
+    proc.stop()
+    for stub in (stub31, stub4, hinted):
+        stub.stop()
+
+
+@contextmanager
+def release_client(release: str, port: int, timeout: float = 30.0) -> Iterator[tuple[Any, Any]]:
+    """(client, ttypes) of one Hive release's generated code: hmsclient (2.3), hive-metastore-client (3.1),
+    or waggle's own IDL (4.x)."""
+    import importlib
+
+    from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
+    from thrift.transport.TSocket import TSocket
+    from thrift.transport.TTransport import TBufferedTransport
+
+    package = {"2.3": "hmsclient.genthrift.hive_metastore",
+               "3.1": "thrift_files.libraries.thrift_hive_metastore_client",
+               "4.x": "waggle.hms.gen.hive_metastore"}[release]
+    service = importlib.import_module(f"{package}.ThriftHiveMetastore")
+    types = importlib.import_module(f"{package}.ttypes")
+    sock = TSocket("127.0.0.1", port)
+    sock.setTimeout(timeout * 1000)
+    transport = TBufferedTransport(sock)
+    transport.open()
+    try:
+        yield service.Client(TBinaryProtocolAccelerated(transport)), types
+    finally:
+        transport.close()

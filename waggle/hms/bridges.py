@@ -99,7 +99,7 @@ def carry(old: Any, method: str, success: Callable[[Any], Any] | None = None) ->
     exc = raised(old)
     if exc is None:
         if success is not None:
-            result.success = success(old.success)
+            result.success = success(getattr(old, "success", None))
         return result
     for attr, cls in _exception_fields(result):
         if isinstance(exc, cls):
@@ -276,10 +276,14 @@ def _create_table_req(args: Any, up: Upstream) -> Any:
 
 def _drop_database_req(args: Any, up: Upstream) -> Any:
     r = args.req
-    old = up.call("drop_database", H.drop_database_args(
-        name=qualify(up, r.catalogName, r.name), deleteData=bool(r.deleteData), cascade=bool(r.cascade)))
-    if r.ignoreUnknownDb and isinstance(raised(old), T.NoSuchObjectException):
-        return H.drop_database_req_result()
+    name = qualify(up, r.catalogName, r.name)
+    if r.ignoreUnknownDb:
+        # asked first: a Hive 2.3 metastore answers dropping a missing database with a NullPointerException
+        found = up.call("get_database", H.get_database_args(name=name))
+        if isinstance(raised(found), T.NoSuchObjectException):
+            return H.drop_database_req_result()
+    old = up.call("drop_database", H.drop_database_args(name=name, deleteData=bool(r.deleteData),
+                                                        cascade=bool(r.cascade)))
     return carry(old, "drop_database_req")
 
 
@@ -375,7 +379,7 @@ _ALL = (
            HIVE_4, _create_table_req,
            note="a Hive 2 upstream refuses UNIQUE / NOT NULL / DEFAULT / CHECK constraints with a MetaException"),
     Bridge("drop_database_req", "drop_database", HIVE_4, _drop_database_req,
-           note="`ignoreUnknownDb` is honoured by waggle; soft delete is Hive 4 only"),
+           note="`ignoreUnknownDb` is honoured with a get_database first; soft delete is Hive 4 only"),
     Bridge("truncate_table_req", "truncate_table", HIVE_4, _truncate_table_req, impossible_before=HIVE_3,
            note="Hive 2 has no truncate call at all: the client gets a MetaException that says so"),
     Bridge("get_all_table_constraints", "get_primary_keys, get_foreign_keys and (Hive 3) the four "

@@ -242,6 +242,13 @@ class ClientConnection:
             runtime.health.call_failed(pool.name, exc)
             self._answer_failure(header, io, str(exc))
             outcome = "upstream_error"
+        except (WireError, OSError, _Abandon):
+            raise
+        except Exception as exc:  # a defect in a bridge must not cost the client its connection
+            log.error("bridge.failed", method=name, member=pool.name, error=repr(exc))
+            self._answer_failure(header, io, f"waggle could not answer {name} for metastore '{pool.name}' "
+                                             f"through {BRIDGES[name].via}: {exc!r}")
+            outcome = "bridge_error"
         else:
             self.wire.send_raw(self._encode_result(header, result, pool, naming, decision, fill))
         if runtime.log_calls:
