@@ -341,3 +341,20 @@ def release_client(release: str, port: int, timeout: float = 30.0) -> Iterator[t
         yield service.Client(TBinaryProtocolAccelerated(transport)), types
     finally:
         transport.close()
+
+
+@pytest.fixture(scope="session")
+def hive4_primary(primary: Any, analytics: Any, federation_data: dict[str, Any],
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[WaggleProcess, Any]]:
+    """waggle whose primary is a stub Hive 4.0.1 metastore (no get_table) around the real primary, with the
+    real analytics metastore federated as ``an_``. Yields (waggle, stub)."""
+    from hive_stubs import Hive4StubMetastore
+
+    stub = Hive4StubMetastore("127.0.0.1", primary.port).start()
+    members = f"federated-meta-stores:\n- name: analytics\n  remote-meta-store-uris: {analytics.uri}\n" \
+              "  database-prefix: an_\n"
+    proc = WaggleProcess(tmp_path_factory.mktemp("waggle-hive4"), federation_yaml(stub.uri, members),
+                         "database-resolution: PREFIXED\nlogging:\n  level: debug\n").start()
+    yield proc, stub
+    proc.stop()
+    stub.stop()

@@ -1,0 +1,157 @@
+"""The pure parts of version bridging: versions, catalog names, results, partition names, and the bridges run
+against a scripted upstream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from waggle.config.loader import ConfigError, load
+from waggle.hms.bridges import (
+    BRIDGES,
+    MethodMissing,
+    carry,
+    missing_in,
+    needs_tables_pattern_bridge,
+    parse_version,
+    partition_name,
+    strip_catalog,
+)
+from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
+from waggle.hms.gen.hive_metastore import ttypes as T
+from waggle.hms.service import METHOD_IO
+
+
+class Scripted:
+    """An upstream that answers from a dict and records what it was asked."""
+
+    def __init__(self, answers: dict[str, Any], catalogs: bool | None = False, missing: tuple[str, ...] = ()):
+        self.answers = answers
+        self.catalogs = catalogs
+        self.missing = missing
+        self.asked: list[tuple[str, Any]] = []
+
+    def call(self, method: str, args: Any) -> Any:
+        self.asked.append((method, args))
+        if method in self.missing:
+            raise MethodMissing(method)
+        result = METHOD_IO[method].result()
+        answer = self.answers.get(method)
+        if isinstance(answer, Exception):
+            for entry in type(result).thrift_spec:
+                if entry and entry[0] > 0 and isinstance(answer, entry[3][0]):
+                    setattr(result, entry[2], answer)
+        elif hasattr(result, "success"):
+            result.success = answer
+        return result
+
+
+def test_versions() -> None:
+    assert parse_version("2.3.10") == (2, 3, 10)
+    assert parse_version(" 4 ") == (4,)
+    assert parse_version(None) is None and parse_version("") is None
+    with pytest.raises(ValueError, match=r"4\.0\.1"):
+        parse_version("hive-4")
+    assert missing_in(None) == frozenset()
+    assert "get_database_req" in missing_in((2, 3, 10)) and "get_table" not in missing_in((2, 3, 10))
+    assert missing_in((4, 0, 1)) == {"get_table", "get_table_objects_by_name"}
+    assert missing_in((4, 0, 0)) == frozenset()
+
+
+def test_bad_hive_version_names_file_key_and_value(tmp_path: Any) -> None:
+    fed = tmp_path / "fed.yml"
+    fed.write_text("primary-meta-store:\n  name: p\n  remote-meta-store-uris: thrift://h:1\n  hive-version: four\n")
+    with pytest.raises(ConfigError) as info:
+        load(None, str(fed))
+    assert "fed.yml" in str(info.value) and "hive-version" in str(info.value) and "'four'" in str(info.value)
+
+
+def test_strip_catalog() -> None:
+    assert strip_catalog("@hive#sales") == "sales"
+    assert strip_catalog("@HIVE#sales") == "sales"
+    assert strip_catalog("@hive#") == "*"
+    assert strip_catalog("@hive#!") == ""
+    assert strip_catalog("@spark#sales") == "@spark#sales"  # no such catalog on Hive 2: it says so itself
+    assert strip_catalog("sales") == "sales"
+
+
+def test_partition_names_escape_like_hive() -> None:
+    assert partition_name(["ds", "hr"], ["2024-01-01", "07"]) == "ds=2024-01-01/hr=07"
+    assert partition_name(["p"], ["a/b:c=d%"]) == "p=a%2Fb%3Ac%3Dd%25"
+    with pytest.raises(ValueError):
+        partition_name(["a", "b"], ["1"])
+
+
+def test_carry_moves_exceptions_by_class() -> None:
+    old = H.get_database_result(o1=T.NoSuchObjectException(message="gone"))
+    new = carry(old, "get_database_req", lambda db: db)
+    assert new.o1.message == "gone" and new.success is None
+    # an exception the new method does not declare becomes its MetaException, saying what it was
+    old = H.get_table_objects_by_name_result(o3=T.UnknownDBException(message="no db"))
+    new = carry(old, "get_table")
+    assert new.o1.message == "UnknownDBException: no db"
+
+
+def test_get_database_req_goes_down_with_the_catalog_only_where_understood() -> None:
+    args = H.get_database_req_args(request=T.GetDatabaseRequest(name="sales", catalogName="hive"))
+    hive2 = Scripted({"get_database": T.Database(name="sales")}, catalogs=False)
+    assert BRIDGES["get_database_req"].run(args, hive2).success.name == "sales"
+    assert hive2.asked[0][1].name == "sales"
+    hive3 = Scripted({"get_database": T.Database(name="sales")}, catalogs=True)
+    BRIDGES["get_database_req"].run(args, hive3)
+    assert hive3.asked[0][1].name == "@hive#sales"
+
+
+def test_tables_pattern_is_expanded_with_get_tables() -> None:
+    req = T.GetTablesRequest(dbName="sales", tablesPattern="ord*", catName="hive")
+    args = H.get_table_objects_by_name_req_args(req=req)
+    assert needs_tables_pattern_bridge(args, None) and needs_tables_pattern_bridge(args, (3, 1))
+    assert not needs_tables_pattern_bridge(args, (4, 0, 1))
+    up = Scripted({"get_tables": ["orders", "order_items"],
+                   "get_table_objects_by_name_req": T.GetTablesResult(tables=[T.Table(tableName="orders")])})
+    assert BRIDGES["get_table_objects_by_name_req"].run(args, up).success.tables[0].tableName == "orders"
+    sent = up.asked[1][1].req
+    assert (sent.tblNames, sent.tablesPattern) == (["orders", "order_items"], None)
+    assert req.tablesPattern == "ord*"  # the client's request is not changed
+
+
+def test_get_table_goes_up_to_get_table_req() -> None:
+    up = Scripted({"get_table_req": T.GetTableResult(table=T.Table(tableName="t", dbName="d"))})
+    result = BRIDGES["get_table"].run(H.get_table_args(dbname="@hive#d", tbl_name="t"), up)
+    assert result.success.tableName == "t"
+    req = up.asked[0][1].req
+    assert (req.dbName, req.tblName, req.catName) == ("d", "t", "hive")
+
+
+def test_truncate_on_hive2_is_a_clear_meta_exception() -> None:
+    args = H.truncate_table_req_args(req=T.TruncateTableRequest(dbName="d", tableName="t"))
+    result = BRIDGES["truncate_table_req"].run(args, Scripted({}, missing=("truncate_table",)))
+    assert "neither truncate_table_req nor truncate_table" in result.o1.message
+
+
+def test_create_table_req_refuses_hive3_constraints_on_hive2() -> None:
+    table = T.Table(tableName="t", dbName="d")
+    args = H.create_table_req_args(request=T.CreateTableRequest(
+        table=table, notNullConstraints=[T.SQLNotNullConstraint(column_name="id")]))
+    up = Scripted({}, catalogs=False)
+    result = BRIDGES["create_table_req"].run(args, up)
+    assert "cannot store" in result.o3.message and up.asked == []
+    plain = H.create_table_req_args(request=T.CreateTableRequest(table=table))
+    up = Scripted({})
+    BRIDGES["create_table_req"].run(plain, up)
+    assert [m for m, _ in up.asked] == ["create_table_with_environment_context"]
+
+
+def test_all_table_constraints_on_hive2_has_only_keys() -> None:
+    up = Scripted({"get_primary_keys": T.PrimaryKeysResponse(primaryKeys=[T.SQLPrimaryKey(column_name="id")]),
+                   "get_foreign_keys": T.ForeignKeysResponse(foreignKeys=[])},
+                  missing=("get_unique_constraints", "get_not_null_constraints", "get_default_constraints",
+                           "get_check_constraints"))
+    args = H.get_all_table_constraints_args(request=T.AllTableConstraintsRequest(dbName="d", tblName="t",
+                                                                                 catName="hive"))
+    everything = BRIDGES["get_all_table_constraints"].run(args, up).success.allTableConstraints
+    assert [k.column_name for k in everything.primaryKeys] == ["id"]
+    assert everything.checkConstraints == [] and everything.uniqueConstraints == []
+    fk_request = up.asked[1][1].request
+    assert (fk_request.foreign_db_name, fk_request.foreign_tbl_name) == ("d", "t")

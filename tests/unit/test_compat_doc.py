@@ -1,0 +1,17 @@
+"""docs/compatibility.md is generated from the version bridges and names a test for every cell."""
+
+from __future__ import annotations
+
+from waggle.hms.bridges import matrix
+from waggle.hms.compat_doc import DOC_PATH, REGENERATE, render
+
+
+def test_committed_page_is_current() -> None:
+    assert DOC_PATH.read_text() == render(), f"run {REGENERATE}"
+
+
+def test_every_cell_names_its_test() -> None:
+    page = render()
+    for row in matrix():
+        for cell in row.cells:
+            assert f"`{cell.test_id(row.key)}`" in page
