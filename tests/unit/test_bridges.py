@@ -96,10 +96,10 @@ def test_carry_moves_exceptions_by_class() -> None:
 def test_get_database_req_goes_down_with_the_catalog_only_where_understood() -> None:
     args = H.get_database_req_args(request=T.GetDatabaseRequest(name="sales", catalogName="hive"))
     hive2 = Scripted({"get_database": T.Database(name="sales")}, catalogs=False)
-    assert BRIDGES["get_database_req"].run(args, hive2).success.name == "sales"
+    assert BRIDGES["get_database_req"].answer(args, hive2).success.name == "sales"
     assert hive2.asked[0][1].name == "sales"
     hive3 = Scripted({"get_database": T.Database(name="sales")}, catalogs=True)
-    BRIDGES["get_database_req"].run(args, hive3)
+    BRIDGES["get_database_req"].answer(args, hive3)
     assert hive3.asked[0][1].name == "@hive#sales"
 
 
@@ -110,7 +110,7 @@ def test_tables_pattern_is_expanded_with_get_tables() -> None:
     assert not needs_tables_pattern_bridge(args, (4, 0, 1))
     up = Scripted({"get_tables": ["orders", "order_items"],
                    "get_table_objects_by_name_req": T.GetTablesResult(tables=[T.Table(tableName="orders")])})
-    assert BRIDGES["get_table_objects_by_name_req"].run(args, up).success.tables[0].tableName == "orders"
+    assert BRIDGES["get_table_objects_by_name_req"].answer(args, up).success.tables[0].tableName == "orders"
     sent = up.asked[1][1].req
     assert (sent.tblNames, sent.tablesPattern) == (["orders", "order_items"], None)
     assert req.tablesPattern == "ord*"  # the client's request is not changed
@@ -118,7 +118,7 @@ def test_tables_pattern_is_expanded_with_get_tables() -> None:
 
 def test_get_table_goes_up_to_get_table_req() -> None:
     up = Scripted({"get_table_req": T.GetTableResult(table=T.Table(tableName="t", dbName="d"))})
-    result = BRIDGES["get_table"].run(H.get_table_args(dbname="@hive#d", tbl_name="t"), up)
+    result = BRIDGES["get_table"].answer(H.get_table_args(dbname="@hive#d", tbl_name="t"), up)
     assert result.success.tableName == "t"
     req = up.asked[0][1].req
     assert (req.dbName, req.tblName, req.catName) == ("d", "t", "hive")
@@ -126,7 +126,7 @@ def test_get_table_goes_up_to_get_table_req() -> None:
 
 def test_truncate_on_hive2_is_a_clear_meta_exception() -> None:
     args = H.truncate_table_req_args(req=T.TruncateTableRequest(dbName="d", tableName="t"))
-    result = BRIDGES["truncate_table_req"].run(args, Scripted({}, missing=("truncate_table",)))
+    result = BRIDGES["truncate_table_req"].answer(args, Scripted({}, missing=("truncate_table",)))
     assert "neither truncate_table_req nor truncate_table" in result.o1.message
 
 
@@ -135,11 +135,11 @@ def test_create_table_req_refuses_hive3_constraints_on_hive2() -> None:
     args = H.create_table_req_args(request=T.CreateTableRequest(
         table=table, notNullConstraints=[T.SQLNotNullConstraint(column_name="id")]))
     up = Scripted({}, catalogs=False)
-    result = BRIDGES["create_table_req"].run(args, up)
+    result = BRIDGES["create_table_req"].answer(args, up)
     assert "cannot store" in result.o3.message and up.asked == []
     plain = H.create_table_req_args(request=T.CreateTableRequest(table=table))
     up = Scripted({})
-    BRIDGES["create_table_req"].run(plain, up)
+    BRIDGES["create_table_req"].answer(plain, up)
     assert [m for m, _ in up.asked] == ["create_table_with_environment_context"]
 
 
@@ -150,8 +150,51 @@ def test_all_table_constraints_on_hive2_has_only_keys() -> None:
                            "get_check_constraints"))
     args = H.get_all_table_constraints_args(request=T.AllTableConstraintsRequest(dbName="d", tblName="t",
                                                                                  catName="hive"))
-    everything = BRIDGES["get_all_table_constraints"].run(args, up).success.allTableConstraints
+    everything = BRIDGES["get_all_table_constraints"].answer(args, up).success.allTableConstraints
     assert [k.column_name for k in everything.primaryKeys] == ["id"]
     assert everything.checkConstraints == [] and everything.uniqueConstraints == []
     fk_request = up.asked[1][1].request
     assert (fk_request.foreign_db_name, fk_request.foreign_tbl_name) == ("d", "t")
+
+
+def _encoded(name: str, result: Any, mtype: int = 2, seqid: int = 9) -> bytes:
+    from thrift.protocol.TBinaryProtocol import TBinaryProtocol
+    from thrift.transport.TTransport import TMemoryBuffer
+
+    buf = TMemoryBuffer()
+    proto = TBinaryProtocol(buf)
+    proto.writeMessageBegin(name, mtype, seqid)
+    result.write(proto)
+    proto.writeMessageEnd()
+    return buf.getvalue()
+
+
+def _decoded(raw: bytes, cls: type) -> tuple[str, int, Any]:
+    from thrift.protocol.TBinaryProtocol import TBinaryProtocol
+    from thrift.transport.TTransport import TMemoryBuffer
+
+    proto = TBinaryProtocol(TMemoryBuffer(raw))
+    name, _, seqid = proto.readMessageBegin()
+    result = cls()
+    result.read(proto)
+    return name, seqid, result
+
+
+def test_wrapped_replies_are_reframed_byte_for_byte() -> None:
+    from waggle.upstream.compat import wrap_reply
+
+    parts = [T.Partition(values=[f"2024-01-0{i}"], dbName="d", tableName="t", parameters={"k": "v"})
+             for i in range(1, 4)]
+    raw = _encoded("get_partitions", H.get_partitions_result(success=parts))
+    wrapped = wrap_reply(raw, "get_partitions", "get_partitions_req", 1)
+    assert wrapped is not None
+    name, seqid, result = _decoded(wrapped, H.get_partitions_req_result)
+    assert (name, seqid) == ("get_partitions_req", 9)
+    assert result.success == T.PartitionsResponse(partitions=parts)
+    empty = wrap_reply(_encoded("get_fields", H.get_fields_result(success=[])), "get_fields", "get_fields_req", 1)
+    assert empty is not None and _decoded(empty, H.get_fields_req_result)[2].success.fields == []
+    # an exception, another method's reply, an application error: not re-framed
+    failed = _encoded("get_partitions", H.get_partitions_result(o1=T.NoSuchObjectException(message="x")))
+    assert wrap_reply(failed, "get_partitions", "get_partitions_req", 1) is None
+    assert wrap_reply(raw, "get_partitions_by_names", "get_partitions_by_names_req", 1) is None
+    assert wrap_reply(raw[:12], "get_partitions", "get_partitions_req", 1) is None

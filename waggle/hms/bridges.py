@@ -142,15 +142,41 @@ def strip_catalog(name: str) -> str:
 
 # -- the bridges ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
+class Wrap:
+    """A bridge whose answer is the older call's list, wrapped: ``method``'s success is a response struct whose one
+    required field (``field``) is exactly the older method's success. Such a reply can be re-framed in its
+    encoded form, without decoding it (:func:`waggle.upstream.compat.wrap_reply`)."""
+
+    request: Callable[[Any, Upstream], tuple[str, Any]]  # ``method``'s args -> (older method, its args)
+    response: type  # the struct ``method`` answers with
+    field: int  # the id of its list field
+
+    def run(self, method: str, args: Any, up: Upstream) -> Any:
+        older, older_args = self.request(args, up)
+        return self.result(method, up.call(older, older_args))
+
+    def result(self, method: str, older_result: Any) -> Any:
+        """``method``'s result struct from the older method's."""
+        attr = next(e[2] for e in self.response.thrift_spec if e and e[0] == self.field)  # type: ignore[attr-defined]
+        return carry(older_result, method, lambda items: self.response(**{attr: list(items or ())}))
+
+
+@dataclass(frozen=True, slots=True)
 class Bridge:
     method: str  # what the client called
     via: str  # what an upstream without it is asked instead (for the docs)
     since: Version  # first Hive release with ``method``
-    run: Callable[[Any, Upstream], Any]  # ``method``'s args in member names -> ``method``'s result struct
+    run: Callable[[Any, Upstream], Any] | Wrap  # ``method``'s args in member names -> ``method``'s result struct
     removed: Version | None = None  # Hive release that dropped ``method``
     #: Hive releases before this one cannot answer it at all (the bridge answers a MetaException)
     impossible_before: Version | None = None
     note: str = ""
+
+    def answer(self, args: Any, up: Upstream) -> Any:
+        """``method``'s result struct, from calls ``up`` has."""
+        if isinstance(self.run, Wrap):
+            return self.run.run(self.method, args, up)
+        return self.run(args, up)
 
     def exists_in(self, version: Version) -> bool:
         return self.since <= version and (self.removed is None or version < self.removed)
@@ -175,20 +201,16 @@ def _get_table_objects_by_name_req(args: Any, up: Upstream) -> Any:
     return up.call("get_table_objects_by_name_req", H.get_table_objects_by_name_req_args(req=request))
 
 
-def _get_partitions_req(args: Any, up: Upstream) -> Any:
+def _get_partitions_req(args: Any, up: Upstream) -> tuple[str, Any]:
     r = args.req
-    old = up.call("get_partitions", H.get_partitions_args(
-        db_name=qualify(up, r.catName, r.dbName), tbl_name=r.tblName,
-        max_parts=-1 if r.maxParts is None else r.maxParts))
-    return carry(old, "get_partitions_req", lambda parts: T.PartitionsResponse(partitions=parts or []))
+    return "get_partitions", H.get_partitions_args(db_name=qualify(up, r.catName, r.dbName), tbl_name=r.tblName,
+                                                   max_parts=-1 if r.maxParts is None else r.maxParts)
 
 
-def _get_partitions_by_names_req(args: Any, up: Upstream) -> Any:
+def _get_partitions_by_names_req(args: Any, up: Upstream) -> tuple[str, Any]:
     r = args.req
-    old = up.call("get_partitions_by_names", H.get_partitions_by_names_args(
-        db_name=r.db_name, tbl_name=r.tbl_name, names=list(r.names or ())))
-    return carry(old, "get_partitions_by_names_req",
-                 lambda parts: T.GetPartitionsByNamesResult(partitions=parts or []))
+    return "get_partitions_by_names", H.get_partitions_by_names_args(db_name=r.db_name, tbl_name=r.tbl_name,
+                                                                     names=list(r.names or ()))
 
 
 #: Characters Hive escapes in partition names (FileUtils.escapePathName), as %XX.
@@ -222,19 +244,16 @@ def _get_partition_names_req(args: Any, up: Upstream) -> Any:
                  lambda res: [partition_name(keys, p.values or ()) for p in res.partitions or ()])
 
 
-def _get_partitions_ps_with_auth_req(args: Any, up: Upstream) -> Any:
+def _get_partitions_ps_with_auth_req(args: Any, up: Upstream) -> tuple[str, Any]:
     r = args.req
     db = qualify(up, r.catName, r.dbName)
     if r.partNames:
-        old = up.call("get_partitions_by_names", H.get_partitions_by_names_args(
-            db_name=db, tbl_name=r.tblName, names=list(r.partNames)))
-    else:
-        old = up.call("get_partitions_ps_with_auth", H.get_partitions_ps_with_auth_args(
-            db_name=db, tbl_name=r.tblName, part_vals=list(r.partVals or ()),
-            max_parts=-1 if r.maxParts is None else r.maxParts,
-            user_name=r.userName, group_names=list(r.groupNames) if r.groupNames is not None else None))
-    return carry(old, "get_partitions_ps_with_auth_req",
-                 lambda parts: T.GetPartitionsPsWithAuthResponse(partitions=parts or []))
+        return "get_partitions_by_names", H.get_partitions_by_names_args(db_name=db, tbl_name=r.tblName,
+                                                                         names=list(r.partNames))
+    return "get_partitions_ps_with_auth", H.get_partitions_ps_with_auth_args(
+        db_name=db, tbl_name=r.tblName, part_vals=list(r.partVals or ()),
+        max_parts=-1 if r.maxParts is None else r.maxParts,
+        user_name=r.userName, group_names=list(r.groupNames) if r.groupNames is not None else None)
 
 
 def _get_partition_req(args: Any, up: Upstream) -> Any:
@@ -332,18 +351,16 @@ def _get_all_table_constraints(args: Any, up: Upstream) -> Any:
     return result
 
 
-def _get_fields_req(args: Any, up: Upstream) -> Any:
+def _get_fields_req(args: Any, up: Upstream) -> tuple[str, Any]:
     r = args.req
-    old = up.call("get_fields_with_environment_context", H.get_fields_with_environment_context_args(
-        db_name=qualify(up, r.catName, r.dbName), table_name=r.tblName, environment_context=r.envContext))
-    return carry(old, "get_fields_req", lambda fields: T.GetFieldsResponse(fields=fields or []))
+    return "get_fields_with_environment_context", H.get_fields_with_environment_context_args(
+        db_name=qualify(up, r.catName, r.dbName), table_name=r.tblName, environment_context=r.envContext)
 
 
-def _get_schema_req(args: Any, up: Upstream) -> Any:
+def _get_schema_req(args: Any, up: Upstream) -> tuple[str, Any]:
     r = args.req
-    old = up.call("get_schema_with_environment_context", H.get_schema_with_environment_context_args(
-        db_name=qualify(up, r.catName, r.dbName), table_name=r.tblName, environment_context=r.envContext))
-    return carry(old, "get_schema_req", lambda fields: T.GetSchemaResponse(fields=fields or []))
+    return "get_schema_with_environment_context", H.get_schema_with_environment_context_args(
+        db_name=qualify(up, r.catName, r.dbName), table_name=r.tblName, environment_context=r.envContext)
 
 
 def _get_table(args: Any, up: Upstream) -> Any:
@@ -365,13 +382,15 @@ _ALL = (
     Bridge("get_table_objects_by_name_req", "get_tables, then get_table_objects_by_name_req with the names",
            (2, 3), _get_table_objects_by_name_req,
            note="bridged for `tablesPattern` (a Hive 4 field) unless the upstream's `hive-version` is 4 or later"),
-    Bridge("get_partitions_req", "get_partitions", HIVE_4, _get_partitions_req),
-    Bridge("get_partitions_by_names_req", "get_partitions_by_names", HIVE_4, _get_partitions_by_names_req,
+    Bridge("get_partitions_req", "get_partitions", HIVE_4, Wrap(_get_partitions_req, T.PartitionsResponse, 1)),
+    Bridge("get_partitions_by_names_req", "get_partitions_by_names", HIVE_4,
+           Wrap(_get_partitions_by_names_req, T.GetPartitionsByNamesResult, 1),
            note="column statistics (`get_col_stats`) are not returned by the older call"),
     Bridge("get_partition_names_req", "get_partition_names, or get_partitions_by_expr and get_table_req "
            "when there is an expression", HIVE_4, _get_partition_names_req, note="`order` is not applied"),
     Bridge("get_partitions_ps_with_auth_req", "get_partitions_ps_with_auth (get_partitions_by_names for "
-           "`partNames`)", HIVE_4, _get_partitions_ps_with_auth_req),
+           "`partNames`)", HIVE_4,
+           Wrap(_get_partitions_ps_with_auth_req, T.GetPartitionsPsWithAuthResponse, 1)),
     Bridge("get_partition_req", "get_partition", HIVE_4, _get_partition_req),
     Bridge("alter_table_req", "alter_table_with_environment_context", HIVE_4, _alter_table_req,
            note="write ids and expected-parameter checks are Hive 4 only and are not sent"),
@@ -384,8 +403,10 @@ _ALL = (
            note="Hive 2 has no truncate call at all: the client gets a MetaException that says so"),
     Bridge("get_all_table_constraints", "get_primary_keys, get_foreign_keys and (Hive 3) the four "
            "get_*_constraints calls", HIVE_4, _get_all_table_constraints),
-    Bridge("get_fields_req", "get_fields_with_environment_context", HIVE_4, _get_fields_req),
-    Bridge("get_schema_req", "get_schema_with_environment_context", HIVE_4, _get_schema_req),
+    Bridge("get_fields_req", "get_fields_with_environment_context", HIVE_4,
+           Wrap(_get_fields_req, T.GetFieldsResponse, 1)),
+    Bridge("get_schema_req", "get_schema_with_environment_context", HIVE_4,
+           Wrap(_get_schema_req, T.GetSchemaResponse, 1)),
     Bridge("get_table", "get_table_req", (2, 3), _get_table, removed=HIVE_4_0_1),
     Bridge("get_table_objects_by_name", "get_table_objects_by_name_req", (2, 3), _get_table_objects_by_name,
            removed=HIVE_4_0_1),

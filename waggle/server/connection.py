@@ -19,7 +19,7 @@ import structlog
 from thrift.Thrift import TApplicationException, TMessageType, TType
 
 from waggle.config.model import MetastoreConfig, ProtocolKind, TransportKind
-from waggle.hms.bridges import BRIDGES, MethodMissing, strip_catalog
+from waggle.hms.bridges import BRIDGES, MethodMissing, Wrap, strip_catalog
 from waggle.hms.methods import METHODS, Access, MethodSpec, Route, database_of
 from waggle.hms.names import parse
 from waggle.hms.rewrite import call_rewriter
@@ -233,8 +233,14 @@ class ClientConnection:
             self._answer_failure(header, io, runtime.health.down_message(pool.name))
             return
         outcome = "ok"
+        bridge = BRIDGES[name]
         try:
-            result = compat.Bridged(pool, self.identity, header.seqid).run(name, args)
+            bridged = compat.Bridged(pool, self.identity, header.seqid)
+            if isinstance(bridge.run, Wrap) and self.wire.format.protocol is ProtocolKind.BINARY and \
+                    pool.config.wire.protocol is ProtocolKind.BINARY:
+                result = self._wrap(bridge.run, bridged, pool, naming, header, io, args, decision, fill)
+            else:
+                result = bridged.run(name, args)
         except MethodMissing as exc:
             self._answer_failure(header, io, f"metastore '{pool.name}' has neither {name} nor {exc.method}")
             outcome = "no_equivalent"
@@ -247,13 +253,43 @@ class ClientConnection:
         except Exception as exc:  # a defect in a bridge must not cost the client its connection
             log.error("bridge.failed", method=name, member=pool.name, error=repr(exc))
             self._answer_failure(header, io, f"waggle could not answer {name} for metastore '{pool.name}' "
-                                             f"through {BRIDGES[name].via}: {exc!r}")
+                                             f"through {bridge.via}: {exc!r}")
             outcome = "bridge_error"
         else:
-            self.wire.send_raw(self._encode_result(header, result, pool, naming, decision, fill))
+            if result is not None:
+                self.wire.send_raw(self._encode_result(header, result, pool, naming, decision, fill))
         if runtime.log_calls:
-            log.debug("call", method=name, db=database_of(args), member=pool.name, bridge=BRIDGES[name].via,
+            log.debug("call", method=name, db=database_of(args), member=pool.name, bridge=bridge.via,
                       outcome=outcome, ms=round(1000 * (time.perf_counter() - started), 3))
+
+    def _wrap(self, wrap: Wrap, bridged: compat.Bridged, pool: UpstreamPool, naming: Naming, header: Header,
+              io: MethodIO, args: Any, decision: Decision, fill: str | None) -> Any:
+        """A bridge whose answer is the older call's list: its reply is re-framed in its encoded form, then relayed,
+        spliced or rewritten like any reply. Returns the result struct to send instead when it cannot be."""
+        name = header.name
+        older, older_args = wrap.request(args, bridged)
+        older_io = METHOD_IO[older]
+        assert older_io.result is not None and io.result is not None
+        reply = self._forward(pool, Header(older, TMessageType.CALL, header.seqid), older_io, older_args, None,
+                              stream=False)
+        assert reply is not None
+        raw = compat.wrap_reply(reply.raw, older, name, wrap.field) \
+            if reply.header.mtype == TMessageType.REPLY and reply.first_field == 0 else None
+        if raw is None:  # an exception: decoded, as by any bridge
+            _, result = decode_message(reply.raw, pool.config.wire.protocol, older_io.result, pool.limits)
+            if isinstance(result, TApplicationException):
+                if compat.is_unknown_method(result):
+                    raise MethodMissing(older)
+                raise UpstreamError(pool.name, f"answered {older} with an application error: {result.message}")
+            return wrap.result(name, result)
+        wrapped = Reply(Header(name, TMessageType.REPLY, header.seqid), raw, 0, 0)
+        fill = fill if fill is not None and compat.carries_catalog(io.result) else None
+        if (not naming.identity and _REWRITER.touches(io.result)) or pool.config.mapped_tables is not None or \
+                fill is not None:
+            self._rewrite_reply(wrapped, io.result, pool, naming, decision, fill)
+        else:
+            self.wire.send_raw(raw)
+        return None
 
     def _rewrite_reply(self, reply: Reply, result_class: type, pool: UpstreamPool, naming: Naming,
                        decision: Decision, fill: str | None = None) -> None:

@@ -15,9 +15,10 @@ Nothing is probed per call. A metastore that is upgraded underneath waggle is re
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
-from thrift.Thrift import TApplicationException, TType
+from thrift.Thrift import TApplicationException, TMessageType, TType
 
 from waggle.config.model import MetastoreConfig
 from waggle.hms import bridges
@@ -78,7 +79,7 @@ class Bridged:
 
     def run(self, method: str, args: Any) -> Any:
         """``method``'s result, through its bridge."""
-        return BRIDGES[method].run(args, self)
+        return BRIDGES[method].answer(args, self)
 
     def call(self, method: str, args: Any) -> Any:
         caps = self.caps
@@ -111,6 +112,29 @@ def probe_catalogs(pool: Any, identity: Identity | None) -> bool | None:
         return None
     caps.learn_catalogs(not isinstance(result, TApplicationException))
     return caps.catalogs
+
+
+# -- replies re-framed without decoding ---------------------------------------------------------------------
+_STRICT_VERSION = 0x80010000
+_LIST_FIELD_0 = bytes((TType.LIST, 0, 0))
+
+
+def wrap_reply(raw: bytes, older: str, method: str, field: int) -> bytes | None:
+    """An older method's binary reply, re-framed as ``method``'s (see :class:`waggle.hms.bridges.Wrap`): the
+    success list becomes field ``field`` of the response struct, byte for byte. None unless ``raw`` is a
+    strict-binary reply of ``older`` whose success (field 0, a list) is set."""
+    if len(raw) < 16:
+        return None
+    version_and_type, length = struct.unpack_from("!iI", raw)
+    start = 8 + length + 4  # the result struct, after the name and the sequence id
+    if version_and_type & ~0xFF != _STRICT_VERSION - (1 << 32) or version_and_type & 0xFF != TMessageType.REPLY \
+            or raw[8:8 + length] != older.encode() or raw[start:start + 3] != _LIST_FIELD_0 or raw[-1] != 0:
+        return None
+    name = method.encode()
+    # a result carries exactly one field: here the list, which ends just before the result's STOP byte
+    return b"".join((raw[:4], struct.pack("!i", len(name)), name, raw[8 + length:start],
+                     bytes((TType.STRUCT, 0, 0, TType.LIST)), struct.pack("!h", field), raw[start + 3:-1],
+                     b"\x00\x00"))
 
 
 # -- catalog names in replies ------------------------------------------------------------------------------
