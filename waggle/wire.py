@@ -395,8 +395,9 @@ def decode_message(raw: bytes, protocol: ProtocolKind, cls: type, limits: Limits
     return header, body
 
 
-def strings_in(raw: bytes, protocol: ProtocolKind) -> list[str]:
-    """Every string inside one whole message held in memory (arguments of a method waggle has no IDL for).
+def strings_in(raw: bytes, protocol: ProtocolKind) -> tuple[str | None, list[str]]:
+    """The first argument when it is a string (field 1), and every string inside one whole message held in
+    memory (the arguments of a method waggle has no IDL for).
 
     Only called for messages the wire has already read whole, so sizes and nesting are within the limits.
     """
@@ -431,9 +432,19 @@ def strings_in(raw: bytes, protocol: ProtocolKind) -> list[str]:
         else:
             proto.skip(ttype)
 
+    first: str | None = None
     try:
         proto.readMessageBegin()
-        read(TType.STRUCT)
+        proto.readStructBegin()
+        while True:
+            _, ftype, fid = proto.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            before = len(out)
+            read(ftype)
+            if fid == 1 and ftype == TType.STRING and len(out) > before:
+                first = out[before]
+            proto.readFieldEnd()
     except (TProtocolException, EOFError, ValueError, TypeError, struct.error):
         pass  # what could be read is enough to decide
-    return out
+    return first, out

@@ -60,6 +60,18 @@ def test_get_database_req_for_primary_and_federated_databases(waggle: Any) -> No
         assert {p.dbName for p in parts.partitions} <= {"analytics_sales"}
 
 
+def test_other_catalogs_do_not_exist_in_a_hive2_metastore(compat: CompatFederation) -> None:
+    with release_client("4.x", compat.waggle.port) as (c, T):
+        with pytest.raises(T.NoSuchObjectException) as info:
+            c.get_database_req(T.GetDatabaseRequest(name="compat23", catalogName="spark"))
+        assert "catalog 'spark'" in info.value.message
+        with pytest.raises(T.NoSuchObjectException):
+            c.get_table_req(T.GetTableRequest(dbName="compat23", tblName="plain", catName="spark"))
+        with pytest.raises(T.NoSuchObjectException):
+            c.get_database("@spark#compat23")
+        assert c.get_database("@hive#compat23").catalogName == "hive"
+
+
 # -- methods and fields waggle's IDL does not know --------------------------------------------------------------
 def _raw_call(port: int, name: str, fields: list[tuple[int, str]], seqid: int = 7) -> tuple[Any, Any, bytes]:
     """Send a call of any name whose arguments are string fields; return (message type, answer, raw request)."""
@@ -112,10 +124,15 @@ def test_unknown_method_without_routed_names_reaches_the_primary_unchanged(hive4
 
 def test_unknown_method_naming_a_federated_database_is_refused(hive4_primary: Any) -> None:
     proc, stub = hive4_primary
-    mtype, answer, _ = _raw_call(proc.port, "frobnicate_db", [(1, "an_sales")])
-    assert mtype == TMessageType.EXCEPTION and answer.type == TApplicationException.UNKNOWN_METHOD
-    assert "frobnicate_db" in answer.message and "an_sales" in answer.message and "analytics" in answer.message
-    assert stub.received("frobnicate_db") == []
+    for name, fields in (("frobnicate_db", [(1, "an_sales")]), ("frobnicate_qualified", [(1, "default"),
+                                                                                          (2, "@hive#an_sales")])):
+        mtype, answer, _ = _raw_call(proc.port, name, fields)
+        assert mtype == TMessageType.EXCEPTION and answer.type == TApplicationException.UNKNOWN_METHOD
+        assert name in answer.message and "an_sales" in answer.message and "analytics" in answer.message
+        assert stub.received(name) == []
+    # a later argument that merely looks like a federated name does not make the call federated
+    mtype, answer, _ = _raw_call(proc.port, "frobnicate_table", [(1, "default"), (2, "an_events")])
+    assert answer.message == "Invalid method name: 'frobnicate_table'" and stub.received("frobnicate_table")
 
 
 def test_fields_waggle_does_not_know_pass_through(hive4_primary: Any) -> None:

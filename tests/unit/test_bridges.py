@@ -11,9 +11,9 @@ from waggle.config.loader import ConfigError, load
 from waggle.hms.bridges import (
     BRIDGES,
     MethodMissing,
+    bridges_call,
     carry,
     missing_in,
-    needs_tables_pattern_bridge,
     parse_version,
     partition_name,
     strip_catalog,
@@ -49,14 +49,18 @@ class Scripted:
 
 def test_versions() -> None:
     assert parse_version("2.3.10") == (2, 3, 10)
-    assert parse_version(" 4 ") == (4,)
+    assert parse_version(" 4 ") == (4, 0, 0)  # "4" is every 4.x: not below (4, 0)
+    assert parse_version("3") == (3, 0, 0) and parse_version("2.3") == (2, 3, 0)
     assert parse_version(None) is None and parse_version("") is None
     with pytest.raises(ValueError, match=r"4\.0\.1"):
         parse_version("hive-4")
+    with pytest.raises(ValueError, match=r"older than 2\.3"):
+        parse_version("2.1")
     assert missing_in(None) == frozenset()
     assert "get_database_req" in missing_in((2, 3, 10)) and "get_table" not in missing_in((2, 3, 10))
+    assert "get_table_objects_by_name_req" not in missing_in((2, 3, 0))
     assert missing_in((4, 0, 1)) == {"get_table", "get_table_objects_by_name"}
-    assert missing_in((4, 0, 0)) == frozenset()
+    assert missing_in(parse_version("4")) == frozenset()
 
 
 def test_bad_hive_version_names_file_key_and_value(tmp_path: Any) -> None:
@@ -106,8 +110,11 @@ def test_get_database_req_goes_down_with_the_catalog_only_where_understood() -> 
 def test_tables_pattern_is_expanded_with_get_tables() -> None:
     req = T.GetTablesRequest(dbName="sales", tablesPattern="ord*", catName="hive")
     args = H.get_table_objects_by_name_req_args(req=req)
-    assert needs_tables_pattern_bridge(args, None) and needs_tables_pattern_bridge(args, (3, 1))
-    assert not needs_tables_pattern_bridge(args, (4, 0, 1))
+    assert bridges_call("get_table_objects_by_name_req", args, set(), None)
+    assert bridges_call("get_table_objects_by_name_req", args, set(), (3, 1, 3))
+    assert not bridges_call("get_table_objects_by_name_req", args, set(), (4, 0, 1))
+    by_names = H.get_table_objects_by_name_req_args(req=T.GetTablesRequest(dbName="sales", tblNames=["orders"]))
+    assert not bridges_call("get_table_objects_by_name_req", by_names, {"get_table_objects_by_name_req"}, None)
     up = Scripted({"get_tables": ["orders", "order_items"],
                    "get_table_objects_by_name_req": T.GetTablesResult(tables=[T.Table(tableName="orders")])})
     assert BRIDGES["get_table_objects_by_name_req"].answer(args, up).success.tables[0].tableName == "orders"
@@ -134,9 +141,10 @@ def test_create_table_req_refuses_hive3_constraints_on_hive2() -> None:
     table = T.Table(tableName="t", dbName="d")
     args = H.create_table_req_args(request=T.CreateTableRequest(
         table=table, notNullConstraints=[T.SQLNotNullConstraint(column_name="id")]))
-    up = Scripted({}, catalogs=False)
-    result = BRIDGES["create_table_req"].answer(args, up)
-    assert "cannot store" in result.o3.message and up.asked == []
+    for catalogs in (False, None):  # Hive 2, or not known to be Hive 3+: never dropped without a word
+        up = Scripted({}, catalogs=catalogs)
+        result = BRIDGES["create_table_req"].answer(args, up)
+        assert "cannot store" in result.o3.message and up.asked == []
     plain = H.create_table_req_args(request=T.CreateTableRequest(table=table))
     up = Scripted({})
     BRIDGES["create_table_req"].answer(plain, up)
@@ -198,3 +206,69 @@ def test_wrapped_replies_are_reframed_byte_for_byte() -> None:
     assert wrap_reply(failed, "get_partitions", "get_partitions_req", 1) is None
     assert wrap_reply(raw, "get_partitions_by_names", "get_partitions_by_names_req", 1) is None
     assert wrap_reply(raw[:12], "get_partitions", "get_partitions_req", 1) is None
+
+
+def test_partition_names_by_expression_refuse_a_superset() -> None:
+    table = T.GetTableResult(table=T.Table(partitionKeys=[T.FieldSchema(name="ds", type="string")]))
+    args = H.get_partition_names_req_args(req=T.PartitionsByExprRequest(dbName="d", tblName="t", expr=b"x"))
+    exact = Scripted({"get_table_req": table, "get_partitions_by_expr": T.PartitionsByExprResult(
+        partitions=[T.Partition(values=["a/b"])], hasUnknownPartitions=False)})
+    assert BRIDGES["get_partition_names_req"].answer(args, exact).success == ["ds=a%2Fb"]
+    unsure = Scripted({"get_table_req": table, "get_partitions_by_expr": T.PartitionsByExprResult(
+        partitions=[T.Partition(values=["a"])], hasUnknownPartitions=True)})
+    assert "hasUnknownPartitions" in BRIDGES["get_partition_names_req"].answer(args, unsure).o1.message
+
+
+class FakePool:
+    """A pool whose metastore lacks every method in ``lacks`` (answers UNKNOWN_METHOD) and answers others."""
+
+    name = "old"
+
+    def __init__(self, lacks: set[str], answers: dict[str, Any]) -> None:
+        from waggle.config.model import HostPort, MetastoreConfig
+        from waggle.upstream.compat import Capabilities
+
+        self.caps = Capabilities(MetastoreConfig("old", (HostPort("h", 1),), False, ""))
+        self.lacks = lacks
+        self.answers = answers
+        self.sent: list[str] = []
+
+    def exchange(self, identity: Any, method: str, args: Any, result_class: type, seqid: int = 0) -> Any:
+        from thrift.Thrift import TApplicationException
+
+        self.sent.append(method)
+        if method in self.lacks:
+            return TApplicationException(TApplicationException.UNKNOWN_METHOD, f"Invalid method name: '{method}'")
+        result = result_class()
+        result.success = self.answers.get(method)
+        return result
+
+
+def test_a_bridge_never_re_enters_itself_and_missing_methods_are_remembered() -> None:
+    from waggle.upstream.compat import Bridged
+
+    pool = FakePool({"get_table_objects_by_name", "get_table_objects_by_name_req", "get_catalogs"}, {})
+    args = H.get_table_objects_by_name_args(dbname="d", tbl_names=["t"])
+    with pytest.raises(MethodMissing) as info:
+        Bridged(pool, None, 0).call("get_table_objects_by_name", args)
+    assert info.value.method == "get_table_objects_by_name_req"
+    assert pool.sent == ["get_table_objects_by_name", "get_table_objects_by_name_req"]
+    with pytest.raises(MethodMissing):  # learned: nothing is sent again
+        Bridged(pool, None, 0).call("get_table_objects_by_name", args)
+    assert len(pool.sent) == 2
+
+
+def test_unbridged_methods_a_metastore_lacks_are_asked_once() -> None:
+    from waggle.upstream.compat import Bridged
+
+    pool = FakePool({"get_unique_constraints", "get_not_null_constraints", "get_default_constraints",
+                     "get_check_constraints", "get_all_table_constraints", "get_catalogs"},
+                    {"get_primary_keys": T.PrimaryKeysResponse(primaryKeys=[]),
+                     "get_foreign_keys": T.ForeignKeysResponse(foreignKeys=[])})
+    args = H.get_all_table_constraints_args(request=T.AllTableConstraintsRequest(dbName="d", tblName="t",
+                                                                                 catName="hive"))
+    for _ in range(3):
+        result = Bridged(pool, None, 0).call("get_all_table_constraints", args)
+        assert result.success.allTableConstraints.primaryKeys == []
+    assert pool.sent.count("get_unique_constraints") == 1 and pool.sent.count("get_all_table_constraints") == 1
+    assert pool.sent.count("get_primary_keys") == 3

@@ -37,21 +37,26 @@ Version = tuple[int, ...]
 
 #: The catalog every Hive 2 metastore implicitly is, and the default catalog of Hive 3+.
 DEFAULT_CATALOG = "hive"
-HIVE_3 = (3, 0)
-HIVE_4 = (4, 0)
+OLDEST = (2, 3, 0)
+HIVE_3 = (3, 0, 0)
+HIVE_4 = (4, 0, 0)
 HIVE_4_0_1 = (4, 0, 1)
 
 _VERSION = re.compile(r"\d+(\.\d+){0,3}")
 
 
 def parse_version(text: str | None) -> Version | None:
-    """``"2.3.10"`` -> ``(2, 3, 10)``; ``"4"`` -> ``(4,)``; None for no hint. ValueError when malformed."""
+    """``"2.3.10"`` -> ``(2, 3, 10)``; ``"4"`` -> ``(4, 0, 0)``; None for no hint. ValueError when malformed or
+    older than Hive 2.3 (the oldest metastore waggle serves)."""
     if text is None or str(text).strip() == "":
         return None
     text = str(text).strip()
     if not _VERSION.fullmatch(text):
         raise ValueError(f"expected a Hive version such as 2.3, 3.1.3 or 4.0.1, got {text!r}")
-    return tuple(int(p) for p in text.split("."))
+    version = (*(int(p) for p in text.split(".")), 0, 0)[:3]
+    if version < OLDEST:
+        raise ValueError(f"Hive {text} is older than 2.3, the oldest metastore release waggle supports")
+    return version
 
 
 class MethodMissing(Exception):
@@ -171,6 +176,10 @@ class Bridge:
     #: Hive releases before this one cannot answer it at all (the bridge answers a MetaException)
     impossible_before: Version | None = None
     note: str = ""
+    #: the bridge is for these calls only (None: any call of ``method``)
+    applies: Callable[[Any], bool] | None = None
+    #: bridged for a field: a metastore not known to be this release or later gets the bridge every time
+    field_since: Version | None = None
 
     def answer(self, args: Any, up: Upstream) -> Any:
         """``method``'s result struct, from calls ``up`` has."""
@@ -186,6 +195,11 @@ def _get_database_req(args: Any, up: Upstream) -> Any:
     r = args.request
     old = up.call("get_database", H.get_database_args(name=qualify(up, r.catalogName, r.name)))
     return carry(old, "get_database_req", lambda db: db)
+
+
+def _has_tables_pattern(args: Any) -> bool:
+    req = getattr(args, "req", None)
+    return req is not None and req.tablesPattern is not None and not req.tblNames
 
 
 def _get_table_objects_by_name_req(args: Any, up: Upstream) -> Any:
@@ -240,6 +254,10 @@ def _get_partition_names_req(args: Any, up: Upstream) -> Any:
     request = copy.copy(r)
     request.order = None
     parts = up.call("get_partitions_by_expr", H.get_partitions_by_expr_args(req=request))
+    if raised(parts) is None and parts.success.hasUnknownPartitions:
+        # the metastore could not evaluate the expression on every partition: the list is a superset
+        return failure("get_partition_names_req", "this metastore could not evaluate the partition expression "
+                                                  "exactly (hasUnknownPartitions); use get_partitions_by_expr")
     return carry(parts, "get_partition_names_req",
                  lambda res: [partition_name(keys, p.values or ()) for p in res.partitions or ()])
 
@@ -277,9 +295,10 @@ _HIVE3_CONSTRAINTS = ("uniqueConstraints", "notNullConstraints", "defaultConstra
 def _create_table_req(args: Any, up: Upstream) -> Any:
     r = args.request
     if any(getattr(r, kind) for kind in _HIVE3_CONSTRAINTS):
-        if up.catalogs is False:
-            return failure("create_table_req", "this metastore (Hive 2) cannot store UNIQUE, NOT NULL, DEFAULT or "
-                                               "CHECK constraints; the table was not created")
+        if up.catalogs is not True:  # Hive 2 (no catalogs) would drop them without a word
+            return failure("create_table_req", "this metastore (Hive 2, or not known to be Hive 3+) cannot store "
+                                               "UNIQUE, NOT NULL, DEFAULT or CHECK constraints; the table was not "
+                                               "created")
         old = up.call("create_table_with_constraints", H.create_table_with_constraints_args(
             tbl=r.table, primaryKeys=list(r.primaryKeys or ()), foreignKeys=list(r.foreignKeys or ()),
             uniqueConstraints=list(r.uniqueConstraints or ()), notNullConstraints=list(r.notNullConstraints or ()),
@@ -380,7 +399,7 @@ def _get_table_objects_by_name(args: Any, up: Upstream) -> Any:
 _ALL = (
     Bridge("get_database_req", "get_database", HIVE_4, _get_database_req),
     Bridge("get_table_objects_by_name_req", "get_tables, then get_table_objects_by_name_req with the names",
-           (2, 3), _get_table_objects_by_name_req,
+           OLDEST, _get_table_objects_by_name_req, applies=_has_tables_pattern, field_since=HIVE_4,
            note="bridged for `tablesPattern` (a Hive 4 field) unless the upstream's `hive-version` is 4 or later"),
     Bridge("get_partitions_req", "get_partitions", HIVE_4, Wrap(_get_partitions_req, T.PartitionsResponse, 1)),
     Bridge("get_partitions_by_names_req", "get_partitions_by_names", HIVE_4,
@@ -407,8 +426,8 @@ _ALL = (
            Wrap(_get_fields_req, T.GetFieldsResponse, 1)),
     Bridge("get_schema_req", "get_schema_with_environment_context", HIVE_4,
            Wrap(_get_schema_req, T.GetSchemaResponse, 1)),
-    Bridge("get_table", "get_table_req", (2, 3), _get_table, removed=HIVE_4_0_1),
-    Bridge("get_table_objects_by_name", "get_table_objects_by_name_req", (2, 3), _get_table_objects_by_name,
+    Bridge("get_table", "get_table_req", OLDEST, _get_table, removed=HIVE_4_0_1),
+    Bridge("get_table_objects_by_name", "get_table_objects_by_name_req", OLDEST, _get_table_objects_by_name,
            removed=HIVE_4_0_1),
 )
 
@@ -416,11 +435,20 @@ _ALL = (
 BRIDGES: dict[str, Bridge] = {b.method: b for b in _ALL}
 
 
-def needs_tables_pattern_bridge(args: Any, version: Version | None) -> bool:
-    """A ``get_table_objects_by_name_req`` with ``tablesPattern`` for an upstream not known to be Hive 4."""
-    req = getattr(args, "req", None)
-    return req is not None and req.tablesPattern is not None and not req.tblNames and \
-        (version is None or version < HIVE_4)
+def bridges_call(method: str, args: Any, missing: set[str] | frozenset[str], version: Version | None) -> bool:
+    """Whether this call goes to its bridge for a metastore that lacks ``missing`` and is of ``version``."""
+    bridge = BRIDGES.get(method)
+    if bridge is None or (bridge.applies is not None and not bridge.applies(args)):
+        return False
+    if method in missing:
+        return True
+    return bridge.field_since is not None and (version is None or version < bridge.field_since)
+
+
+def applies_to(method: str, args: Any) -> bool:
+    """Whether ``method``'s bridge (if it has one) can answer this call."""
+    bridge = BRIDGES.get(method)
+    return bridge is not None and (bridge.applies is None or bridge.applies(args))
 
 
 def missing_in(version: Version | None) -> frozenset[str]:

@@ -56,13 +56,21 @@ def render() -> str:
     lines += ["", "## Bridges", "",
               "| Call | Hive releases that have it | Answered on other releases with | Note |", "|---|---|---|---|"]
     for bridge in _ALL:
-        since = ".".join(map(str, bridge.since))
+        since = _show(bridge.since)
         have = f"{since} and later" if bridge.removed is None else \
-            f"{since} up to, not including, {'.'.join(map(str, bridge.removed))}"
+            f"{since} up to, not including, {_show(bridge.removed)}"
         lines.append(f"| `{bridge.method}` | {have} | {bridge.via} | {bridge.note} |")
     lines += ["", "Set `hive-version` on a metastore to apply the bridges from the first call; without it each gap "
               "costs one `UNKNOWN_METHOD` answer per connection pool, the first time.", ""]
     return "\n".join(lines)
+
+
+def _show(version: tuple[int, ...]) -> str:
+    """(4, 0, 0) -> "4.0"; (4, 0, 1) -> "4.0.1"."""
+    parts = list(version)
+    while len(parts) > 2 and parts[-1] == 0:
+        parts.pop()
+    return ".".join(map(str, parts))
 
 
 def main() -> None:  # pragma: no cover - documentation helper

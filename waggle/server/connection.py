@@ -19,7 +19,7 @@ import structlog
 from thrift.Thrift import TApplicationException, TMessageType, TType
 
 from waggle.config.model import MetastoreConfig, ProtocolKind, TransportKind
-from waggle.hms.bridges import BRIDGES, MethodMissing, Wrap, strip_catalog
+from waggle.hms.bridges import BRIDGES, DEFAULT_CATALOG, MethodMissing, Wrap, applies_to, strip_catalog
 from waggle.hms.methods import METHODS, Access, MethodSpec, Route, database_of
 from waggle.hms.names import parse
 from waggle.hms.rewrite import call_rewriter
@@ -110,7 +110,7 @@ class ClientConnection:
         if spec is None or io is None or args is None:
             # not in our IDL: the primary answers, byte for byte, unless it names a database that is not the
             # primary's to answer for
-            foreign = _foreign_database(strings_in(raw or b"", self.wire.format.protocol), planner)
+            foreign = _foreign_database(*strings_in(raw or b"", self.wire.format.protocol), planner)
             if foreign is not None:
                 if header.mtype != TMessageType.ONEWAY:
                     self.wire.send_application_error(
@@ -146,12 +146,17 @@ class ClientConnection:
         pool = runtime.routes.pools[decision.member.name]
         # Catalogs: a metastore without them (Hive 2) gets plain names, and its replies are given the catalog
         # the client named.
-        catalog = _catalog_named(names, args)
         fill = None
         strip = False
+        catalog = _catalog_named(names, args) if pool.caps.catalogs is not True else None
         if catalog is not None:
-            catalogs = compat.probe_catalogs(pool, self.identity) if pool.caps.catalogs is None \
+            catalogs = compat.probe_catalogs(pool, self.identity) if runtime.health.is_up(pool.name) \
                 else pool.caps.catalogs
+            if catalogs is False and catalog.lower() != DEFAULT_CATALOG:
+                self._refuse(header, io, Decision(decision.member, f"catalog '{catalog}' does not exist in "
+                                                  f"metastore '{pool.name}' (a Hive 2 metastore has only "
+                                                  f"'{DEFAULT_CATALOG}')", Refused.NO_SUCH_OBJECT))
+                return
             strip = catalogs is not True and any(n.startswith("@") for n in names)
             fill = catalog if catalogs is False else None
         if decision.rewrite_request or strip:
@@ -209,8 +214,8 @@ class ClientConnection:
         if reply is not None:
             if reply.streamed:
                 self.wire.send_raw(reply.raw)  # the rest of a reply whose head is already on its way
-            elif reply.header.mtype == TMessageType.EXCEPTION and name in BRIDGES and io is not None and \
-                    decision is not None and _unknown_method(reply, io, pool):
+            elif reply.header.mtype == TMessageType.EXCEPTION and io is not None and decision is not None and \
+                    applies_to(name, args) and _unknown_method(reply, io, pool):
                 pool.caps.learn_missing(name)
                 self._bridge(pool, naming, header, io, args, decision, started, fill)
                 return None
@@ -245,7 +250,8 @@ class ClientConnection:
             self._answer_failure(header, io, f"metastore '{pool.name}' has neither {name} nor {exc.method}")
             outcome = "no_equivalent"
         except UpstreamError as exc:
-            runtime.health.call_failed(pool.name, exc)
+            if not isinstance(exc, compat.ApplicationError):  # that one answered: it is up
+                runtime.health.call_failed(pool.name, exc)
             self._answer_failure(header, io, str(exc))
             outcome = "upstream_error"
         except (WireError, OSError, _Abandon):
@@ -280,7 +286,8 @@ class ClientConnection:
             if isinstance(result, TApplicationException):
                 if compat.is_unknown_method(result):
                     raise MethodMissing(older)
-                raise UpstreamError(pool.name, f"answered {older} with an application error: {result.message}")
+                raise compat.ApplicationError(pool.name, f"answered {older} with an application error: "
+                                                         f"{result.message}")
             return wrap.result(name, result)
         wrapped = Reply(Header(name, TMessageType.REPLY, header.seqid), raw, 0, 0)
         fill = fill if fill is not None and compat.carries_catalog(io.result) else None
@@ -477,9 +484,14 @@ def _catalog_named(names: list[str], args: Any) -> str | None:
     return None
 
 
-def _foreign_database(strings: list[str], planner: Any) -> str | None:
-    """The first string of an unknown call that names a database the primary cannot answer for as it is."""
-    for text in strings:
+def _foreign_database(first: str | None, strings: list[str], planner: Any) -> str | None:
+    """The database, if any, that an unknown call names and that the primary cannot answer for as it is.
+
+    Without an IDL nothing says which strings are database names: the first argument (where every HMS method
+    puts its database) and ``@cat#db`` strings anywhere are taken as such."""
+    candidates = [first] if first else []
+    candidates += [text for text in strings if text.startswith("@")]
+    for text in candidates:
         for candidate in {text, text.partition(".")[0]}:
             found = planner.lookup(candidate) if candidate else None
             if found is not None and found.target is not None and (

@@ -24,6 +24,7 @@ from waggle.hms.service import MethodIO
 from waggle.ops.logging import get_logger
 from waggle.routing.access import table_visible
 from waggle.routing.federation import Naming
+from waggle.upstream import compat
 from waggle.upstream.client import Identity, UpstreamError
 from waggle.upstream.pool import UpstreamPool
 
@@ -88,7 +89,9 @@ class FanOut:
         qualified = parse(pattern) if pattern is not None else None
         client_pattern = qualified.db if qualified is not None else None
         per_member = []
-        for pool, naming in self._members():
+        members = self._members()
+        self._learn_catalogs(qualified.catalog if qualified is not None else None, members)
+        for pool, naming in members:
             member_pattern = self._member_pattern(naming, client_pattern)
             if member_pattern is None:
                 continue
@@ -116,7 +119,9 @@ class FanOut:
         client_pattern = qualified.db if qualified is not None else None
         catalog = qualified.catalog if qualified is not None else None
         per_member = []
-        for pool, naming in self._members():
+        members = self._members()
+        self._learn_catalogs(catalog, members)
+        for pool, naming in members:
             member_pattern = self._member_pattern(naming, client_pattern)
             if member_pattern is None:
                 continue
@@ -159,6 +164,16 @@ class FanOut:
         return io.result(success=GetAllFunctionsResponse(functions=merged)), outcomes  # type: ignore[misc]
 
     # -- helpers ---------------------------------------------------------------------------------------------
+    def _learn_catalogs(self, catalog: str | None, members: list[tuple[UpstreamPool, Naming]]) -> None:
+        """Ask the members not yet known to understand catalogs or not, in parallel and once per pool."""
+        if catalog is None:
+            return
+        runtime = self.runtime
+        unknown = [pool for pool, _ in members if pool.caps.catalogs is None and runtime.health.is_up(pool.name)]
+        if unknown:
+            jobs = [gevent.spawn(compat.probe_catalogs, pool, self.identity) for pool in unknown]
+            gevent.joinall(jobs, timeout=runtime.config.server.fan_out_timeout_ms / 1000.0)
+
     def _members(self) -> list[tuple[UpstreamPool, Naming]]:
         planner = self.runtime.planner
         pools = self.runtime.routes.pools

@@ -122,7 +122,11 @@ class UpstreamConnection:
         ``TApplicationException`` the metastore answered with."""
         reply = self.call(self.wire.encode(name, TMessageType.CALL, seqid, args), timeout=timeout)
         assert reply is not None
-        return decode_message(reply.raw, self.wire.format.protocol, result_class, self.wire.limits)[1]
+        try:
+            return decode_message(reply.raw, self.wire.format.protocol, result_class, self.wire.limits)[1]
+        except WireError as exc:
+            self.broken = True
+            raise UpstreamError(self.member, f"answered {name} with a reply waggle cannot decode: {exc}") from exc
 
     def invoke(self, name: str, args: Any, result_class: type, seqid: int = 0, timeout: float | None = None
                ) -> Any:

@@ -16,8 +16,10 @@ Nothing is probed per call. A metastore that is upgraded underneath waggle is re
 from __future__ import annotations
 
 import struct
+import time
 from typing import Any
 
+from gevent.lock import Semaphore
 from thrift.Thrift import TApplicationException, TMessageType, TType
 
 from waggle.config.model import MetastoreConfig
@@ -30,23 +32,30 @@ from waggle.upstream.client import Identity, UpstreamError
 log = get_logger("waggle.compat")
 
 
+#: After a failed catalog probe (the metastore unreachable), the next one waits this long.
+PROBE_RETRY_SECONDS = 30.0
+
+
 class Capabilities:
     """What one metastore has, as far as waggle knows. Shared by every call through its pool."""
 
-    __slots__ = ("catalogs", "member", "missing", "version")
+    __slots__ = ("catalogs", "member", "missing", "probe_failed_at", "probing", "version")
 
     def __init__(self, member: MetastoreConfig) -> None:
         self.member = member.name
         self.version: Version | None = bridges.parse_version(member.hive_version)
-        #: bridged methods this metastore does not have
+        #: methods this metastore does not have (bridged ones from the hint, then any it answered UNKNOWN_METHOD)
         self.missing: set[str] = set(bridges.missing_in(self.version))
         #: understands ``@cat#db``: True (Hive 3+), False (Hive 2), None (not known yet)
         self.catalogs: bool | None = None if self.version is None else self.version >= bridges.HIVE_3
+        self.probing = Semaphore()  # one catalog probe at a time; the others wait for its answer
+        self.probe_failed_at = -PROBE_RETRY_SECONDS
 
     def learn_missing(self, method: str) -> None:
         if method not in self.missing:
             self.missing.add(method)
-            log.info("compat.learned", member=self.member, missing=method, bridge=BRIDGES[method].via)
+            bridge = BRIDGES.get(method)
+            log.info("compat.learned", member=self.member, missing=method, bridge=bridge.via if bridge else None)
 
     def learn_catalogs(self, understood: bool) -> None:
         if self.catalogs is None:
@@ -55,13 +64,15 @@ class Capabilities:
 
     def bridges(self, method: str, args: Any) -> bool:
         """Whether this call goes to the bridge rather than to the metastore as it is."""
-        if method in self.missing:
-            return True
-        return method == "get_table_objects_by_name_req" and bridges.needs_tables_pattern_bridge(args, self.version)
+        return bridges.bridges_call(method, args, self.missing, self.version)
 
 
 def is_unknown_method(error: Any) -> bool:
     return bool(getattr(error, "type", None) == TApplicationException.UNKNOWN_METHOD)
+
+
+class ApplicationError(UpstreamError):
+    """The metastore answered a call with a ``TApplicationException``: it is up, the call failed."""
 
 
 class Bridged:
@@ -72,46 +83,67 @@ class Bridged:
         self.caps: Capabilities = pool.caps
         self.identity = identity
         self.seqid = seqid
+        self._active: set[str] = set()  # bridges running in this call: a bridge never re-enters itself
 
     @property
     def catalogs(self) -> bool | None:
-        return self.caps.catalogs
+        return probe_catalogs(self.pool, self.identity)
 
     def run(self, method: str, args: Any) -> Any:
         """``method``'s result, through its bridge."""
-        return BRIDGES[method].answer(args, self)
+        self._active.add(method)
+        try:
+            return BRIDGES[method].answer(args, self)
+        finally:
+            self._active.discard(method)
 
     def call(self, method: str, args: Any) -> Any:
         caps = self.caps
-        if method in BRIDGES and caps.bridges(method, args):
+        bridgeable = method not in self._active and bridges.applies_to(method, args)
+        if bridgeable and caps.bridges(method, args):
             return self.run(method, args)
+        if method in caps.missing:
+            raise MethodMissing(method)
         io = METHOD_IO[method]
         assert io.result is not None
         result = self.pool.exchange(self.identity, method, args, io.result, self.seqid)
         if isinstance(result, TApplicationException):
             if is_unknown_method(result):
-                if method in BRIDGES:
-                    caps.learn_missing(method)
+                caps.learn_missing(method)
+                if bridgeable:
                     return self.run(method, args)
                 raise MethodMissing(method)
-            raise UpstreamError(self.pool.name, f"answered {method} with an application error: {result.message}")
+            raise ApplicationError(self.pool.name, f"answered {method} with an application error: {result.message}")
         return result
 
 
 def probe_catalogs(pool: Any, identity: Identity | None) -> bool | None:
-    """Ask once whether the metastore understands catalogs (Hive 3+ has ``get_catalogs``)."""
+    """Whether the metastore understands catalogs, asked once (Hive 3+ has ``get_catalogs``).
+
+    Concurrent first calls share one probe. When the metastore cannot be reached the answer stays unknown, and
+    the probe is not repeated for :data:`PROBE_RETRY_SECONDS`.
+    """
     caps: Capabilities = pool.caps
-    if caps.catalogs is not None:
+    if caps.catalogs is not None or time.monotonic() - caps.probe_failed_at < PROBE_RETRY_SECONDS:
         return caps.catalogs
-    io = METHOD_IO["get_catalogs"]
-    assert io.result is not None
-    try:
-        result = pool.exchange(identity, "get_catalogs", io.args(), io.result)
-    except UpstreamError as exc:
-        log.warning("compat.probe_failed", member=pool.name, error=str(exc))
-        return None
-    caps.learn_catalogs(not isinstance(result, TApplicationException))
-    return caps.catalogs
+    with caps.probing:
+        if caps.catalogs is not None:
+            return caps.catalogs
+        io = METHOD_IO["get_catalogs"]
+        assert io.result is not None
+        try:
+            result = pool.exchange(identity, "get_catalogs", io.args(), io.result)
+        except UpstreamError as exc:
+            caps.probe_failed_at = time.monotonic()
+            log.warning("compat.probe_failed", member=pool.name, error=str(exc))
+            return None
+        if not isinstance(result, TApplicationException):
+            caps.learn_catalogs(True)
+        elif is_unknown_method(result):
+            caps.learn_catalogs(False)
+        else:
+            caps.probe_failed_at = time.monotonic()
+        return caps.catalogs
 
 
 # -- replies re-framed without decoding ---------------------------------------------------------------------
