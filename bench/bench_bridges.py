@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,34 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_proxy import DB, pct, seed
+from bench_proxy import DB, pct, seed, start_waggle
 
 from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.local.client import hms_client
-from waggle.local.metastore import LocalMetastore, free_port
-
-
-def start_waggle(workdir: Path, uri: str, hive_version: str) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "server.yml").write_text(f"port: {port}\nbind-address: 127.0.0.1\n")
-    (workdir / "federation.yml").write_text(
-        f"primary-meta-store:\n  name: primary\n  remote-meta-store-uris: {uri}\n  hive-version: {hive_version}\n")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "waggle", "serve", "--server-config", str(workdir / "server.yml"),
-         "--federation-config", str(workdir / "federation.yml")],
-        stdout=subprocess.DEVNULL, stderr=open(workdir / "waggle.log", "wb"), cwd=ROOT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with hms_client("127.0.0.1", port, timeout=2) as c:
-                c.getStatus()
-            return proc, port
-        except Exception:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit(f"waggle did not start; see {workdir / 'waggle.log'}")
-
+from waggle.local.metastore import LocalMetastore
 
 Call = Callable[[Any], Any]
 
@@ -97,7 +73,7 @@ def main() -> int:
         seed(host, int(port), args.partitions, warehouse)
         ports = {}
         for name, version in (("down", "2.3.10"), ("up", "4.0.1")):
-            proc, ports[name] = start_waggle(workdir / f"waggle-{name}", uri, version)
+            proc, ports[name] = start_waggle(workdir / f"waggle-{name}", uri, prefixed=False, hive_version=version)
             stack.callback(proc.wait, 30)
             stack.callback(proc.terminate)
         direct = stack.enter_context(hms_client(host, int(port), timeout=600))

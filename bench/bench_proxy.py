@@ -65,11 +65,14 @@ def seed(host: str, port: int, partitions: int, warehouse: Path) -> None:
         ensure_partitioned_table(c, DB, "parts", f"file://{warehouse}/{DB}.db/parts", partitions=partitions)
 
 
-def start_waggle(workdir: Path, uri: str, prefixed: bool) -> tuple[subprocess.Popen[bytes], int]:
+def start_waggle(workdir: Path, uri: str, prefixed: bool, hive_version: str | None = None
+                 ) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     server = f"port: {port}\nbind-address: 127.0.0.1\n"
     federation = f"primary-meta-store:\n  name: primary\n  remote-meta-store-uris: {uri}\n"
+    if hive_version:
+        federation += f"  hive-version: {hive_version}\n"
     if prefixed:
         # the same metastore is the primary (empty prefix) and a federated member behind "bench_"
         server += "database-resolution: PREFIXED\n"

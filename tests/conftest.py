@@ -60,6 +60,20 @@ def hive2_client(port: int, timeout: float = 30.0, framed: bool = False) -> Iter
         transport.close()
 
 
+def encode_call(name: str, args: Any, seqid: int = 1, mtype: int | None = None) -> bytes:
+    """A message exactly as a Thrift peer puts it on the wire (unframed, strict binary); a call by default."""
+    from thrift.protocol.TBinaryProtocol import TBinaryProtocol
+    from thrift.Thrift import TMessageType
+    from thrift.transport.TTransport import TMemoryBuffer
+
+    buf = TMemoryBuffer()
+    proto = TBinaryProtocol(buf)
+    proto.writeMessageBegin(name, TMessageType.CALL if mtype is None else mtype, seqid)
+    args.write(proto)
+    proto.writeMessageEnd()
+    return buf.getvalue()
+
+
 # -- waggle as a subprocess through the real CLI ------------------------------------------------------
 class WaggleProcess:
     def __init__(self, workdir: Path, federation_yaml: str, server_yaml: str = "") -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from conftest import WaggleProcess, federation_yaml, hive2_client
+from conftest import WaggleProcess, encode_call, federation_yaml, hive2_client
 from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore as T
 from hmsclient.genthrift.hive_metastore import ttypes
 from thrift.protocol.TBinaryProtocol import TBinaryProtocol
@@ -45,16 +45,6 @@ CLOSE_WITHIN = 5.0  # seconds a misbehaving client may stay connected once waggl
 
 
 # -- encoding ---------------------------------------------------------------------------------------------
-def encode_call(name: str, args: Any, seqid: int = 1, mtype: int = TMessageType.CALL) -> bytes:
-    """A call exactly as a Thrift client puts it on the wire (unframed, strict binary)."""
-    buf = TMemoryBuffer()
-    proto = TBinaryProtocol(buf)
-    proto.writeMessageBegin(name, mtype, seqid)
-    args.write(proto)
-    proto.writeMessageEnd()
-    return buf.getvalue()
-
-
 def call_header(name: str, seqid: int = 1, mtype: int = TMessageType.CALL) -> bytes:
     encoded = name.encode()
     return struct.pack("!Ii", STRICT_VERSION | mtype, len(encoded)) + encoded + struct.pack("!i", seqid)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conftest import encode_call
+from thrift.Thrift import TMessageType
 
 from waggle.config.loader import ConfigError, load
 from waggle.hms.bridges import (
@@ -165,16 +167,8 @@ def test_all_table_constraints_on_hive2_has_only_keys() -> None:
     assert (fk_request.foreign_db_name, fk_request.foreign_tbl_name) == ("d", "t")
 
 
-def _encoded(name: str, result: Any, mtype: int = 2, seqid: int = 9) -> bytes:
-    from thrift.protocol.TBinaryProtocol import TBinaryProtocol
-    from thrift.transport.TTransport import TMemoryBuffer
-
-    buf = TMemoryBuffer()
-    proto = TBinaryProtocol(buf)
-    proto.writeMessageBegin(name, mtype, seqid)
-    result.write(proto)
-    proto.writeMessageEnd()
-    return buf.getvalue()
+def _encoded(name: str, result: Any) -> bytes:
+    return encode_call(name, result, seqid=9, mtype=TMessageType.REPLY)
 
 
 def _decoded(raw: bytes, cls: type) -> tuple[str, int, Any]:

@@ -194,11 +194,10 @@ class ClientConnection:
                 log.debug("call", method=name, member=pool.name, outcome="member_down")
             return None
         result_class = io.result if io is not None else None
-        filters = decision is not None and pool.config.mapped_tables is not None
-        fill = fill if fill is not None and result_class is not None and compat.carries_catalog(result_class) \
-            else None
-        rewrite_reply = result_class is not None and (
-            (not naming.identity and _REWRITER.touches(result_class)) or filters or fill is not None)
+        if result_class is not None:
+            fill, rewrite_reply = _reply_changes(result_class, pool, naming, decision, fill)
+        else:
+            fill, rewrite_reply = None, False
         try:
             reply = self._forward(pool, header, io, args, raw, stream=not rewrite_reply)
         except UpstreamError as exc:
@@ -290,9 +289,8 @@ class ClientConnection:
                                                          f"{result.message}")
             return wrap.result(name, result)
         wrapped = Reply(Header(name, TMessageType.REPLY, header.seqid), raw, 0, 0)
-        fill = fill if fill is not None and compat.carries_catalog(io.result) else None
-        if (not naming.identity and _REWRITER.touches(io.result)) or pool.config.mapped_tables is not None or \
-                fill is not None:
+        fill, rewrite = _reply_changes(io.result, pool, naming, decision, fill)
+        if rewrite:
             self._rewrite_reply(wrapped, io.result, pool, naming, decision, fill)
         else:
             self.wire.send_raw(raw)
@@ -445,6 +443,14 @@ def _outcome(reply: Reply | None, io: MethodIO | None) -> str:
 
 
 
+def _reply_changes(result_class: type, pool: UpstreamPool, naming: Naming, decision: Decision | None,
+                   fill: str | None) -> tuple[str | None, bool]:
+    """(the catalog to fill in, if this result can hold one; whether the reply must be changed at all)."""
+    fill = fill if fill is not None and compat.carries_catalog(result_class) else None
+    filters = decision is not None and pool.config.mapped_tables is not None
+    return fill, (not naming.identity and _REWRITER.touches(result_class)) or filters or fill is not None
+
+
 def _to_client(naming: Naming, decision: Decision) -> Callable[[str], str]:
     requested = decision.requested
     shown: dict[str, str] = {}  # one name, thousands of fields: resolve it once per reply
@@ -464,9 +470,6 @@ def _unknown_method(reply: Reply, io: MethodIO, pool: UpstreamPool) -> bool:
     return compat.is_unknown_method(error)
 
 
-_CATALOG_ATTRS = ("catName", "catalogName")
-
-
 def _catalog_named(names: list[str], args: Any) -> str | None:
     """The catalog a call names: in an ``@cat#db`` string, or in a request struct's ``catName``."""
     for name in names:
@@ -477,7 +480,7 @@ def _catalog_named(names: list[str], args: Any) -> str | None:
     for entry in args.thrift_spec or ():
         if entry and entry[1] == TType.STRUCT:
             inner = getattr(args, entry[2], None)
-            for attr in _CATALOG_ATTRS:
+            for attr in compat.CATALOG_ATTRS:
                 value = getattr(inner, attr, None)
                 if isinstance(value, str) and value:
                     return value

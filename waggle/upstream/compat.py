@@ -170,7 +170,8 @@ def wrap_reply(raw: bytes, older: str, method: str, field: int) -> bytes | None:
 
 
 # -- catalog names in replies ------------------------------------------------------------------------------
-_CATALOG_ATTRS = ("catName", "catalogName")
+#: the struct fields that carry a catalog name
+CATALOG_ATTRS = ("catName", "catalogName")
 _plans: dict[type, tuple[tuple[str, ...], tuple[tuple[str, int, Any], ...]] | None] = {}
 
 
@@ -184,7 +185,7 @@ def _plan(cls: type) -> tuple[tuple[str, ...], tuple[tuple[str, int, Any], ...]]
         if not entry:
             continue
         _, ttype, attr, type_args, _ = entry
-        if ttype == TType.STRING and attr in _CATALOG_ATTRS:
+        if ttype == TType.STRING and attr in CATALOG_ATTRS:
             own.append(attr)
         elif ttype == TType.STRUCT and _plan(type_args[0]) is not None:
             children.append((attr, TType.STRUCT, type_args[0]))
