@@ -69,7 +69,7 @@ def start_waggle(workdir: Path, uri: str, prefixed: bool, hive_version: str | No
                  ) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
-    server = f"port: {port}\nbind-address: 127.0.0.1\n"
+    server = f"port: {port}\nbind-address: 127.0.0.1\nendpoint.port: {free_port()}\n"
     federation = f"primary-meta-store:\n  name: primary\n  remote-meta-store-uris: {uri}\n"
     if hive_version:
         federation += f"  hive-version: {hive_version}\n"

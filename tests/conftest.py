@@ -82,9 +82,11 @@ class WaggleProcess:
         workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = workdir
         self.port = free_port()
+        self.http_port = free_port()
         self.server_file = workdir / "server.yml"
         self.federation_file = workdir / "federation.yml"
-        self.server_file.write_text(f"port: {self.port}\nbind-address: 127.0.0.1\n{server_yaml}")
+        self.server_file.write_text(f"port: {self.port}\nbind-address: 127.0.0.1\nendpoint:\n  port: {self.http_port}\n"
+                                    f"{server_yaml}")
         self.federation_file.write_text(federation_yaml)
         self.log_path = workdir / "waggle.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -132,6 +134,13 @@ class WaggleProcess:
 
     def client(self, timeout: float = 30.0) -> Any:
         return hive2_client(self.port, timeout)
+
+    def http(self, path: str) -> str:
+        """GET a path of waggle's HTTP endpoint (``/healthz``, ``/metrics``)."""
+        from urllib.request import urlopen
+
+        with urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=10) as response:
+            return str(response.read().decode())
 
 
 def federation_yaml(primary_uri: str, extra: str = "", access: str = "READ_AND_WRITE_AND_CREATE") -> str:

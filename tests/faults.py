@@ -65,7 +65,7 @@ class HangUp(_Listener):
 
 
 class SlowLink(_Listener):
-    """A TCP relay to a real server that holds every reply back for ``delay`` seconds."""
+    """A TCP relay to a real server that holds every reply back for ``delay`` seconds (changeable at any time)."""
 
     def __init__(self, target_port: int, delay: float) -> None:
         self.target_port = target_port
@@ -75,14 +75,14 @@ class SlowLink(_Listener):
     def handle(self, conn: socket.socket) -> None:
         upstream = socket.create_connection(("127.0.0.1", self.target_port))
 
-        def pump(src: socket.socket, dst: socket.socket, delay: float) -> None:
+        def pump(src: socket.socket, dst: socket.socket, replies: bool) -> None:
             try:
                 while True:
                     data = src.recv(65536)
                     if not data:
                         break
-                    if delay:
-                        time.sleep(delay)
+                    if replies and self.delay:
+                        time.sleep(self.delay)
                     dst.sendall(data)
             except OSError:
                 pass
@@ -93,8 +93,8 @@ class SlowLink(_Listener):
                     except OSError:
                         pass
 
-        threading.Thread(target=pump, args=(conn, upstream, 0.0), daemon=True).start()
-        pump(upstream, conn, self.delay)
+        threading.Thread(target=pump, args=(conn, upstream, False), daemon=True).start()
+        pump(upstream, conn, True)
 
 
 class TruncatedReply(_Listener):

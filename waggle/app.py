@@ -41,7 +41,8 @@ def serve(server_file: str | None, federation_file: str) -> int:
     try:
         server = start(config)
     except OSError as exc:
-        log.error("server.cannot_listen", port=config.server.port, error=str(exc))
+        log.error("server.cannot_listen", port=config.server.port, http_port=config.server.endpoint_port,
+                  error=str(exc))
         return 1
     log.info("federation.loaded", primary=config.federation.primary.name,
              members=[m.name for m in config.federation.members],

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from waggle.config.model import WaggleConfig
 
 
 def _config_args(p: argparse.ArgumentParser) -> None:
@@ -42,9 +46,21 @@ def _check(args: argparse.Namespace) -> int:
     for warning in config.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     fed = config.federation
+    problems = _tunnel_problems(config)
+    for problem in problems:
+        print(f"error: {args.federation_config}: {problem}", file=sys.stderr)
+    if problems:
+        return 2
     print(f"ok: {len(fed.members)} metastore(s), primary '{fed.primary.name}', "
           f"{config.server.database_resolution.value} resolution, port {config.server.port}")
     return 0
+
+
+def _tunnel_problems(config: WaggleConfig) -> list[str]:
+    """The key and known-hosts files of every tunnel: present, readable and usable (nothing is connected)."""
+    from waggle.tunnel.spec import check_files, spec_for
+
+    return [p for m in config.federation.members if m.tunnel is not None for p in check_files(spec_for(m))]
 
 
 def main(argv: list[str] | None = None) -> int:

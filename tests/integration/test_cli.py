@@ -117,3 +117,16 @@ def test_only_the_entry_point_monkey_patches():
     code = "import waggle.cli, waggle.app, gevent.monkey; print(gevent.monkey.is_module_patched('socket'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_check_validates_tunnel_files_naming_file_and_key(tmp_path: Path):
+    key = tmp_path / "id_missing"
+    fed = tmp_path / "fed.yml"
+    fed.write_text(federation_yaml("thrift://127.0.0.1:9083", "federated-meta-stores:\n- name: far\n"
+                                   "  remote-meta-store-uris: thrift://10.0.0.1:9083\n  metastore-tunnel:\n"
+                                   f"    route: ec2-user@bastion\n    private-keys: {key}\n"
+                                   f"    known-hosts: {tmp_path / 'known_hosts'}\n"))
+    out = run("check", "--federation-config", str(fed))
+    assert out.returncode == 2, out
+    assert f"error: {fed}: metastore 'far': metastore-tunnel.private-keys: '{key}' cannot be read" in out.stderr
+    assert "metastore-tunnel.known-hosts:" in out.stderr and "ok:" not in out.stdout

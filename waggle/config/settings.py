@@ -121,7 +121,22 @@ METASTORE_SETTINGS: tuple[Setting, ...] = (
     Setting("mapped-tables", "null (all)", "Per database, `{database: db, mapped-tables: [regex, ...]}`."),
     Setting("database-name-mapping", "{}", "`{name-in-metastore: alias}`; both names are served."),
     Setting("latency", "0", "Extra milliseconds this metastore may take, added to its timeouts."),
-    Setting("metastore-tunnel", "none", "SSH tunnel: `route`, `private-keys`, `known-hosts`, `port`, ..."),
+    Setting("metastore-tunnel", "none", "Reach this metastore through SSH; the keys below. One tunnel per "
+            "metastore, shared by all clients, run in a helper process and rebuilt when it breaks."),
+    Setting("metastore-tunnel.route", "(required)",
+            "Hops `user@host -> user@host -> ...`; `user@` defaults to the OS user running waggle. The last hop "
+            "opens the connection to the `remote-meta-store-uris` hosts (tried in order)."),
+    Setting("metastore-tunnel.private-keys", "(required)",
+            "Comma-separated private key files, tried on every hop. Keys with a passphrase are not supported."),
+    Setting("metastore-tunnel.known-hosts", "`~/.ssh/known_hosts`",
+            "OpenSSH known_hosts file; a hop on a port other than 22 is looked up as `[host]:port`."),
+    Setting("metastore-tunnel.port", "22", "SSH port of every hop."),
+    Setting("metastore-tunnel.localhost", "localhost", "Address the tunnel's local forwarded port listens on."),
+    Setting("metastore-tunnel.timeout", "60000",
+            "Milliseconds per hop to connect, handshake, authenticate and open a channel; `0` means no limit."),
+    Setting("metastore-tunnel.strict-host-key-checking", "yes",
+            "`yes`: a hop whose host key is missing from `known-hosts` or differs is refused. `no`: accepted, "
+            "with a warning in the log. YAML booleans are accepted too."),
     Setting(
         "configuration-properties", "{}",
         "Hive client properties: `hive.metastore.client.socket.timeout` sets the read timeout, "

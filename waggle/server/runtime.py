@@ -22,6 +22,7 @@ from waggle.upstream.client import UpstreamError
 from waggle.upstream.deadlines import Deadlines
 from waggle.upstream.health import Health
 from waggle.upstream.pool import UpstreamPool
+from waggle.upstream.tunnel import Tunnel
 
 log = get_logger("waggle.federation")
 
@@ -41,11 +42,13 @@ class Routes:
 class Runtime:
     def __init__(self, config: WaggleConfig) -> None:
         self.deadlines = Deadlines()
-        pools = {m.name: UpstreamPool(m, config.server.upstream_limits, self.deadlines)
+        #: one SSH tunnel per tunnelled metastore, shared by its pool and its health checks
+        self.tunnels = {m.name: Tunnel(m) for m in config.federation.members if m.tunnel is not None}
+        pools = {m.name: UpstreamPool(m, config.server.upstream_limits, self.deadlines, self.tunnels.get(m.name))
                  for m in config.federation.members}
         self.routes = Routes(config, pools)
         self.health = Health(config.federation.members, config.server, config.server.upstream_limits,
-                             self.deadlines)
+                             self.deadlines, self.tunnels)
         self.draining = False
         #: One debug line per call is built only when it will be written.
         self.log_calls = config.server.log_level == "debug"
@@ -120,7 +123,9 @@ class Runtime:
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Background work: health checks, and in MANUAL mode the first database map (before serving)."""
+        """Background work: tunnels, health checks, and in MANUAL mode the first database map (before serving)."""
+        for tunnel in self.tunnels.values():
+            tunnel.start()
         self.health.start()
         if self.manual:
             self.refresh_databases()
@@ -132,4 +137,6 @@ class Runtime:
         self.health.close()
         for pool in self.routes.pools.values():
             pool.close()
+        for tunnel in self.tunnels.values():
+            tunnel.close()
         self.deadlines.close()

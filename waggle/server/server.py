@@ -12,6 +12,7 @@ import gevent.monkey
 from gevent.pool import Pool
 from gevent.server import StreamServer
 
+from waggle.ops.http import HttpEndpoint
 from waggle.ops.logging import get_logger
 from waggle.server.connection import ClientConnection
 from waggle.server.runtime import Runtime
@@ -28,6 +29,7 @@ class WaggleServer:
                                     backlog=1024)
         self._connections: dict[gevent.Greenlet, ClientConnection] = {}
         self._stopped = gevent.event.Event()
+        self.http = HttpEndpoint(runtime, server.bind_address, server.endpoint_port)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -35,10 +37,15 @@ class WaggleServer:
 
     def start(self) -> None:
         self._server.start()
+        try:
+            self.http.start()
+        except OSError:
+            self._server.close()
+            raise
         log.info("server.listening", address=f"{self.address[0]}:{self.address[1]}",
                  wire=self.runtime.config.server.wire.describe(),
                  max_connections=self.runtime.config.server.max_connections,
-                 gevent_patched=gevent.monkey.is_module_patched("socket"))
+                 gevent_patched=gevent.monkey.is_module_patched("socket"), http_port=self.http.port)
 
     def _handle(self, sock: socket.socket, peer: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -71,6 +78,7 @@ class WaggleServer:
         if self._connections:
             log.warning("server.grace_expired", abandoned=len(self._connections))
             gevent.killall(list(self._connections), timeout=1)
+        self.http.stop()
         self.runtime.close()
         log.info("server.stopped")
         self._stopped.set()

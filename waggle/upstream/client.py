@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gevent import monkey
 from thrift.Thrift import TApplicationException, TMessageType
@@ -13,6 +13,9 @@ from thrift.Thrift import TApplicationException, TMessageType
 from waggle.config.model import HostPort, Limits, MetastoreConfig
 from waggle.upstream.deadlines import Deadlines, shutdown_socket
 from waggle.wire import Header, PeerClosed, Wire, WireError, decode_message
+
+if TYPE_CHECKING:
+    from waggle.upstream.tunnel import Tunnel
 
 # The unpatched poll: a zero-timeout readiness check needs no trip through the gevent hub.
 _poll = monkey.get_original("select", "poll")
@@ -49,7 +52,7 @@ class UpstreamConnection:
     """A connected socket to one metastore, used by one call at a time (the pool guarantees it)."""
 
     __slots__ = ("_deadlines", "_poller", "_read_timeout", "address", "broken", "deadline", "identity", "member",
-                 "timed_out", "wire")
+                 "timed_out", "tunnel", "tunnel_port", "wire")
 
     def __init__(self, member: str, address: HostPort, sock: socket.socket, config: MetastoreConfig,
                  limits: Limits, deadlines: Deadlines) -> None:
@@ -60,6 +63,9 @@ class UpstreamConnection:
         self.broken = False
         self.timed_out = False
         self.deadline = 0.0
+        #: the SSH tunnel this connection goes through, and its port on the tunnel's side (to ask why it broke)
+        self.tunnel: Tunnel | None = None
+        self.tunnel_port = 0
         self._deadlines = deadlines
         self._read_timeout = (config.read_timeout_ms + config.latency_ms) / 1000.0
         sock.settimeout(None)  # the read timeout is enforced by ``deadlines``
@@ -92,12 +98,18 @@ class UpstreamConnection:
             raw_reply = wire.read_end()
         except (TimeoutError, PeerClosed, WireError, OSError) as exc:
             self.broken = True
+            lost = None
+            if self.tunnel is not None and not self.timed_out and isinstance(exc, (PeerClosed, OSError)):
+                lost = self.tunnel.explain(self.tunnel_port)  # the tunnel broke (naming the hop), or None
             if wire.streamed:
-                raise UpstreamError(self.member, f"failed in the middle of a streamed reply ({self.address}): "
-                                    f"{exc}", partial_reply_sent=True) from exc
+                what = f"lost its SSH tunnel: {lost}" if lost else f"failed ({self.address}): {exc}"
+                raise UpstreamError(self.member, f"{what}, in the middle of a streamed reply",
+                                    partial_reply_sent=True) from exc
             if self.timed_out:
                 raise UpstreamError(
                     self.member, f"did not answer within {read_timeout:g}s ({self.address})") from exc
+            if lost is not None:
+                raise UpstreamError(self.member, f"lost its SSH tunnel mid-call: {lost}") from exc
             if isinstance(exc, PeerClosed):
                 raise UpstreamError(self.member, f"closed the connection ({self.address})") from exc
             if isinstance(exc, WireError):
@@ -165,9 +177,20 @@ class UpstreamConnection:
 
 
 def connect(config: MetastoreConfig, limits: Limits, deadlines: Deadlines,
-            addresses: tuple[HostPort, ...] | None = None) -> UpstreamConnection:
-    """Connect to the first of the metastore's URIs that accepts, in order."""
+            addresses: tuple[HostPort, ...] | None = None, tunnel: Tunnel | None = None) -> UpstreamConnection:
+    """Connect to the first of the metastore's URIs that accepts, in order (through ``tunnel``, if given)."""
     timeout = (config.connect_timeout_ms + config.latency_ms) / 1000.0
+    if tunnel is not None:
+        from waggle.upstream.tunnel import TunnelUnavailable
+
+        try:
+            sock, address = tunnel.open(tunnel.open_timeout(timeout))
+        except TunnelUnavailable as exc:
+            raise UpstreamError(config.name, str(exc)) from None
+        _tune(sock)
+        conn = UpstreamConnection(config.name, address, sock, config, limits, deadlines)
+        conn.tunnel, conn.tunnel_port = tunnel, sock.getsockname()[1]
+        return conn
     errors = []
     for address in addresses or config.uris:
         started = time.monotonic()

@@ -17,9 +17,11 @@ import gevent.event
 
 from waggle.config.model import Limits, MetastoreConfig, ServerConfig
 from waggle.hms.gen.fb303 import FacebookService
+from waggle.ops import metrics
 from waggle.ops.logging import get_logger
 from waggle.upstream.client import UpstreamError, connect
 from waggle.upstream.deadlines import Deadlines
+from waggle.upstream.tunnel import Tunnel
 
 log = get_logger("waggle.health")
 
@@ -37,10 +39,14 @@ class MemberStatus:
 
 class Health:
     def __init__(self, members: tuple[MetastoreConfig, ...], server: ServerConfig, limits: Limits,
-                 deadlines: Deadlines) -> None:
+                 deadlines: Deadlines, tunnels: dict[str, Tunnel] | None = None) -> None:
         now = time.time()
+        #: a tunnelled member is checked through its tunnel, which rebuilds a broken tunnel
+        self.tunnels = tunnels or {}
         self.members = {m.name: m for m in members}
         self.status = {m.name: MemberStatus(m.name, since=now) for m in members}
+        for m in members:
+            metrics.METASTORE_UP.labels(m.name).set(1)
         self.server = server
         self.limits = limits
         self.deadlines = deadlines
@@ -69,7 +75,7 @@ class Health:
         st = self.status[name]
         st.checks += 1
         try:
-            conn = connect(member, self.limits, self.deadlines)
+            conn = connect(member, self.limits, self.deadlines, tunnel=self.tunnels.get(name))
             try:
                 conn.invoke("getStatus", FacebookService.getStatus_args(), FacebookService.getStatus_result,
                             timeout=timeout)
@@ -89,6 +95,7 @@ class Health:
             return
         st.up, st.reason, st.since = up, reason, time.time()
         st.transitions += 1
+        metrics.METASTORE_UP.labels(st.name).set(1 if up else 0)
         if up:
             log.warning("metastore.up", member=st.name)
         else:

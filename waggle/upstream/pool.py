@@ -8,7 +8,7 @@ calls always travel on a connection that carries the client's own identity.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from waggle.config.model import Limits, MetastoreConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
@@ -16,13 +16,19 @@ from waggle.upstream.client import Identity, UpstreamConnection, UpstreamError, 
 from waggle.upstream.compat import Capabilities
 from waggle.upstream.deadlines import Deadlines
 
+if TYPE_CHECKING:
+    from waggle.upstream.tunnel import Tunnel
+
 
 class UpstreamPool:
     #: Identities whose ``set_ugi`` answer is remembered (least recently used ones are forgotten).
     MAX_IDENTITIES = 1024
 
-    def __init__(self, config: MetastoreConfig, limits: Limits, deadlines: Deadlines) -> None:
+    def __init__(self, config: MetastoreConfig, limits: Limits, deadlines: Deadlines,
+                 tunnel: Tunnel | None = None) -> None:
         self.config = config
+        #: the metastore's SSH tunnel, shared by every connection of this pool
+        self.tunnel = tunnel
         self.limits = limits
         self.deadlines = deadlines
         self._idle: dict[Identity | None, deque[UpstreamConnection]] = {}
@@ -39,7 +45,7 @@ class UpstreamPool:
         return self.config.name
 
     def _open(self, identity: Identity | None) -> UpstreamConnection:
-        conn = connect(self.config, self.limits, self.deadlines)
+        conn = connect(self.config, self.limits, self.deadlines, tunnel=self.tunnel)
         self.opened += 1
         if identity is not None:
             try:

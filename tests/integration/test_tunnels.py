@@ -1,0 +1,302 @@
+"""SSH tunnels through real OpenSSH sshd hops on loopback (127.0.0.2, 127.0.0.3, ...).
+
+The federation here: the primary direct; ``tun`` (prefix ``tun_``) is the analytics metastore reached through two
+hops; ``ops`` direct; ``badhost`` is ops behind a hop whose known_hosts entry is wrong; ``badkey`` is ops behind a
+hop that does not accept its key.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import re
+import statistics
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, WaggleProcess, federation_yaml, hive2_client, java_available, require
+from faults import SlowLink
+from sshd import Sshd, free_port_on, keygen, sshd_available, write_known_hosts
+
+pytestmark = pytest.mark.integration
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class Hops:
+    work: Path
+    key: Path  # accepted by every hop
+    wrong_key: Path  # accepted by none
+    port: int
+    servers: list[Sshd]
+    known_hosts: Path
+    wrong_known_hosts: Path  # hop 1's entry is another host's key
+
+    def route(self, *servers: Sshd, user: bool = True) -> str:
+        me = getpass.getuser()
+        return " -> ".join(f"{me}@{s.address}" if user or i == 0 else s.address for i, s in enumerate(servers))
+
+
+def start_hops(work: Path, addresses: tuple[str, ...]) -> Hops:
+    require(sshd_available(), "OpenSSH sshd is needed for the tunnel tests (scripts/setup.sh --test installs it)")
+    work.mkdir(parents=True, exist_ok=True)
+    key = keygen(work / "id_waggle")
+    wrong = keygen(work / "id_wrong")
+    port = free_port_on(*addresses)
+    servers = [Sshd(work / f"hop{i + 1}", addr, port, [key]).start() for i, addr in enumerate(addresses)]
+    known = write_known_hosts(work / "known_hosts", *servers)
+    impostor = keygen(work / "impostor_host_key")
+    kind, blob = Path(f"{impostor}.pub").read_text().split()[:2]
+    lines = known.read_text().splitlines()
+    lines[0] = f"{lines[0].split()[0]} {kind} {blob}"
+    wrong_known = work / "known_hosts_wrong"
+    wrong_known.write_text("\n".join(lines) + "\n")
+    return Hops(work, key, wrong, port, servers, known, wrong_known)
+
+
+def tunnel_yaml(name: str, uri: str, hops: Hops, servers: list[Sshd], keys: str, known: Path,
+                extra: str = "") -> str:
+    return textwrap.dedent(f"""\
+        - name: {name}
+          remote-meta-store-uris: {uri}
+          database-prefix: {name}_
+          metastore-tunnel:
+            route: {hops.route(*servers, user=False)}
+            private-keys: {keys}
+            known-hosts: {known}
+            port: {hops.port}
+            strict-host-key-checking: yes
+            timeout: 10000
+        """) + extra
+
+
+@pytest.fixture(scope="module")
+def hops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hops]:
+    h = start_hops(tmp_path_factory.mktemp("ssh"), ("127.0.0.2", "127.0.0.3"))
+    yield h
+    for s in h.servers:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def tunnelled(primary: Any, analytics: Any, ops: Any, federation_data: dict[str, Any], hops: Hops,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[WaggleProcess]:
+    both = hops.servers
+    members = "federated-meta-stores:\n" + "".join([
+        tunnel_yaml("tun", analytics.uri, hops, both, f"{hops.wrong_key}, {hops.key}", hops.known_hosts),
+        f"- name: ops\n  remote-meta-store-uris: {ops.uri}\n  database-prefix: ops_\n",
+        tunnel_yaml("badhost", ops.uri, hops, both, str(hops.key), hops.wrong_known_hosts),
+        tunnel_yaml("badkey", ops.uri, hops, both[:1], str(hops.wrong_key), hops.known_hosts),
+    ])
+    proc = WaggleProcess(tmp_path_factory.mktemp("waggle-tunnels"), federation_yaml(primary.uri, members),
+                         "database-resolution: PREFIXED\n").start()
+    yield proc
+    proc.stop()
+
+
+def log_events(proc: WaggleProcess, event: str) -> list[dict[str, Any]]:
+    return [e for e in map(json.loads, (line for line in proc.log().splitlines() if line.startswith("{")))
+            if e.get("event") == event]
+
+
+def metric(proc: WaggleProcess, name: str, member: str) -> float:
+    m = re.search(rf'^{name}{{metastore="{member}"}} (\S+)$', proc.http("/metrics"), re.M)
+    assert m, f"{name} for {member} not in /metrics"
+    return float(m.group(1))
+
+
+# -- through two hops -------------------------------------------------------------------------------------------
+def test_prefixed_member_through_two_hops(tunnelled: WaggleProcess, hops: Hops, analytics: Any) -> None:
+    h1, h2 = hops.servers
+    with hive2_client(tunnelled.port) as c:
+        assert {"tun_sales", "tun_web", "ops_telemetry", "default"} <= set(c.get_all_databases())
+        table = c.get_table("tun_sales", "orders")
+        assert table.dbName == "tun_sales" and table.tableName == "orders"
+        assert [p.values for p in c.get_partitions("tun_sales", "daily", -1)]
+        assert c.get_table("ops_telemetry", "events").dbName == "ops_telemetry"
+    for _ in range(3):  # more client connections: still the same tunnel
+        with hive2_client(tunnelled.port) as c:
+            assert c.get_database("tun_web").name == "tun_web"
+    # sshd's debug logs show the traffic crossing: hop 1 forwarded to hop 2, hop 2 to the metastore
+    assert any(f"target {h2.address} port {hops.port}" in line for line in h1.forwards()), h1.forwards()
+    assert any(f"target 127.0.0.1 port {analytics.port}" in line for line in h2.forwards()), h2.forwards()
+    # one shared tunnel: one SSH session per hop for the member, however many client connections came
+    for server in (h1, h2):
+        accepted = [line for line in server.log().splitlines() if "Accepted publickey" in line]
+        assert len(accepted) == 1, accepted
+    assert len([e for e in log_events(tunnelled, "tunnel.up") if e["member"] == "tun"]) == 1
+    health = json.loads(tunnelled.http("/healthz"))["metastores"]
+    assert health["tun"]["up"] and health["tun"]["tunnel"]["state"] == "up"
+    assert health["tun"]["tunnel"]["route"].startswith(f"{getpass.getuser()}@127.0.0.2:{hops.port} -> ")
+    assert metric(tunnelled, "waggle_tunnel_up", "tun") == 1
+    assert metric(tunnelled, "waggle_tunnel_reconnects_total", "tun") == 0
+
+
+def test_many_concurrent_clients_through_the_tunnel_while_the_primary_stays_fast(
+        tunnelled: WaggleProcess, primary: Any) -> None:
+    """Clients in another process hammer the tunnelled member while this one times the primary."""
+    load = textwrap.dedent(f"""\
+        import sys, threading, time, json
+        sys.path.insert(0, {str(ROOT / 'tests')!r})
+        from conftest import hive2_client
+        calls, errors = [0], []
+        def run():
+            try:
+                with hive2_client({tunnelled.port}) as c:
+                    end = time.monotonic() + 6
+                    while time.monotonic() < end:
+                        assert c.get_table("tun_sales", "orders").tableName == "orders"
+                        assert len(c.get_partitions("tun_sales", "daily", -1)) == 5
+                        calls[0] += 1
+            except Exception as exc:
+                errors.append(repr(exc))
+        threads = [threading.Thread(target=run) for _ in range(24)]
+        [t.start() for t in threads]; [t.join() for t in threads]
+        print(json.dumps({{"calls": calls[0], "errors": errors}}))
+        """)
+    with hive2_client(tunnelled.port) as c:
+        baseline = []
+        for _ in range(100):
+            t0 = time.perf_counter()
+            c.get_database("default")
+            baseline.append(time.perf_counter() - t0)
+        loader = subprocess.Popen([sys.executable, "-c", load], stdout=subprocess.PIPE, text=True)
+        time.sleep(1.0)  # the load is running
+        loaded = []
+        while loader.poll() is None and len(loaded) < 3000:
+            t0 = time.perf_counter()
+            c.get_database("default")
+            loaded.append(time.perf_counter() - t0)
+            time.sleep(0.002)
+        out, _ = loader.communicate(timeout=60)
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["errors"] == [] and result["calls"] > 100, result
+    p50, p50_base = statistics.median(loaded), statistics.median(baseline)
+    worst = max(loaded)
+    print(f"primary get_database p50 {1000 * p50_base:.2f} ms idle, {1000 * p50:.2f} ms while 24 clients used the "
+          f"tunnel ({result['calls']} calls); worst {1000 * worst:.1f} ms")
+    assert p50 < max(10 * p50_base, 0.025), (p50, p50_base)
+    assert worst < 1.0, worst  # never stalled behind the tunnel
+
+
+# -- refusals: only the member concerned is unavailable -----------------------------------------------------------
+def test_wrong_known_hosts_entry_leaves_only_that_member_unavailable(tunnelled: WaggleProcess) -> None:
+    from hmsclient.genthrift.hive_metastore.ttypes import MetaException
+
+    with hive2_client(tunnelled.port) as c:
+        with pytest.raises(MetaException) as err:
+            c.get_database("badhost_telemetry")
+        message = err.value.message
+        assert "badhost" in message and "host key did not match" in message and "127.0.0.2" in message, message
+        # everyone else is served
+        assert c.get_database("tun_sales").name == "tun_sales"
+        assert c.get_database("ops_telemetry").name == "ops_telemetry"
+        assert c.get_database("default").name == "default"
+        names = set(c.get_all_databases())
+        assert "tun_sales" in names and "ops_telemetry" in names and not any(n.startswith("bad") for n in names)
+    down = [e for e in log_events(tunnelled, "tunnel.down") if e["member"] == "badhost"]
+    assert down and "host key did not match" in down[0]["error"] and "127.0.0.2" in down[0]["error"], down
+    assert metric(tunnelled, "waggle_tunnel_up", "badhost") == 0
+    health = json.loads(tunnelled.http("/healthz"))["metastores"]["badhost"]["tunnel"]
+    assert health["state"] == "down" and health["hop"].startswith("hop 1 ("), health
+
+
+def test_wrong_key_names_the_hop_and_never_logs_the_key(tunnelled: WaggleProcess, hops: Hops) -> None:
+    from hmsclient.genthrift.hive_metastore.ttypes import MetaException
+
+    with hive2_client(tunnelled.port) as c, pytest.raises(MetaException) as err:
+        c.get_database("badkey_telemetry")
+    message = err.value.message
+    assert "badkey" in message and f"hop 1 ({getpass.getuser()}@127.0.0.2:{hops.port})" in message, message
+    assert "authentication failed" in message and str(hops.wrong_key) in message, message
+    log = tunnelled.log()
+    for key in (hops.key, hops.wrong_key):
+        secret = "".join(key.read_text().splitlines()[1:-1])
+        assert secret[:40] not in log.replace("\\n", "")
+        for line in key.read_text().splitlines()[1:-1]:
+            assert line not in log
+
+
+# -- a hop dies mid-run and comes back ------------------------------------------------------------------------------
+def test_killed_hop_fails_calls_in_flight_naming_the_hop_and_waggle_recovers_by_itself(
+        primary: Any, analytics: Any, federation_data: dict[str, Any], tmp_path: Path) -> None:
+    from hmsclient.genthrift.hive_metastore.ttypes import MetaException
+
+    hops = start_hops(tmp_path / "ssh", ("127.0.0.4", "127.0.0.5"))
+    slow = SlowLink(analytics.port, 0.0)  # replies held back while .delay is set: a call stays in flight
+    proc = WaggleProcess(tmp_path / "waggle", federation_yaml(primary.uri, "federated-meta-stores:\n" + tunnel_yaml(
+        "far", f"thrift://127.0.0.1:{slow.port}", hops, hops.servers, str(hops.key), hops.known_hosts)),
+        "database-resolution: PREFIXED\ndown-member-retry: 1\n").start()
+    h1 = hops.servers[0]
+    try:
+        with hive2_client(proc.port) as c:
+            assert c.get_database("far_sales").name == "far_sales"
+            slow.delay = 3.0
+            outcome: dict[str, Any] = {}
+
+            def in_flight() -> None:
+                with hive2_client(proc.port) as c2:
+                    try:
+                        outcome["result"] = c2.get_table("far_sales", "orders")
+                    except Exception as exc:
+                        outcome["error"] = exc
+
+            t = threading.Thread(target=in_flight)
+            t.start()
+            time.sleep(1.0)
+            h1.kill()  # the bastion dies, with every SSH session through it
+            t.join(30)
+            slow.delay = 0.0
+            error = outcome.get("error")
+            assert isinstance(error, MetaException), outcome
+            assert "'far'" in error.message and f"hop 1 ({getpass.getuser()}@127.0.0.4:{hops.port})" in \
+                error.message and "SSH tunnel" in error.message, error.message
+            # while the hop is down, calls fail at once naming it; the primary is unaffected
+            with pytest.raises(MetaException) as down:
+                c.get_database("far_sales")
+            assert "far" in down.value.message and "127.0.0.4" in down.value.message, down.value.message
+            assert c.get_database("default").name == "default"
+            h1.start()
+            deadline = time.monotonic() + 30
+            while True:  # the health checker rebuilds the tunnel; no call is needed
+                health = json.loads(proc.http("/healthz"))["metastores"]["far"]
+                if health["up"] and health["tunnel"]["state"] == "up":
+                    break
+                assert time.monotonic() < deadline, health
+                time.sleep(0.2)
+            assert c.get_database("far_sales").name == "far_sales"
+            assert health["tunnel"]["reconnects"] == 1
+        assert metric(proc, "waggle_tunnel_reconnects_total", "far") == 1
+        assert [e["member"] for e in log_events(proc, "tunnel.up")] == ["far", "far"]
+    finally:
+        proc.stop()
+        slow.close()
+        for s in hops.servers:
+            s.stop()
+
+
+# -- Spark ------------------------------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_spark_reads_through_the_tunnelled_member(tunnelled: WaggleProcess, federation_data: dict[str, Any],
+                                                  tmp_path: Path) -> None:
+    require(java_available(), "Java 17 is needed for Spark")
+    run = subprocess.run(
+        [sys.executable, str(HERE / "spark_query.py"), f"thrift://127.0.0.1:{tunnelled.port}", str(tmp_path / "wh"),
+         "SELECT id, customer FROM tun_sales.orders ORDER BY id",
+         "SELECT id, customer FROM tun_sales.orders_view ORDER BY id",
+         "SHOW PARTITIONS tun_sales.daily"],
+        capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    orders, view, partitions = json.loads(next(line for line in run.stdout.splitlines()
+                                                if line.startswith("RESULT "))[7:])
+    assert orders == [["1", "alice"], ["2", "bob"], ["3", "alice"]]
+    assert view == [["2", "bob"], ["3", "alice"]]
+    assert len(partitions) == 5

@@ -1,0 +1,57 @@
+"""The tunnel helper process: ``python -m waggle.tunnel``, started by the proxy once per tunnelled metastore.
+
+Protocol, one JSON object per line:
+
+- stdin: the :class:`~waggle.tunnel.spec.TunnelSpec`. When stdin closes (the proxy exited or stopped the
+  tunnel), the helper exits.
+- stdout, events: ``listening`` (``port``), ``up`` (``hops``, ``builds``, ``ms``), ``down`` (``hop``, ``error``),
+  ``closed`` (``conn``: the proxy-side port of a forwarded connection that the tunnel side closed; ``reason``:
+  null when the metastore closed it, else the loss naming the hop) and ``host_key_unchecked`` (``hop``,
+  ``problem``, when strict checking is off).
+
+The process runs paramiko with plain threads and never imports gevent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+from typing import Any
+
+from waggle.tunnel.forward import Forwarder
+from waggle.tunnel.spec import TunnelSpec
+
+
+def main() -> int:
+    logging.getLogger("paramiko").addHandler(logging.NullHandler())
+    logging.getLogger("paramiko").propagate = False
+    line = sys.stdin.readline()
+    if not line:
+        return 0
+    spec = TunnelSpec.from_json(line)
+    out = sys.stdout
+    lock = threading.Lock()
+
+    def emit(event: dict[str, Any]) -> None:
+        with lock:
+            out.write(json.dumps(event) + "\n")
+            out.flush()
+
+    forwarder = Forwarder(spec, emit)
+    emit({"event": "listening", "port": forwarder.port})
+
+    def exit_with_parent() -> None:
+        sys.stdin.read()  # returns at EOF: the proxy is gone, or closed the tunnel
+        os._exit(0)
+
+    threading.Thread(target=exit_with_parent, name="stdin", daemon=True).start()
+    threading.Thread(target=forwarder.connect_now, name="connect", daemon=True).start()
+    forwarder.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,351 @@
+"""One tunnel: a chain of SSH transports, hop by hop, and a local port forwarded through it to the metastore.
+
+Plain threads, no gevent. The chain is shared by every forwarded connection (one SSH session per hop, one
+``direct-tcpip`` channel per connection), built when the forwarder starts and rebuilt by the first connection
+that finds it broken.
+
+A forwarded connection starts with one status line from the forwarder, before any metastore byte: ``OK`` once
+the channel to the metastore is open, or ``ERR <message>`` (the message names the hop that failed) followed by
+the close. The proxy reads that line; other clients of the port would not expect it, so the port is waggle's
+own.
+
+Everything worth reporting goes to ``emit`` as a dict (see :mod:`waggle.tunnel.__main__`): the chain coming up,
+going down (naming the hop and why), and each forwarded connection that the tunnel side closed. Key files are
+read by paramiko and only their paths are ever reported.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import paramiko
+
+from waggle.tunnel.spec import Hop, TunnelSpec
+
+Emit = Callable[[dict[str, Any]], None]
+
+#: Seconds between SSH keepalives on every hop, so that a hop that vanished without a reset is noticed.
+KEEPALIVE_SECONDS = 15
+#: Bytes per read when pumping a forwarded connection.
+CHUNK = 65536
+#: Flow-control window of each forwarded channel (paramiko's default is 2 MiB).
+WINDOW = 8 * 1024 * 1024
+
+
+class TunnelError(Exception):
+    """The tunnel could not carry a connection. ``str()`` names the hop."""
+
+    def __init__(self, where: str, message: str, hop_index: int | None = None) -> None:
+        super().__init__(f"{where}: {message}")
+        self.where = where
+        self.hop_index = hop_index
+
+
+class Chain:
+    """Connected, authenticated transports: ``transports[i]`` is hop ``i``, carried by hop ``i - 1``."""
+
+    def __init__(self, spec: TunnelSpec) -> None:
+        self.spec = spec
+        self.transports: list[paramiko.Transport] = []
+
+    def first_dead(self) -> int | None:
+        """The index of the outermost hop whose SSH session has ended, or None while all are up."""
+        for i, t in enumerate(self.transports):
+            if not t.is_active():
+                return i
+        return None
+
+    def loss(self) -> tuple[str, str]:
+        """Where and why the chain broke: its outermost dead hop, and that hop named in the message."""
+        i = self.first_dead()
+        where = self.spec.hop_label(i or 0)
+        if i is None:
+            return where, f"{where}: SSH session closed"
+        cause = self.transports[i].saved_exception
+        reason = f": {_describe(cause)}" if cause is not None else ""
+        return where, f"{where}: SSH session lost{reason}"
+
+    def close(self) -> None:
+        for t in reversed(self.transports):
+            t.close()
+
+    def open_channel(self, dest: tuple[str, int], timeout: float | None) -> paramiko.Channel:
+        return self.transports[-1].open_channel("direct-tcpip", dest, ("127.0.0.1", 0), window_size=WINDOW,
+                                                timeout=timeout)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    if isinstance(exc, EOFError):
+        return "the host closed the connection"
+    return str(exc) or type(exc).__name__
+
+
+def read_private_key(path: str) -> paramiko.PKey:
+    """Load one private key file. Raises ``ValueError`` saying what is wrong with it (never its content)."""
+    try:
+        return paramiko.PKey.from_path(path)
+    except OSError as exc:
+        raise ValueError(f"'{path}' cannot be read: {_describe(exc)}") from None
+    except (paramiko.PasswordRequiredException, TypeError):  # TypeError: an encrypted legacy PEM key
+        raise ValueError(f"'{path}' is protected by a passphrase, which waggle does not support") from None
+    except (paramiko.SSHException, ValueError, IndexError) as exc:
+        raise ValueError(f"'{path}' is not a private key waggle can use: {exc}") from None
+
+
+def _load_keys(spec: TunnelSpec, where: str) -> list[paramiko.PKey]:
+    try:
+        return [read_private_key(path) for path in spec.private_keys]
+    except ValueError as exc:
+        raise TunnelError(where, f"private key {exc}", 0) from None
+
+
+def _load_known_hosts(spec: TunnelSpec, where: str) -> paramiko.HostKeys:
+    known = paramiko.HostKeys()
+    try:
+        known.load(spec.known_hosts)
+    except OSError as exc:
+        if spec.strict:
+            raise TunnelError(where, f"known-hosts '{spec.known_hosts}' cannot be read: {_describe(exc)}",
+                              0) from None
+    return known
+
+
+def _verify_host_key(spec: TunnelSpec, hop: Hop, where: str, index: int, transport: paramiko.Transport,
+                     known: paramiko.HostKeys, emit: Emit) -> None:
+    key = transport.get_remote_server_key()
+    offered = f"{key.get_name()} {key.fingerprint}"
+    entry = known.lookup(hop.known_hosts_name)
+    if entry is not None and entry.get(key.get_name()) == key:
+        return
+    if entry is None:
+        problem = (f"host key did not match: {hop.host} ({hop.known_hosts_name}) is not in known-hosts "
+                   f"'{spec.known_hosts}'; it offered {offered}")
+    else:
+        expected = ", ".join(f"{k.get_name()} {k.fingerprint}" for k in entry.values())
+        problem = (f"host key did not match for {hop.host} ({hop.known_hosts_name}): it offered {offered}, "
+                   f"known-hosts '{spec.known_hosts}' has {expected}")
+    if spec.strict:
+        raise TunnelError(where, problem, index)
+    emit({"event": "host_key_unchecked", "hop": str(hop), "problem": problem})
+
+
+def connect_chain(spec: TunnelSpec, emit: Emit) -> Chain:
+    """Connect and authenticate every hop, each through the previous one. Raises :class:`TunnelError`."""
+    first = spec.hop_label(0)
+    keys = _load_keys(spec, first)
+    known = _load_known_hosts(spec, first)
+    timeout = spec.timeout
+    chain = Chain(spec)
+    try:
+        for i, hop in enumerate(spec.hops):
+            where = spec.hop_label(i)
+            sock: Any
+            if i == 0:
+                try:
+                    sock = socket.create_connection((hop.host, hop.port), timeout=timeout)
+                except OSError as exc:
+                    reason = "timed out" if isinstance(exc, TimeoutError) else _describe(exc)
+                    raise TunnelError(where, f"unreachable: {reason}", i) from None
+            else:
+                try:
+                    sock = chain.transports[-1].open_channel("direct-tcpip", (hop.host, hop.port),
+                                                             ("127.0.0.1", 0), timeout=timeout)
+                except (paramiko.SSHException, OSError) as exc:
+                    raise TunnelError(where, f"unreachable from {spec.hop_label(i - 1)}: {_describe(exc)}",
+                                      i) from None
+            transport = paramiko.Transport(sock)
+            chain.transports.append(transport)
+            # Prefer the host key types known_hosts holds for this host, as OpenSSH does.
+            entry = known.lookup(hop.known_hosts_name)
+            if entry:
+                opts = transport.get_security_options()
+                opts.key_types = [k for k in entry if k in opts.key_types] + [
+                    k for k in opts.key_types if k not in entry]
+            if timeout is not None:
+                transport.banner_timeout = transport.handshake_timeout = transport.auth_timeout = timeout
+            try:
+                transport.start_client(timeout=timeout)
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                raise TunnelError(where, f"SSH handshake failed: {_describe(exc)}", i) from None
+            _verify_host_key(spec, hop, where, i, transport, known, emit)
+            for key in keys:
+                try:
+                    transport.auth_publickey(hop.user, key)
+                except paramiko.AuthenticationException:
+                    continue
+                except (paramiko.SSHException, OSError, EOFError) as exc:
+                    raise TunnelError(where, f"authentication failed: {_describe(exc)}", i) from None
+                if transport.is_authenticated():
+                    break
+            if not transport.is_authenticated():
+                paths = ", ".join(f"'{p}'" for p in spec.private_keys)
+                raise TunnelError(where, f"authentication failed for user '{hop.user}' with private key(s) "
+                                         f"{paths}", i)
+            transport.set_keepalive(KEEPALIVE_SECONDS)
+    except BaseException:
+        chain.close()
+        raise
+    return chain
+
+
+class Forwarder:
+    """A local listening port whose connections reach the metastore through the shared chain."""
+
+    def __init__(self, spec: TunnelSpec, emit: Emit) -> None:
+        self.spec = spec
+        self.emit = emit
+        self.listener = socket.create_server((spec.bind, 0), backlog=512)
+        self.port: int = self.listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._chain: Chain | None = None
+        self._attempts = 0
+        self._last_error: TunnelError | None = None
+        self.builds = 0
+        self._stopped = threading.Event()
+
+    # -- the chain ------------------------------------------------------------------------------------------
+    def chain(self) -> Chain:
+        """The live chain, rebuilt if it is missing or broken. Callers that queued behind a failed rebuild
+        get that failure rather than starting another one."""
+        seen = self._attempts
+        with self._lock:
+            chain = self._chain
+            if chain is not None and chain.first_dead() is None:
+                return chain
+            if chain is not None:
+                self._lost(chain)
+            if self._attempts != seen and self._last_error is not None:
+                raise self._last_error
+            self._attempts += 1
+            started = time.monotonic()
+            try:
+                chain = connect_chain(self.spec, self.emit)
+            except TunnelError as exc:
+                self._last_error = exc
+                self.emit({"event": "down", "hop": exc.where, "error": str(exc)})
+                raise
+            self._chain, self._last_error = chain, None
+            self.builds += 1
+            self.emit({"event": "up", "hops": len(chain.transports), "builds": self.builds,
+                       "ms": round(1000 * (time.monotonic() - started), 1)})
+            return chain
+
+    def _lost(self, chain: Chain) -> None:
+        """Forget a broken chain (under the lock), once."""
+        if self._chain is chain:
+            self._chain = None
+            where, error = chain.loss()
+            self.emit({"event": "down", "hop": where, "error": error})
+            chain.close()
+
+    def watch(self, interval: float = 0.5) -> None:
+        """Report a broken chain as soon as it breaks, not only when the next connection finds it."""
+        while not self._stopped.wait(interval):
+            chain = self._chain
+            if chain is not None and chain.first_dead() is not None:
+                with self._lock:
+                    self._lost(chain)
+
+    # -- forwarded connections ------------------------------------------------------------------------------
+    def _open(self) -> tuple[Chain, paramiko.Channel]:
+        errors = []
+        for attempt in range(2):  # a chain that died unnoticed is rebuilt once
+            chain = self.chain()
+            last = self.spec.hop_label(len(self.spec.hops) - 1)
+            for host, port in self.spec.targets:
+                try:
+                    return chain, chain.open_channel((host, port), self.spec.timeout)
+                except paramiko.ChannelException as exc:
+                    errors.append(f"{host}:{port}: {exc.text or exc}")
+                except (paramiko.SSHException, OSError, EOFError) as exc:
+                    if chain.first_dead() is None and attempt == 0:
+                        chain.close()  # the session is out of order: rebuild it
+                    errors.append(f"{host}:{port}: {_describe(exc)}")
+                    break
+            if chain.first_dead() is None:
+                raise TunnelError(last, "cannot reach the metastore: " + "; ".join(errors),
+                                  len(self.spec.hops) - 1)
+        raise TunnelError(self.spec.hop_label(0), "SSH session lost while opening a channel: " + "; ".join(errors))
+
+    def handle(self, conn: socket.socket) -> None:
+        peer_port = conn.getpeername()[1]
+        try:
+            try:
+                chain, channel = self._open()
+            except TunnelError as exc:
+                conn.sendall(b"ERR " + str(exc).replace("\n", " ").encode() + b"\n")
+                return
+            conn.sendall(b"OK\n")
+            reason = self._pump(conn, channel, chain)
+            if reason is not False:
+                self.emit({"event": "closed", "conn": peer_port, "reason": reason})
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def _pump(self, conn: socket.socket, channel: paramiko.Channel, chain: Chain) -> str | bool | None:
+        """Copy bytes both ways until one side closes. Returns False when the local side closed, None when
+        the metastore closed its end, and the loss (naming the hop) when the tunnel broke."""
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while True:
+                readable, _, _ = select.select([conn, channel], [], [])
+                if conn in readable:
+                    data = conn.recv(CHUNK)
+                    if not data:
+                        return False
+                    channel.sendall(data)
+                if channel in readable:
+                    data = channel.recv(CHUNK)
+                    if not data:
+                        break
+                    conn.sendall(data)
+        except OSError:
+            if channel.closed and not channel.eof_received:
+                pass  # the session went away under us: say which hop below
+            else:
+                return False
+        finally:
+            channel.close()
+        if channel.eof_received:
+            return None
+        # The channel ended without an EOF from the metastore side: an SSH session broke. The transport
+        # thread unlinks channels just before it marks itself inactive, so give it a moment to say which.
+        deadline = time.monotonic() + 1.0
+        while chain.first_dead() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return chain.loss()[1]
+
+    def connect_now(self) -> None:
+        """Build the chain at start, so a broken route shows in the log before any client needs it."""
+        try:
+            self.chain()
+        except TunnelError:
+            pass  # reported by chain()
+
+    def serve_forever(self) -> None:
+        threading.Thread(target=self.watch, name="watch", daemon=True).start()
+        while not self._stopped.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                if self._stopped.is_set():
+                    return
+                raise
+            threading.Thread(target=self.handle, args=(conn,), name="forward", daemon=True).start()
+
+    def close(self) -> None:
+        self._stopped.set()
+        self.listener.close()
+        with self._lock:
+            if self._chain is not None:
+                self._chain.close()
+                self._chain = None

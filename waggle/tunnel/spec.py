@@ -1,0 +1,107 @@
+"""What one tunnel needs, as plain data: the hops, the key and known-hosts paths, and where it forwards to.
+
+A :class:`TunnelSpec` travels to the helper process as one JSON line. It carries file paths, never key
+material. :func:`check_files` is what ``waggle check`` runs for each tunnel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+
+from waggle.config.model import MetastoreConfig
+
+#: Where OpenSSH keeps the user's known hosts; used when ``known-hosts`` is not set.
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    user: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}"
+
+    @property
+    def known_hosts_name(self) -> str:
+        """The host's name as OpenSSH writes it in known_hosts: ``host``, or ``[host]:port`` off port 22."""
+        return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class TunnelSpec:
+    member: str
+    hops: tuple[Hop, ...]
+    private_keys: tuple[str, ...]
+    known_hosts: str
+    strict: bool
+    timeout_ms: int  # per hop: TCP connect, SSH handshake, authentication and channel opening; 0 means none
+    targets: tuple[tuple[str, int], ...]  # the metastore's URIs, tried in order from the last hop
+    bind: str  # the local address the forwarded port listens on
+
+    def hop_label(self, index: int) -> str:
+        return f"hop {index + 1} ({self.hops[index]})"
+
+    @property
+    def timeout(self) -> float | None:
+        return self.timeout_ms / 1000.0 if self.timeout_ms > 0 else None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> TunnelSpec:
+        d = json.loads(text)
+        return cls(member=d["member"], hops=tuple(Hop(**h) for h in d["hops"]),
+                   private_keys=tuple(d["private_keys"]), known_hosts=d["known_hosts"], strict=d["strict"],
+                   timeout_ms=d["timeout_ms"], targets=tuple((h, p) for h, p in d["targets"]), bind=d["bind"])
+
+
+def spec_for(member: MetastoreConfig) -> TunnelSpec:
+    """The tunnel of a metastore whose configuration has ``metastore-tunnel``."""
+    t = member.tunnel
+    assert t is not None, member.name
+    return TunnelSpec(
+        member=member.name,
+        hops=tuple(Hop(user, host, t.port) for user, host in t.route),
+        private_keys=tuple(os.path.expanduser(k) for k in t.private_keys),
+        known_hosts=os.path.expanduser(t.known_hosts or DEFAULT_KNOWN_HOSTS),
+        strict=t.strict_host_key_checking,
+        timeout_ms=t.timeout_ms,
+        targets=tuple((u.host, u.port) for u in member.uris),
+        bind=t.localhost,
+    )
+
+
+def check_files(spec: TunnelSpec) -> list[str]:
+    """Problems with the files a tunnel reads, as ``waggle check`` reports them (nothing is connected)."""
+    # paramiko is imported here, not at module level: the proxy process imports this module, never paramiko
+    import paramiko
+
+    from waggle.tunnel.forward import read_private_key
+
+    where = f"metastore '{spec.member}': metastore-tunnel"
+    problems = []
+    for path in spec.private_keys:
+        try:
+            read_private_key(path)
+        except ValueError as exc:
+            problems.append(f"{where}.private-keys: {exc}")
+    known = paramiko.HostKeys()
+    try:
+        known.load(spec.known_hosts)
+    except OSError as exc:
+        if spec.strict:
+            problems.append(f"{where}.known-hosts: '{spec.known_hosts}' cannot be read: {exc.strerror or exc} "
+                            "(strict-host-key-checking is on)")
+        return problems
+    if spec.strict:
+        for i, hop in enumerate(spec.hops):
+            if known.lookup(hop.known_hosts_name) is None:
+                problems.append(f"{where}.known-hosts: '{spec.known_hosts}' has no key for {spec.hop_label(i)}, "
+                                f"written '{hop.known_hosts_name}'; with strict-host-key-checking that hop is "
+                                "refused")
+    return problems

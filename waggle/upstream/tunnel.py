@@ -1,0 +1,241 @@
+"""The proxy's side of an SSH tunnel: one supervised helper process per tunnelled metastore.
+
+paramiko's maintainers do not support it under gevent's monkey-patching, and SSH's crypto would compete with
+every client for the event loop. So waggle runs each tunnel in ``python -m waggle.tunnel`` (plain threads,
+its own interpreter and core), started here when the proxy starts, restarted (with a backoff) if it exits,
+and stopped when its stdin closes. Its events arrive as JSON lines on a pipe, read by a greenlet.
+
+The helper forwards a local port. Pooled connections to the metastore connect to that port and read one status
+line first (``OK``, or ``ERR`` naming the hop that failed), so a connection opened while the tunnel is broken
+fails with that hop's error, and opening it is what makes the helper rebuild the tunnel: the next call, or
+the next health check, repairs it. A connection that the tunnel loses mid-call is explained by the helper's
+``closed`` event for it, which names the hop.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import IO, Any
+
+import gevent
+import gevent.event
+from gevent import subprocess
+
+from waggle.config.model import HostPort, MetastoreConfig
+from waggle.ops import metrics
+from waggle.ops.logging import get_logger
+from waggle.tunnel.spec import TunnelSpec, spec_for
+
+log = get_logger("waggle.tunnel")
+
+#: Seconds to wait before restarting a helper that exited, by how many times it exited in a row.
+RESTART_DELAYS = (0.5, 1.0, 2.0, 5.0, 10.0)
+#: How many closed-connection reports are kept for :meth:`Tunnel.explain`.
+CLOSED_KEPT = 4096
+
+
+class TunnelUnavailable(Exception):
+    """No connection through the tunnel right now; ``str()`` says why, naming the hop when one failed."""
+
+
+@dataclass(slots=True)
+class TunnelStatus:
+    up: bool = False
+    state: str = "starting"  # starting, up, down
+    since: float = 0.0
+    hop: str = ""  # the hop that failed, while down
+    reason: str = ""
+    builds: int = 0  # times the whole route was connected
+    reconnects: int = 0  # builds after the first one
+    helper_starts: int = 0
+    helper_pid: int | None = None
+
+
+class Tunnel:
+    def __init__(self, member: MetastoreConfig) -> None:
+        self.member = member.name
+        self.spec: TunnelSpec = spec_for(member)
+        self.status = TunnelStatus(since=time.time())
+        self.port: int | None = None
+        self._listening = gevent.event.Event()
+        self._news = gevent.event.Event()
+        self._closed: OrderedDict[int, str | None] = OrderedDict()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._greenlet: gevent.Greenlet | None = None
+        self._closing = False
+        metrics.TUNNEL_UP.labels(self.member).set(0)
+        metrics.TUNNEL_RECONNECTS.labels(self.member)
+
+    @property
+    def route(self) -> str:
+        return " -> ".join(str(h) for h in self.spec.hops)
+
+    @property
+    def _connect_host(self) -> str:
+        bind = self.spec.bind
+        return "127.0.0.1" if bind in ("", "0.0.0.0", "::", "*") else bind
+
+    def open_timeout(self, connect_timeout: float) -> float:
+        """How long opening a connection may wait: the member's connect timeout, plus rebuilding every hop."""
+        return connect_timeout + len(self.spec.hops) * (self.spec.timeout or 60.0)
+
+    # -- the call path ----------------------------------------------------------------------------------------
+    def open(self, timeout: float) -> tuple[socket.socket, HostPort]:
+        """A connected socket that reaches the metastore through the tunnel. Raises :class:`TunnelUnavailable`."""
+        deadline = time.monotonic() + timeout
+        if not self._listening.wait(timeout):
+            raise TunnelUnavailable(f"is unreachable: its SSH tunnel helper is not running "
+                                    f"({self.status.reason or 'starting'})")
+        port = self.port
+        assert port is not None
+        address = HostPort(self._connect_host, port)
+        try:
+            sock = socket.create_connection((address.host, port), timeout=max(0.1, deadline - time.monotonic()))
+        except OSError as exc:
+            raise TunnelUnavailable(f"is unreachable: its SSH tunnel helper did not accept ({address.host}:{port}): "
+                                    f"{exc.strerror or exc}") from None
+        try:
+            line = b""
+            while not line.endswith(b"\n"):
+                sock.settimeout(max(0.01, deadline - time.monotonic()))
+                data = sock.recv(512)
+                if not data:
+                    break
+                line += data
+        except OSError as exc:
+            sock.close()
+            what = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+            raise TunnelUnavailable(f"is unreachable: its SSH tunnel ({self.route}) did not connect: {what}") from None
+        if line == b"OK\n":
+            return sock, address
+        sock.close()
+        text = line.decode("utf-8", "replace").strip()
+        if text.startswith("ERR "):
+            raise TunnelUnavailable(f"is unreachable through its SSH tunnel: {text[4:]}")
+        raise TunnelUnavailable(f"is unreachable: its SSH tunnel helper closed the connection: "
+                                f"{self.status.reason or text!r}")
+
+    def explain(self, conn_port: int, wait: float = 1.0) -> str | None:
+        """Why the tunnel closed the forwarded connection from ``conn_port``, naming the hop; None when the
+        metastore itself closed it (or the helper never said)."""
+        deadline = time.monotonic() + wait
+        while True:
+            if conn_port in self._closed:
+                return self._closed.pop(conn_port)
+            if not self._listening.is_set():
+                return self.status.reason or "the SSH tunnel helper exited"
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            self._news.wait(remaining)
+
+    # -- the helper ---------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._greenlet = gevent.spawn(self._supervise)
+
+    def _supervise(self) -> None:
+        failures = 0
+        while not self._closing:
+            started = time.monotonic()
+            try:
+                self._run_helper()
+            except Exception as exc:  # never let the supervisor die
+                log.error("tunnel.helper_failed", member=self.member, error=repr(exc))
+            if self._closing:
+                return
+            if time.monotonic() - started > 60:
+                failures = 0
+            gevent.sleep(RESTART_DELAYS[min(failures, len(RESTART_DELAYS) - 1)])
+            failures += 1
+
+    def _run_helper(self) -> None:
+        proc = subprocess.Popen([sys.executable, "-m", "waggle.tunnel"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, close_fds=True)
+        self._proc = proc
+        self.status.helper_starts += 1
+        self.status.helper_pid = proc.pid
+        stdin: IO[bytes] = proc.stdin  # type: ignore[assignment]
+        stdout: IO[bytes] = proc.stdout  # type: ignore[assignment]
+        stdin.write(self.spec.to_json().encode() + b"\n")
+        stdin.flush()  # stdin stays open: the helper exits when it closes
+        for line in stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            self._on_event(event)
+        code = proc.wait()
+        self._listening.clear()
+        self.port = None
+        self._closed.clear()
+        if not self._closing:
+            self._down("helper", f"the SSH tunnel helper exited with code {code}")
+            log.error("tunnel.helper_exited", member=self.member, code=code)
+        self._notify()
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "listening":
+            self.port = int(event["port"])
+            self._listening.set()
+            log.info("tunnel.started", member=self.member, route=self.route, port=self.port,
+                     pid=self.status.helper_pid)
+        elif kind == "up":
+            st = self.status
+            st.builds += 1
+            if st.builds > 1:
+                st.reconnects += 1
+                metrics.TUNNEL_RECONNECTS.labels(self.member).inc()
+            st.up, st.state, st.since, st.hop, st.reason = True, "up", time.time(), "", ""
+            metrics.TUNNEL_UP.labels(self.member).set(1)
+            log.info("tunnel.up", member=self.member, route=self.route, reconnects=st.reconnects,
+                     connect_ms=event.get("ms"))
+        elif kind == "down":
+            if self._down(str(event.get("hop", "")), str(event.get("error", ""))):
+                log.error("tunnel.down", member=self.member, hop=event.get("hop"), error=event.get("error"))
+        elif kind == "closed":
+            self._closed[int(event["conn"])] = event.get("reason")
+            while len(self._closed) > CLOSED_KEPT:
+                self._closed.popitem(last=False)
+        elif kind == "host_key_unchecked":
+            log.warning("tunnel.host_key_unchecked", member=self.member, hop=event.get("hop"),
+                        problem=event.get("problem"))
+        self._notify()
+
+    def _down(self, hop: str, reason: str) -> bool:
+        """Record the tunnel as down; True when this is news (a change of state or of reason)."""
+        st = self.status
+        news = st.up or st.reason != reason
+        if st.up or st.state == "starting":
+            st.since = time.time()
+        st.up, st.state, st.hop, st.reason = False, "down", hop, reason
+        metrics.TUNNEL_UP.labels(self.member).set(0)
+        return news
+
+    def _notify(self) -> None:
+        news, self._news = self._news, gevent.event.Event()
+        news.set()
+
+    def describe(self) -> dict[str, Any]:
+        st = self.status
+        return {"state": st.state, "route": self.route, "since": st.since, "hop": st.hop or None,
+                "reason": st.reason or None, "reconnects": st.reconnects, "helper_starts": st.helper_starts,
+                "local_port": self.port}
+
+    def close(self) -> None:
+        self._closing = True
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            try:
+                assert proc.stdin is not None
+                proc.stdin.close()  # the helper exits when its stdin closes
+                proc.wait(timeout=2)
+            except Exception:
+                proc.kill()
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
