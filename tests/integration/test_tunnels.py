@@ -1,12 +1,18 @@
 """SSH tunnels through real OpenSSH sshd hops on loopback (127.0.0.2, 127.0.0.3, ...).
 
-The federation here: the primary direct; ``tun`` (prefix ``tun_``) is the analytics metastore reached through two
-hops; ``ops`` direct; ``badhost`` is ops behind a hop whose known_hosts entry is wrong; ``badkey`` is ops behind a
-hop that does not accept its key.
+The federation here:
+- the primary, direct;
+- ``tun`` (prefix ``tun_``): the analytics metastore, reached through two hops;
+- ``ops``: direct;
+- ``badhost``: ops behind a hop whose known_hosts entry is wrong;
+- ``unknownhost``: ops behind two hops, the second missing from known_hosts;
+- ``badkey``: ops behind a hop that does not accept its key;
+- ``nokey``: names a key file that does not exist.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import json
 import re
@@ -39,6 +45,7 @@ class Hops:
     servers: list[Sshd]
     known_hosts: Path
     wrong_known_hosts: Path  # hop 1's entry is another host's key
+    first_hop_known_hosts: Path  # hop 1 only
 
     def route(self, *servers: Sshd, user: bool = True) -> str:
         me = getpass.getuser()
@@ -59,7 +66,8 @@ def start_hops(work: Path, addresses: tuple[str, ...]) -> Hops:
     lines[0] = f"{lines[0].split()[0]} {kind} {blob}"
     wrong_known = work / "known_hosts_wrong"
     wrong_known.write_text("\n".join(lines) + "\n")
-    return Hops(work, key, wrong, port, servers, known, wrong_known)
+    first_only = write_known_hosts(work / "known_hosts_first", servers[0])
+    return Hops(work, key, wrong, port, servers, known, wrong_known, first_only)
 
 
 def tunnel_yaml(name: str, uri: str, hops: Hops, servers: list[Sshd], keys: str, known: Path,
@@ -94,7 +102,9 @@ def tunnelled(primary: Any, analytics: Any, ops: Any, federation_data: dict[str,
         tunnel_yaml("tun", analytics.uri, hops, both, f"{hops.wrong_key}, {hops.key}", hops.known_hosts),
         f"- name: ops\n  remote-meta-store-uris: {ops.uri}\n  database-prefix: ops_\n",
         tunnel_yaml("badhost", ops.uri, hops, both, str(hops.key), hops.wrong_known_hosts),
+        tunnel_yaml("unknownhost", ops.uri, hops, both, str(hops.key), hops.first_hop_known_hosts),
         tunnel_yaml("badkey", ops.uri, hops, both[:1], str(hops.wrong_key), hops.known_hosts),
+        tunnel_yaml("nokey", ops.uri, hops, both[:1], str(hops.work / "no_such_key"), hops.known_hosts),
     ])
     proc = WaggleProcess(tmp_path_factory.mktemp("waggle-tunnels"), federation_yaml(primary.uri, members),
                          "database-resolution: PREFIXED\n").start()
@@ -128,10 +138,10 @@ def test_prefixed_member_through_two_hops(tunnelled: WaggleProcess, hops: Hops, 
     # sshd's debug logs show the traffic crossing: hop 1 forwarded to hop 2, hop 2 to the metastore
     assert any(f"target {h2.address} port {hops.port}" in line for line in h1.forwards()), h1.forwards()
     assert any(f"target 127.0.0.1 port {analytics.port}" in line for line in h2.forwards()), h2.forwards()
-    # one shared tunnel: one SSH session per hop for the member, however many client connections came
-    for server in (h1, h2):
-        accepted = [line for line in server.log().splitlines() if "Accepted publickey" in line]
-        assert len(accepted) == 1, accepted
+    # one shared tunnel, however many client connections came: hop 2 (which only 'tun' gets through to)
+    # accepted one SSH session
+    accepted = [line for line in h2.log().splitlines() if "Accepted publickey" in line]
+    assert len(accepted) == 1, accepted
     assert len([e for e in log_events(tunnelled, "tunnel.up") if e["member"] == "tun"]) == 1
     health = json.loads(tunnelled.http("/healthz"))["metastores"]
     assert health["tun"]["up"] and health["tun"]["tunnel"]["state"] == "up"
@@ -207,6 +217,26 @@ def test_wrong_known_hosts_entry_leaves_only_that_member_unavailable(tunnelled: 
     assert metric(tunnelled, "waggle_tunnel_up", "badhost") == 0
     health = json.loads(tunnelled.http("/healthz"))["metastores"]["badhost"]["tunnel"]
     assert health["state"] == "down" and health["hop"].startswith("hop 1 ("), health
+
+
+def test_hop_missing_from_known_hosts_is_refused_naming_it(tunnelled: WaggleProcess, hops: Hops) -> None:
+    from hmsclient.genthrift.hive_metastore.ttypes import MetaException
+
+    with hive2_client(tunnelled.port) as c, pytest.raises(MetaException) as err:
+        c.get_database("unknownhost_telemetry")
+    message = err.value.message
+    assert "'unknownhost'" in message and f"hop 2 ({getpass.getuser()}@127.0.0.3:{hops.port})" in message
+    assert f"host key did not match: 127.0.0.3 ([127.0.0.3]:{hops.port}) is not in known-hosts" in message, message
+
+
+def test_missing_key_file_names_the_hop_and_the_file(tunnelled: WaggleProcess, hops: Hops) -> None:
+    from hmsclient.genthrift.hive_metastore.ttypes import MetaException
+
+    with hive2_client(tunnelled.port) as c, pytest.raises(MetaException) as err:
+        c.get_database("nokey_telemetry")
+    message = err.value.message
+    assert "'nokey'" in message and f"hop 1 ({getpass.getuser()}@127.0.0.2:{hops.port})" in message, message
+    assert f"private key '{hops.work / 'no_such_key'}' cannot be read: No such file or directory" in message
 
 
 def test_wrong_key_names_the_hop_and_never_logs_the_key(tunnelled: WaggleProcess, hops: Hops) -> None:
@@ -300,3 +330,24 @@ def test_spark_reads_through_the_tunnelled_member(tunnelled: WaggleProcess, fede
     assert orders == [["1", "alice"], ["2", "bob"], ["3", "alice"]]
     assert view == [["2", "bob"], ["3", "alice"]]
     assert len(partitions) == 5
+
+
+# -- the same tunnel code outside the proxy (what the sync uses) --------------------------------------------------
+def test_local_forward_runs_the_same_tunnel_in_process(hops: Hops, analytics: Any,
+                                                       federation_data: dict[str, Any], tmp_path: Path) -> None:
+    from waggle.config.loader import load
+    from waggle.tunnel.forward import TunnelError, local_forward
+    from waggle.tunnel.spec import spec_for
+
+    fed = tmp_path / "fed.yml"
+    fed.write_text(federation_yaml(analytics.uri, "federated-meta-stores:\n" + tunnel_yaml(
+        "far", analytics.uri, hops, hops.servers, str(hops.key), hops.known_hosts)))
+    spec = spec_for(load(None, str(fed)).federation.members[1])
+    with local_forward(spec) as (host, port):
+        from waggle.local.client import hms_client
+
+        with hms_client(host, port) as c:
+            assert c.get_table("sales", "orders").tableName == "orders"
+    with pytest.raises(TunnelError, match=r"hop 1 .*authentication failed"), \
+            local_forward(dataclasses.replace(spec, private_keys=(str(hops.wrong_key),))):
+        pass

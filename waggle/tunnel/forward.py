@@ -4,10 +4,10 @@ Plain threads, no gevent. The chain is shared by every forwarded connection (one
 ``direct-tcpip`` channel per connection), built when the forwarder starts and rebuilt by the first connection
 that finds it broken.
 
-A forwarded connection starts with one status line from the forwarder, before any metastore byte: ``OK`` once
-the channel to the metastore is open, or ``ERR <message>`` (the message names the hop that failed) followed by
-the close. The proxy reads that line; other clients of the port would not expect it, so the port is waggle's
-own.
+For the proxy, a forwarded connection starts with one status line from the forwarder, before any metastore
+byte: ``OK`` once the channel to the metastore is open, or ``ERR <message>`` (the message names the hop that
+failed) followed by the close. :func:`local_forward` (for the sync, or any other plain Thrift client) has no
+status line: a connection that cannot be forwarded is closed, and the reason goes to ``emit``.
 
 Everything worth reporting goes to ``emit`` as a dict (see :mod:`waggle.tunnel.__main__`): the chain coming up,
 going down (naming the hop and why), and each forwarded connection that the tunnel side closed. Key files are
@@ -20,7 +20,8 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import paramiko
@@ -198,9 +199,10 @@ def connect_chain(spec: TunnelSpec, emit: Emit) -> Chain:
 class Forwarder:
     """A local listening port whose connections reach the metastore through the shared chain."""
 
-    def __init__(self, spec: TunnelSpec, emit: Emit) -> None:
+    def __init__(self, spec: TunnelSpec, emit: Emit, status_line: bool = True) -> None:
         self.spec = spec
         self.emit = emit
+        self.status_line = status_line
         self.listener = socket.create_server((spec.bind, 0), backlog=512)
         self.port: int = self.listener.getsockname()[1]
         self._lock = threading.Lock()
@@ -280,9 +282,11 @@ class Forwarder:
             try:
                 chain, channel = self._open()
             except TunnelError as exc:
-                conn.sendall(b"ERR " + str(exc).replace("\n", " ").encode() + b"\n")
+                if self.status_line:
+                    conn.sendall(b"ERR " + str(exc).replace("\n", " ").encode() + b"\n")
                 return
-            conn.sendall(b"OK\n")
+            if self.status_line:
+                conn.sendall(b"OK\n")
             reason = self._pump(conn, channel, chain)
             if reason is not False:
                 self.emit({"event": "closed", "conn": peer_port, "reason": reason})
@@ -349,3 +353,17 @@ class Forwarder:
             if self._chain is not None:
                 self._chain.close()
                 self._chain = None
+
+
+@contextmanager
+def local_forward(spec: TunnelSpec, emit: Emit | None = None) -> Iterator[tuple[str, int]]:
+    """Run a tunnel in this process (threads; not under gevent) and yield the ``(host, port)`` that reaches the
+    metastore through it, for plain Thrift clients. Raises :class:`TunnelError` if the route cannot be
+    connected now."""
+    forwarder = Forwarder(spec, emit or (lambda event: None), status_line=False)
+    try:
+        forwarder.chain()
+        threading.Thread(target=forwarder.serve_forever, name=f"tunnel-{spec.member}", daemon=True).start()
+        yield "127.0.0.1" if spec.bind in ("", "0.0.0.0", "::") else spec.bind, forwarder.port
+    finally:
+        forwarder.close()
