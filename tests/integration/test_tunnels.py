@@ -7,7 +7,8 @@ The federation here:
 - ``badhost``: ops behind a hop whose known_hosts entry is wrong;
 - ``unknownhost``: ops behind two hops, the second missing from known_hosts;
 - ``badkey``: ops behind a hop that does not accept its key;
-- ``nokey``: names a key file that does not exist.
+- ``nokey``: names a key file that does not exist;
+- ``nobind``: its tunnel cannot listen on its ``localhost`` address, so its helper cannot run.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, WaggleProcess, federation_yaml, hive2_client, java_available, require
-from faults import SlowLink
+from faults import BlackHole, SlowLink
 from sshd import Sshd, free_port_on, keygen, sshd_available, write_known_hosts
 
 pytestmark = pytest.mark.integration
@@ -105,6 +106,8 @@ def tunnelled(primary: Any, analytics: Any, ops: Any, federation_data: dict[str,
         tunnel_yaml("unknownhost", ops.uri, hops, both, str(hops.key), hops.first_hop_known_hosts),
         tunnel_yaml("badkey", ops.uri, hops, both[:1], str(hops.wrong_key), hops.known_hosts),
         tunnel_yaml("nokey", ops.uri, hops, both[:1], str(hops.work / "no_such_key"), hops.known_hosts),
+        tunnel_yaml("nobind", ops.uri, hops, both[:1], str(hops.key), hops.known_hosts).replace(
+            "    timeout: 10000\n", "    timeout: 10000\n    localhost: 192.0.2.1\n"),
     ])
     proc = WaggleProcess(tmp_path_factory.mktemp("waggle-tunnels"), federation_yaml(primary.uri, members),
                          "database-resolution: PREFIXED\n").start()
@@ -157,6 +160,7 @@ def test_many_concurrent_clients_through_the_tunnel_while_the_primary_stays_fast
         import sys, threading, time, json
         sys.path.insert(0, {str(ROOT / 'tests')!r})
         from conftest import hive2_client
+        from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore  # imported once, not by 24 threads
         calls, errors = [0], []
         def run():
             try:
@@ -255,6 +259,16 @@ def test_wrong_key_names_the_hop_and_never_logs_the_key(tunnelled: WaggleProcess
             assert line not in log
 
 
+def test_a_helper_that_cannot_run_fails_calls_at_once_with_the_reason(tunnelled: WaggleProcess) -> None:
+    from hmsclient.genthrift.hive_metastore.ttypes import MetaException
+
+    started = time.monotonic()
+    with hive2_client(tunnelled.port) as c, pytest.raises(MetaException) as err:
+        c.get_database("nobind_telemetry")
+    assert time.monotonic() - started < 5
+    assert "'nobind'" in err.value.message and "cannot listen on 192.0.2.1" in err.value.message, err.value.message
+
+
 # -- a hop dies mid-run and comes back ------------------------------------------------------------------------------
 def test_killed_hop_fails_calls_in_flight_naming_the_hop_and_waggle_recovers_by_itself(
         primary: Any, analytics: Any, federation_data: dict[str, Any], tmp_path: Path) -> None:
@@ -335,7 +349,10 @@ def test_spark_reads_through_the_tunnelled_member(tunnelled: WaggleProcess, fede
 # -- the same tunnel code outside the proxy (what the sync uses) --------------------------------------------------
 def test_local_forward_runs_the_same_tunnel_in_process(hops: Hops, analytics: Any,
                                                        federation_data: dict[str, Any], tmp_path: Path) -> None:
+    from thrift.transport.TTransport import TTransportException
+
     from waggle.config.loader import load
+    from waggle.local.client import hms_client
     from waggle.tunnel.forward import TunnelError, local_forward
     from waggle.tunnel.spec import spec_for
 
@@ -343,11 +360,36 @@ def test_local_forward_runs_the_same_tunnel_in_process(hops: Hops, analytics: An
     fed.write_text(federation_yaml(analytics.uri, "federated-meta-stores:\n" + tunnel_yaml(
         "far", analytics.uri, hops, hops.servers, str(hops.key), hops.known_hosts)))
     spec = spec_for(load(None, str(fed)).federation.members[1])
-    with local_forward(spec) as (host, port):
-        from waggle.local.client import hms_client
-
-        with hms_client(host, port) as c:
-            assert c.get_table("sales", "orders").tableName == "orders"
+    with local_forward(spec) as (host, port), hms_client(host, port) as c:
+        assert c.get_table("sales", "orders").tableName == "orders"
     with pytest.raises(TunnelError, match=r"hop 1 .*authentication failed"), \
             local_forward(dataclasses.replace(spec, private_keys=(str(hops.wrong_key),))):
         pass
+    # the last hop tries the metastore's addresses in order
+    dead = free_port_on("127.0.0.1")
+    failover = dataclasses.replace(spec, targets=(("127.0.0.1", dead), *spec.targets))
+    with local_forward(failover) as (host, port), hms_client(host, port) as c:
+        assert c.get_database("sales").name == "sales"
+    events: list[dict[str, Any]] = []
+    with local_forward(dataclasses.replace(spec, targets=(("127.0.0.1", dead),)), events.append) as (host, port), \
+            pytest.raises(TTransportException), hms_client(host, port) as c:
+        c.get_database("sales")
+    refused = [e["error"] for e in events if e["event"] == "refused"]
+    assert refused and re.match(rf"hop 2 \(.*\): cannot reach the metastore: 127.0.0.1:{dead}: ", refused[0]), events
+
+
+def test_a_hop_that_never_answers_is_named_within_the_timeout(hops: Hops) -> None:
+    from waggle.tunnel.forward import TunnelError, local_forward
+    from waggle.tunnel.spec import Hop, TunnelSpec
+
+    silent = BlackHole()  # accepts, never says a word
+    try:
+        spec = TunnelSpec("far", (Hop("u", "127.0.0.1", silent.port),), (str(hops.key),), str(hops.known_hosts),
+                          True, 1000, (("127.0.0.1", 9083),), "127.0.0.1")
+        started = time.monotonic()
+        with pytest.raises(TunnelError, match=rf"^hop 1 \(u@127.0.0.1:{silent.port}\): SSH handshake failed"), \
+                local_forward(spec):
+            pass
+        assert time.monotonic() - started < 5
+    finally:
+        silent.close()

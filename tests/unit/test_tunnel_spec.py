@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import getpass
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import paramiko
@@ -116,3 +118,25 @@ def test_check_known_hosts(files: dict[str, Path]) -> None:
     assert check_files(spec_with(files, ("good",), known="missing", strict=False)) == []
     unknown = check_files(spec_with(files, ("good",), hops=("bastion", "inner")))
     assert len(unknown) == 1 and "has no key for hop 2 (u@inner:2222), written '[inner]:2222'" in unknown[0]
+
+
+def test_a_corrupt_key_file_is_reported_without_its_content(tmp_path: Path) -> None:
+    key = paramiko.RSAKey.generate(1024)
+    path = tmp_path / "id_corrupt"
+    key.write_private_key_file(str(path))
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:3] + lines[5:]) + "\n")  # two lines of the body missing
+    spec = TunnelSpec("far", (Hop("u", "h", 22),), (str(path),), str(tmp_path / "kh"), False, 1000, (("m", 1),), "")
+    problems = check_files(spec)
+    assert len(problems) == 1 and f"'{path}' is not a private key" in problems[0], problems
+    for line in lines[1:-1]:
+        assert line[:20] not in problems[0]
+
+
+def test_the_proxy_never_imports_paramiko() -> None:
+    """paramiko runs in the tunnel helper process only: the proxy's modules, tunnels included, do not load it."""
+    code = ("import sys\nfrom gevent import monkey\nmonkey.patch_all()\n"
+            "import waggle.app, waggle.server.runtime, waggle.upstream.tunnel, waggle.tunnel.spec\n"
+            "print('paramiko' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -4,9 +4,12 @@ Protocol, one JSON object per line:
 
 - stdin: the :class:`~waggle.tunnel.spec.TunnelSpec`. When stdin closes (the proxy exited or stopped the
   tunnel), the helper exits.
-- stdout, events: ``listening`` (``port``), ``up`` (``hops``, ``builds``, ``ms``), ``down`` (``hop``, ``error``),
+- stdout, events: ``listening`` (``port``), ``fatal`` (``error``: the helper cannot run and exits),
+  ``connecting`` (``hop``: a hop is being connected), ``up`` (``hops``, ``builds``, ``ms``), ``down``
+  (``hop``, ``error``),
   ``closed`` (``conn``: the proxy-side port of a forwarded connection that the tunnel side closed; ``reason``:
-  null when the metastore closed it, else the loss naming the hop) and ``host_key_unchecked`` (``hop``,
+  null when the metastore closed it, else the loss naming the hop), ``refused`` (``conn``, ``error``: a
+  connection that could not be forwarded; its status line says the same) and ``host_key_unchecked`` (``hop``,
   ``problem``, when strict checking is off).
 
 The process runs paramiko with plain threads and never imports gevent.
@@ -40,7 +43,11 @@ def main() -> int:
             out.write(json.dumps(event) + "\n")
             out.flush()
 
-    forwarder = Forwarder(spec, emit)
+    try:
+        forwarder = Forwarder(spec, emit)
+    except OSError as exc:
+        emit({"event": "fatal", "error": f"cannot listen on {spec.bind}: {exc.strerror or exc}"})
+        return 1
     emit({"event": "listening", "port": forwarder.port})
 
     def exit_with_parent() -> None:

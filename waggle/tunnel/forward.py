@@ -7,7 +7,7 @@ that finds it broken.
 For the proxy, a forwarded connection starts with one status line from the forwarder, before any metastore
 byte: ``OK`` once the channel to the metastore is open, or ``ERR <message>`` (the message names the hop that
 failed) followed by the close. :func:`local_forward` (for the sync, or any other plain Thrift client) has no
-status line: a connection that cannot be forwarded is closed, and the reason goes to ``emit``.
+status line: a connection that cannot be forwarded is closed, and the reason goes to ``emit`` (``refused``).
 
 Everything worth reporting goes to ``emit`` as a dict (see :mod:`waggle.tunnel.__main__`): the chain coming up,
 going down (naming the hop and why), and each forwarded connection that the tunnel side closed. Key files are
@@ -16,7 +16,7 @@ read by paramiko and only their paths are ever reported.
 
 from __future__ import annotations
 
-import select
+import selectors
 import socket
 import threading
 import time
@@ -30,7 +30,7 @@ from waggle.tunnel.spec import Hop, TunnelSpec
 
 Emit = Callable[[dict[str, Any]], None]
 
-#: Seconds between SSH keepalives on every hop, so that a hop that vanished without a reset is noticed.
+#: Seconds between SSH keepalives on every hop (see also TCP_USER_TIMEOUT on the first hop's socket).
 KEEPALIVE_SECONDS = 15
 #: Bytes per read when pumping a forwarded connection.
 CHUNK = 65536
@@ -83,6 +83,8 @@ class Chain:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
+    if isinstance(exc, TimeoutError):
+        return "timed out"
     if isinstance(exc, EOFError):
         return "the host closed the connection"
     return str(exc) or type(exc).__name__
@@ -107,15 +109,25 @@ def _load_keys(spec: TunnelSpec, where: str) -> list[paramiko.PKey]:
         raise TunnelError(where, f"private key {exc}", 0) from None
 
 
-def _load_known_hosts(spec: TunnelSpec, where: str) -> paramiko.HostKeys:
+def read_known_hosts(path: str) -> paramiko.HostKeys:
+    """Load a known_hosts file. Raises ``ValueError`` saying what is wrong with it."""
     known = paramiko.HostKeys()
     try:
-        known.load(spec.known_hosts)
+        known.load(path)
     except OSError as exc:
-        if spec.strict:
-            raise TunnelError(where, f"known-hosts '{spec.known_hosts}' cannot be read: {_describe(exc)}",
-                              0) from None
+        raise ValueError(f"'{path}' cannot be read: {_describe(exc)}") from None
+    except (paramiko.SSHException, ValueError, IndexError) as exc:  # InvalidHostKey is an SSHException
+        raise ValueError(f"'{path}' is not a known_hosts file waggle can read: {exc}") from None
     return known
+
+
+def _load_known_hosts(spec: TunnelSpec, where: str) -> paramiko.HostKeys:
+    try:
+        return read_known_hosts(spec.known_hosts)
+    except ValueError as exc:
+        if spec.strict:
+            raise TunnelError(where, f"known-hosts {exc}", 0) from None
+        return paramiko.HostKeys()
 
 
 def _verify_host_key(spec: TunnelSpec, hop: Hop, where: str, index: int, transport: paramiko.Transport,
@@ -138,62 +150,79 @@ def _verify_host_key(spec: TunnelSpec, hop: Hop, where: str, index: int, transpo
 
 
 def connect_chain(spec: TunnelSpec, emit: Emit) -> Chain:
-    """Connect and authenticate every hop, each through the previous one. Raises :class:`TunnelError`."""
+    """Connect and authenticate every hop, each through the previous one. Raises :class:`TunnelError`, naming
+    the hop, whatever goes wrong."""
     first = spec.hop_label(0)
     keys = _load_keys(spec, first)
     known = _load_known_hosts(spec, first)
-    timeout = spec.timeout
     chain = Chain(spec)
     try:
         for i, hop in enumerate(spec.hops):
             where = spec.hop_label(i)
-            sock: Any
-            if i == 0:
-                try:
-                    sock = socket.create_connection((hop.host, hop.port), timeout=timeout)
-                except OSError as exc:
-                    reason = "timed out" if isinstance(exc, TimeoutError) else _describe(exc)
-                    raise TunnelError(where, f"unreachable: {reason}", i) from None
-            else:
-                try:
-                    sock = chain.transports[-1].open_channel("direct-tcpip", (hop.host, hop.port),
-                                                             ("127.0.0.1", 0), timeout=timeout)
-                except (paramiko.SSHException, OSError) as exc:
-                    raise TunnelError(where, f"unreachable from {spec.hop_label(i - 1)}: {_describe(exc)}",
-                                      i) from None
-            transport = paramiko.Transport(sock)
-            chain.transports.append(transport)
-            # Prefer the host key types known_hosts holds for this host, as OpenSSH does.
-            entry = known.lookup(hop.known_hosts_name)
-            if entry:
-                opts = transport.get_security_options()
-                opts.key_types = [k for k in entry if k in opts.key_types] + [
-                    k for k in opts.key_types if k not in entry]
-            if timeout is not None:
-                transport.banner_timeout = transport.handshake_timeout = transport.auth_timeout = timeout
+            emit({"event": "connecting", "hop": where})
             try:
-                transport.start_client(timeout=timeout)
-            except (paramiko.SSHException, OSError, EOFError) as exc:
-                raise TunnelError(where, f"SSH handshake failed: {_describe(exc)}", i) from None
-            _verify_host_key(spec, hop, where, i, transport, known, emit)
-            for key in keys:
-                try:
-                    transport.auth_publickey(hop.user, key)
-                except paramiko.AuthenticationException:
-                    continue
-                except (paramiko.SSHException, OSError, EOFError) as exc:
-                    raise TunnelError(where, f"authentication failed: {_describe(exc)}", i) from None
-                if transport.is_authenticated():
-                    break
-            if not transport.is_authenticated():
-                paths = ", ".join(f"'{p}'" for p in spec.private_keys)
-                raise TunnelError(where, f"authentication failed for user '{hop.user}' with private key(s) "
-                                         f"{paths}", i)
-            transport.set_keepalive(KEEPALIVE_SECONDS)
+                _connect_hop(spec, chain, i, hop, where, keys, known, emit)
+            except TunnelError:
+                raise
+            except Exception as exc:  # whatever paramiko raises, the hop is named
+                raise TunnelError(where, f"SSH failed: {_describe(exc)}", i) from None
     except BaseException:
         chain.close()
         raise
     return chain
+
+
+def _connect_hop(spec: TunnelSpec, chain: Chain, i: int, hop: Hop, where: str, keys: list[paramiko.PKey],
+                 known: paramiko.HostKeys, emit: Emit) -> None:
+    timeout = spec.timeout
+    sock: Any
+    if i == 0:
+        try:
+            sock = socket.create_connection((hop.host, hop.port), timeout=timeout)
+        except OSError as exc:
+            raise TunnelError(where, f"unreachable: {_describe(exc)}", i) from None
+        # Keepalives that go unanswered for this long end the session: a hop that vanished without a reset
+        # is noticed in about a minute rather than when TCP gives up.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if hasattr(socket, "TCP_USER_TIMEOUT"):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 4 * KEEPALIVE_SECONDS * 1000)
+    else:
+        try:
+            sock = chain.transports[-1].open_channel("direct-tcpip", (hop.host, hop.port), ("127.0.0.1", 0),
+                                                     timeout=timeout)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise TunnelError(where, f"unreachable from {spec.hop_label(i - 1)}: {_describe(exc)}", i) from None
+    transport = paramiko.Transport(sock)
+    chain.transports.append(transport)
+    # Prefer the host key types known_hosts holds for this host, as OpenSSH does.
+    entry = known.lookup(hop.known_hosts_name)
+    if entry:
+        opts = transport.get_security_options()
+        opts.key_types = [k for k in entry if k in opts.key_types] + [k for k in opts.key_types if k not in entry]
+    if timeout is not None:
+        transport.banner_timeout = transport.handshake_timeout = transport.auth_timeout = timeout
+    try:
+        transport.start_client(timeout=timeout)
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        raise TunnelError(where, f"SSH handshake failed: {_describe(exc)}", i) from None
+    if not transport.is_active() or transport.host_key is None:
+        # start_client returns without an error when its wait runs out with the session still alive
+        raise TunnelError(where, f"SSH handshake failed: no answer within {timeout:g}s" if timeout
+                          else "SSH handshake failed", i)
+    _verify_host_key(spec, hop, where, i, transport, known, emit)
+    for key in keys:
+        try:
+            transport.auth_publickey(hop.user, key)
+        except paramiko.AuthenticationException:
+            continue
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise TunnelError(where, f"authentication failed: {_describe(exc)}", i) from None
+        if transport.is_authenticated():
+            break
+    if not transport.is_authenticated():
+        paths = ", ".join(f"'{p}'" for p in spec.private_keys)
+        raise TunnelError(where, f"authentication failed for user '{hop.user}' with private key(s) {paths}", i)
+    transport.set_keepalive(KEEPALIVE_SECONDS)
 
 
 class Forwarder:
@@ -207,7 +236,7 @@ class Forwarder:
         self.port: int = self.listener.getsockname()[1]
         self._lock = threading.Lock()
         self._chain: Chain | None = None
-        self._attempts = 0
+        self._finished = 0  # connection attempts finished, successful or not
         self._last_error: TunnelError | None = None
         self.builds = 0
         self._stopped = threading.Event()
@@ -216,16 +245,15 @@ class Forwarder:
     def chain(self) -> Chain:
         """The live chain, rebuilt if it is missing or broken. Callers that queued behind a failed rebuild
         get that failure rather than starting another one."""
-        seen = self._attempts
+        seen = self._finished
         with self._lock:
             chain = self._chain
             if chain is not None and chain.first_dead() is None:
                 return chain
             if chain is not None:
                 self._lost(chain)
-            if self._attempts != seen and self._last_error is not None:
-                raise self._last_error
-            self._attempts += 1
+            if self._finished != seen and self._last_error is not None:
+                raise self._last_error  # an attempt failed while this caller waited: share its answer
             started = time.monotonic()
             try:
                 chain = connect_chain(self.spec, self.emit)
@@ -233,6 +261,8 @@ class Forwarder:
                 self._last_error = exc
                 self.emit({"event": "down", "hop": exc.where, "error": str(exc)})
                 raise
+            finally:
+                self._finished += 1
             self._chain, self._last_error = chain, None
             self.builds += 1
             self.emit({"event": "up", "hops": len(chain.transports), "builds": self.builds,
@@ -257,31 +287,37 @@ class Forwarder:
 
     # -- forwarded connections ------------------------------------------------------------------------------
     def _open(self) -> tuple[Chain, paramiko.Channel]:
-        errors = []
+        """A channel to the first of the metastore's addresses that the last hop reaches."""
+        last_index = len(self.spec.hops) - 1
         for attempt in range(2):  # a chain that died unnoticed is rebuilt once
             chain = self.chain()
-            last = self.spec.hop_label(len(self.spec.hops) - 1)
+            errors = []
             for host, port in self.spec.targets:
                 try:
                     return chain, chain.open_channel((host, port), self.spec.timeout)
-                except paramiko.ChannelException as exc:
-                    errors.append(f"{host}:{port}: {exc.text or exc}")
                 except (paramiko.SSHException, OSError, EOFError) as exc:
-                    if chain.first_dead() is None and attempt == 0:
-                        chain.close()  # the session is out of order: rebuild it
-                    errors.append(f"{host}:{port}: {_describe(exc)}")
-                    break
-            if chain.first_dead() is None:
-                raise TunnelError(last, "cannot reach the metastore: " + "; ".join(errors),
-                                  len(self.spec.hops) - 1)
-        raise TunnelError(self.spec.hop_label(0), "SSH session lost while opening a channel: " + "; ".join(errors))
+                    text = exc.text if isinstance(exc, paramiko.ChannelException) else _describe(exc)
+                    errors.append(f"{host}:{port}: {text}")
+                if chain.first_dead() is not None:
+                    break  # the session broke under us: rebuild, then try every address again
+            else:
+                raise TunnelError(self.spec.hop_label(last_index), "cannot reach the metastore: "
+                                  + "; ".join(errors), last_index)
+            if attempt == 1:
+                where, loss = chain.loss()
+                raise TunnelError(where, f"{loss} while opening a channel ({'; '.join(errors)})")
+        raise AssertionError("unreachable")
 
     def handle(self, conn: socket.socket) -> None:
-        peer_port = conn.getpeername()[1]
+        channel: paramiko.Channel | None = None
         try:
+            peer_port = conn.getpeername()[1]
             try:
                 chain, channel = self._open()
-            except TunnelError as exc:
+            except Exception as exc:  # a TunnelError names the hop; anything else is still answered
+                if not isinstance(exc, TunnelError):
+                    exc = TunnelError("tunnel", f"failed: {_describe(exc)}")
+                self.emit({"event": "refused", "conn": peer_port, "error": str(exc)})
                 if self.status_line:
                     conn.sendall(b"ERR " + str(exc).replace("\n", " ").encode() + b"\n")
                 return
@@ -293,40 +329,45 @@ class Forwarder:
         except OSError:
             pass
         finally:
+            if channel is not None:
+                channel.close()
             conn.close()
 
     def _pump(self, conn: socket.socket, channel: paramiko.Channel, chain: Chain) -> str | bool | None:
         """Copy bytes both ways until one side closes. Returns False when the local side closed, None when
         the metastore closed its end, and the loss (naming the hop) when the tunnel broke."""
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            while True:
-                readable, _, _ = select.select([conn, channel], [], [])
-                if conn in readable:
-                    data = conn.recv(CHUNK)
-                    if not data:
-                        return False
-                    channel.sendall(data)
-                if channel in readable:
-                    data = channel.recv(CHUNK)
-                    if not data:
-                        break
-                    conn.sendall(data)
-        except OSError:
-            if channel.closed and not channel.eof_received:
-                pass  # the session went away under us: say which hop below
-            else:
-                return False
-        finally:
-            channel.close()
+        with selectors.DefaultSelector() as selector:  # epoll: no limit on descriptor numbers
+            selector.register(conn, selectors.EVENT_READ)
+            selector.register(channel, selectors.EVENT_READ)
+            try:
+                while True:
+                    for key, _ in selector.select():
+                        if key.fileobj is conn:
+                            data = conn.recv(CHUNK)
+                            if not data:
+                                return False
+                            channel.sendall(data)
+                        else:
+                            data = channel.recv(CHUNK)
+                            if not data:
+                                raise EOFError
+                            conn.sendall(data)
+            except EOFError:
+                pass
+            except OSError:
+                if not channel.closed or channel.eof_received:
+                    return False  # the local side failed
+            finally:
+                channel.close()
         if channel.eof_received:
             return None
-        # The channel ended without an EOF from the metastore side: an SSH session broke. The transport
-        # thread unlinks channels just before it marks itself inactive, so give it a moment to say which.
+        # The channel ended without an EOF from the metastore side: an SSH session may have broken. The
+        # transport thread unlinks channels just before it marks itself inactive, so give it a moment.
         deadline = time.monotonic() + 1.0
         while chain.first_dead() is None and time.monotonic() < deadline:
             time.sleep(0.01)
-        return chain.loss()[1]
+        return chain.loss()[1] if chain.first_dead() is not None else None
 
     def connect_now(self) -> None:
         """Build the chain at start, so a broken route shows in the log before any client needs it."""
@@ -344,10 +385,17 @@ class Forwarder:
                 if self._stopped.is_set():
                     return
                 raise
+            if self._stopped.is_set():
+                conn.close()
+                return
             threading.Thread(target=self.handle, args=(conn,), name="forward", daemon=True).start()
 
     def close(self) -> None:
         self._stopped.set()
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes a blocked accept(), which close() alone does not
+        except OSError:
+            pass
         self.listener.close()
         with self._lock:
             if self._chain is not None:
@@ -364,6 +412,6 @@ def local_forward(spec: TunnelSpec, emit: Emit | None = None) -> Iterator[tuple[
     try:
         forwarder.chain()
         threading.Thread(target=forwarder.serve_forever, name=f"tunnel-{spec.member}", daemon=True).start()
-        yield "127.0.0.1" if spec.bind in ("", "0.0.0.0", "::") else spec.bind, forwarder.port
+        yield spec.connect_host, forwarder.port
     finally:
         forwarder.close()

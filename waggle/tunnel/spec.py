@@ -42,6 +42,11 @@ class TunnelSpec:
     targets: tuple[tuple[str, int], ...]  # the metastore's URIs, tried in order from the last hop
     bind: str  # the local address the forwarded port listens on
 
+    @property
+    def connect_host(self) -> str:
+        """Where a client on this machine connects to reach the forwarded port."""
+        return "127.0.0.1" if self.bind in ("", "0.0.0.0", "::") else self.bind
+
     def hop_label(self, index: int) -> str:
         return f"hop {index + 1} ({self.hops[index]})"
 
@@ -78,10 +83,8 @@ def spec_for(member: MetastoreConfig) -> TunnelSpec:
 
 def check_files(spec: TunnelSpec) -> list[str]:
     """Problems with the files a tunnel reads, as ``waggle check`` reports them (nothing is connected)."""
-    # paramiko is imported here, not at module level: the proxy process imports this module, never paramiko
-    import paramiko
-
-    from waggle.tunnel.forward import read_private_key
+    # imported here, not at module level: the proxy process imports this module, never paramiko
+    from waggle.tunnel.forward import read_known_hosts, read_private_key
 
     where = f"metastore '{spec.member}': metastore-tunnel"
     problems = []
@@ -90,13 +93,12 @@ def check_files(spec: TunnelSpec) -> list[str]:
             read_private_key(path)
         except ValueError as exc:
             problems.append(f"{where}.private-keys: {exc}")
-    known = paramiko.HostKeys()
     try:
-        known.load(spec.known_hosts)
-    except OSError as exc:
-        if spec.strict:
-            problems.append(f"{where}.known-hosts: '{spec.known_hosts}' cannot be read: {exc.strerror or exc} "
-                            "(strict-host-key-checking is on)")
+        known = read_known_hosts(spec.known_hosts)
+    except ValueError as exc:
+        if spec.strict or "cannot be read" not in str(exc):
+            problems.append(f"{where}.known-hosts: {exc}"
+                            + (" (strict-host-key-checking is on)" if spec.strict else ""))
         return problems
     if spec.strict:
         for i, hop in enumerate(spec.hops):

@@ -99,7 +99,7 @@ class UpstreamConnection:
         except (TimeoutError, PeerClosed, WireError, OSError) as exc:
             self.broken = True
             lost = None
-            if self.tunnel is not None and not self.timed_out and isinstance(exc, (PeerClosed, OSError)):
+            if self.tunnel is not None and not self.timed_out and isinstance(exc, (PeerClosed, ConnectionError)):
                 lost = self.tunnel.explain(self.tunnel_port)  # the tunnel broke (naming the hop), or None
             if wire.streamed:
                 what = f"lost its SSH tunnel: {lost}" if lost else f"failed ({self.address}): {exc}"

@@ -35,6 +35,8 @@ log = get_logger("waggle.tunnel")
 
 #: Seconds to wait before restarting a helper that exited, by how many times it exited in a row.
 RESTART_DELAYS = (0.5, 1.0, 2.0, 5.0, 10.0)
+#: Seconds a call waits for a helper that is starting to listen.
+STARTUP_WAIT = 10.0
 #: How many closed-connection reports are kept for :meth:`Tunnel.explain`.
 CLOSED_KEPT = 4096
 
@@ -68,17 +70,14 @@ class Tunnel:
         self._proc: subprocess.Popen[bytes] | None = None
         self._greenlet: gevent.Greenlet | None = None
         self._closing = False
+        self._helper_running = False
+        self._connecting = ""  # the hop the helper is connecting now
         metrics.TUNNEL_UP.labels(self.member).set(0)
         metrics.TUNNEL_RECONNECTS.labels(self.member)
 
     @property
     def route(self) -> str:
         return " -> ".join(str(h) for h in self.spec.hops)
-
-    @property
-    def _connect_host(self) -> str:
-        bind = self.spec.bind
-        return "127.0.0.1" if bind in ("", "0.0.0.0", "::", "*") else bind
 
     def open_timeout(self, connect_timeout: float) -> float:
         """How long opening a connection may wait: the member's connect timeout, plus rebuilding every hop."""
@@ -88,17 +87,20 @@ class Tunnel:
     def open(self, timeout: float) -> tuple[socket.socket, HostPort]:
         """A connected socket that reaches the metastore through the tunnel. Raises :class:`TunnelUnavailable`."""
         deadline = time.monotonic() + timeout
-        if not self._listening.wait(timeout):
+        # a helper that is starting gets a moment; one that exited is not waited for
+        if not self._listening.is_set() and (
+                not self._helper_running or not self._listening.wait(min(timeout, STARTUP_WAIT))):
             raise TunnelUnavailable(f"is unreachable: its SSH tunnel helper is not running "
                                     f"({self.status.reason or 'starting'})")
         port = self.port
         assert port is not None
-        address = HostPort(self._connect_host, port)
+        address = HostPort(self.spec.connect_host, port)
         try:
             sock = socket.create_connection((address.host, port), timeout=max(0.1, deadline - time.monotonic()))
         except OSError as exc:
             raise TunnelUnavailable(f"is unreachable: its SSH tunnel helper did not accept ({address.host}:{port}): "
                                     f"{exc.strerror or exc}") from None
+        self._closed.pop(sock.getsockname()[1], None)  # a report about an earlier connection from this port
         try:
             line = b""
             while not line.endswith(b"\n"):
@@ -109,8 +111,10 @@ class Tunnel:
                 line += data
         except OSError as exc:
             sock.close()
-            what = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-            raise TunnelUnavailable(f"is unreachable: its SSH tunnel ({self.route}) did not connect: {what}") from None
+            what = f"timed out after {timeout:g}s" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+            at = f", still connecting {self._connecting}" if self._connecting else ""
+            raise TunnelUnavailable(f"is unreachable: its SSH tunnel ({self.route}) did not connect: "
+                                    f"{what}{at}") from None
         if line == b"OK\n":
             return sock, address
         sock.close()
@@ -136,6 +140,7 @@ class Tunnel:
 
     # -- the helper ---------------------------------------------------------------------------------------------
     def start(self) -> None:
+        self._helper_running = True  # starting: calls wait up to STARTUP_WAIT for it to listen
         self._greenlet = gevent.spawn(self._supervise)
 
     def _supervise(self) -> None:
@@ -152,11 +157,13 @@ class Tunnel:
                 failures = 0
             gevent.sleep(RESTART_DELAYS[min(failures, len(RESTART_DELAYS) - 1)])
             failures += 1
+            self._helper_running = True
 
     def _run_helper(self) -> None:
         proc = subprocess.Popen([sys.executable, "-m", "waggle.tunnel"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, close_fds=True)
         self._proc = proc
+        self._helper_running = True
         self.status.helper_starts += 1
         self.status.helper_pid = proc.pid
         stdin: IO[bytes] = proc.stdin  # type: ignore[assignment]
@@ -170,12 +177,14 @@ class Tunnel:
                 continue
             self._on_event(event)
         code = proc.wait()
+        self._helper_running = False
         self._listening.clear()
         self.port = None
         self._closed.clear()
         if not self._closing:
-            self._down("helper", f"the SSH tunnel helper exited with code {code}")
-            log.error("tunnel.helper_exited", member=self.member, code=code)
+            fatal = self.status.reason if self.status.hop == "helper" else ""
+            self._down("helper", fatal or f"the SSH tunnel helper exited with code {code}")
+            log.error("tunnel.helper_exited", member=self.member, code=code, reason=fatal or None)
         self._notify()
 
     def _on_event(self, event: dict[str, Any]) -> None:
@@ -185,7 +194,12 @@ class Tunnel:
             self._listening.set()
             log.info("tunnel.started", member=self.member, route=self.route, port=self.port,
                      pid=self.status.helper_pid)
+        elif kind == "connecting":
+            self._connecting = str(event.get("hop", ""))
+        elif kind == "fatal":
+            self._down("helper", f"the SSH tunnel helper cannot run: {event.get('error')}")
         elif kind == "up":
+            self._connecting = ""
             st = self.status
             st.builds += 1
             if st.builds > 1:
@@ -196,6 +210,7 @@ class Tunnel:
             log.info("tunnel.up", member=self.member, route=self.route, reconnects=st.reconnects,
                      connect_ms=event.get("ms"))
         elif kind == "down":
+            self._connecting = ""
             if self._down(str(event.get("hop", "")), str(event.get("error", ""))):
                 log.error("tunnel.down", member=self.member, hop=event.get("hop"), error=event.get("error"))
         elif kind == "closed":
