@@ -65,8 +65,10 @@ def seed(host: str, port: int, partitions: int, warehouse: Path) -> None:
         ensure_partitioned_table(c, DB, "parts", f"file://{warehouse}/{DB}.db/parts", partitions=partitions)
 
 
-def start_waggle(workdir: Path, uri: str, prefixed: bool, hive_version: str | None = None
+def start_waggle(workdir: Path, uri: str, prefixed: bool, hive_version: str | None = None, member_extra: str = ""
                  ) -> tuple[subprocess.Popen[bytes], int]:
+    """waggle in front of ``uri``; with ``prefixed``, also as member 'bench' (``member_extra``: more of its YAML,
+    indented by four spaces)."""
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     server = f"port: {port}\nbind-address: 127.0.0.1\nendpoint.port: {free_port()}\n"
@@ -77,7 +79,7 @@ def start_waggle(workdir: Path, uri: str, prefixed: bool, hive_version: str | No
         # the same metastore is the primary (empty prefix) and a federated member behind "bench_"
         server += "database-resolution: PREFIXED\n"
         federation += (f"federated-meta-stores:\n  - name: bench\n    remote-meta-store-uris: {uri}\n"
-                       f"    database-prefix: {PREFIX}\n")
+                       f"    database-prefix: {PREFIX}\n{member_extra}")
     (workdir / "server.yml").write_text(server)
     (workdir / "federation.yml").write_text(federation)
     proc = subprocess.Popen(

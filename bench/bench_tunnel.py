@@ -8,7 +8,8 @@ each round:
 
 * **direct**: the metastore itself;
 * **tunnel alone**: waggle's tunnel helper (``python -m waggle.tunnel``), two hops, no proxy;
-* **waggle, direct member**: waggle with the metastore as a federated member behind ``far_`` (names rewritten);
+* **waggle, direct member**: waggle with the metastore as a federated member behind ``bench_`` (names
+  rewritten);
 * **waggle, tunnelled member**: the same, with the member reached through the two hops.
 
 Then the cost of a new client connection's first call: through waggle (its shared tunnel and pool) against
@@ -34,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_proxy import DB, Route, measure, pct, seed
+from bench_proxy import DB, PREFIX, Route, measure, pct, seed, start_waggle
 from sshd import Sshd, free_port_on, keygen, write_known_hosts
 from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
 from thrift.transport.TSocket import TSocket
@@ -42,11 +43,9 @@ from thrift.transport.TTransport import TBufferedTransport
 
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.local.client import hms_client
-from waggle.local.metastore import LocalMetastore, free_port
+from waggle.local.metastore import LocalMetastore
 from waggle.tunnel.forward import connect_chain
 from waggle.tunnel.spec import Hop, TunnelSpec
-
-PREFIX = "far_"
 
 
 def client_over(sock: socket.socket) -> tuple[Any, Any]:
@@ -68,30 +67,6 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
-
-
-def start_waggle(workdir: Path, uri: str, tunnel: str) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    (workdir / "server.yml").write_text(f"port: {port}\nbind-address: 127.0.0.1\nendpoint.port: {free_port()}\n"
-                                        "database-resolution: PREFIXED\n")
-    (workdir / "federation.yml").write_text(
-        f"primary-meta-store:\n  name: primary\n  remote-meta-store-uris: {uri}\n"
-        f"federated-meta-stores:\n- name: far\n  remote-meta-store-uris: {uri}\n  database-prefix: {PREFIX}\n"
-        + tunnel)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "waggle", "serve", "--server-config", str(workdir / "server.yml"),
-         "--federation-config", str(workdir / "federation.yml")],
-        stdout=subprocess.DEVNULL, stderr=open(workdir / "waggle.log", "wb"), cwd=ROOT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with hms_client("127.0.0.1", port, timeout=30) as c:
-                c.get_database(PREFIX + DB)
-            return proc, port
-        except Exception:
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("waggle did not start; see " + str(workdir / "waggle.log"))
 
 
 def main() -> int:
@@ -122,12 +97,11 @@ def main() -> int:
         helper.stdin.write(spec.to_json() + "\n")
         helper.stdin.flush()
         helper_port = json.loads(helper.stdout.readline())["port"]
-        tunnel_yaml = (f"  metastore-tunnel:\n    route: {' -> '.join(f'{me}@{s.address}' for s in servers)}\n"
-                       f"    private-keys: {key}\n    known-hosts: {known}\n    port: {ssh_port}\n")
-        (work / "plain").mkdir()
-        (work / "tunnelled").mkdir()
-        plain, plain_port = start_waggle(work / "plain", store.uri, "")
-        tunnelled, tunnelled_port = start_waggle(work / "tunnelled", store.uri, tunnel_yaml)
+        tunnel_yaml = (f"    metastore-tunnel:\n      route: {' -> '.join(f'{me}@{s.address}' for s in servers)}\n"
+                       f"      private-keys: {key}\n      known-hosts: {known}\n      port: {ssh_port}\n")
+        plain, plain_port = start_waggle(work / "plain", store.uri, prefixed=True)
+        tunnelled, tunnelled_port = start_waggle(work / "tunnelled", store.uri, prefixed=True,
+                                                 member_extra=tunnel_yaml)
         procs += [plain, tunnelled]
 
         tunnel, tunnel_transport = tunnel_client(helper_port)
