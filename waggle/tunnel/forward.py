@@ -304,8 +304,8 @@ class Forwarder:
                 raise TunnelError(self.spec.hop_label(last_index), "cannot reach the metastore: "
                                   + "; ".join(errors), last_index)
             if attempt == 1:
-                where, loss = chain.loss()
-                raise TunnelError(where, f"{loss} while opening a channel ({'; '.join(errors)})")
+                where, _ = chain.loss()
+                raise TunnelError(where, f"SSH session lost while opening a channel ({'; '.join(errors)})")
         raise AssertionError("unreachable")
 
     def handle(self, conn: socket.socket) -> None:
