@@ -1,4 +1,4 @@
-"""Command line: ``waggle serve | check | demo``.
+"""Command line: ``waggle serve | check | sync | demo``.
 
 This module parses arguments and nothing else. ``serve`` and ``demo`` monkey-patch with gevent before
 importing anything that touches sockets; it is the only place in waggle that patches.
@@ -28,6 +28,28 @@ def build_parser() -> argparse.ArgumentParser:
     _config_args(serve)
     check = sub.add_parser("check", help="validate the configuration files and exit")
     _config_args(check)
+    sync = sub.add_parser("sync", help="bring a federated metastore's tables into the primary (mirror or copy)")
+    sync.add_argument("--config", metavar="FILE", help="a sync file with many table jobs (see the README)")
+    sync.add_argument("--federation-config", metavar="FILE", help="the federation file; the primary is the target")
+    sync.add_argument("--source", metavar="NAME", help="the federated metastore to read from")
+    sync.add_argument("--tables", metavar="DB.TABLE[,DB.TABLE...]", help="tables, each part a regex")
+    sync.add_argument("--mode", choices=["mirror", "copy"], default="mirror",
+                      help="mirror: metadata pointing at the source's data; copy: copy the data files too")
+    sync.add_argument("--target-database", metavar="DB", help="target database (default: the source's name)")
+    sync.add_argument("--partition-filter", metavar="EXPR", help="only partitions matching this Hive filter")
+    sync.add_argument("--location-root", metavar="URL", help="copy mode: where table copies go "
+                      "(default: the target database's location)")
+    sync.add_argument("--propagate-deletes", action="store_true",
+                      help="drop target partitions whose source partition is gone")
+    sync.add_argument("--switch-mode", action="store_true",
+                      help="allow turning an existing mirror into a copy, or a copy into a mirror")
+    sync.add_argument("--incremental", action="store_true",
+                      help="skip tables with no notification event since the last sync (metastores with a log)")
+    sync.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    sync.add_argument("--master", metavar="URL", help="Spark master for copies (default: local[*], or "
+                      "spark-submit's)")
+    sync.add_argument("--report", metavar="FILE", help="also write the report as JSON")
+    sync.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
     demo = sub.add_parser("demo", help="start two local metastores with sample data and waggle in front")
     demo.add_argument("--port", type=int, default=48869, help="waggle's Thrift port (default 48869)")
     demo.add_argument("--workdir", default=None, help="where the metastores keep their files (default: a temp dir)")
@@ -56,6 +78,41 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sync(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from waggle.ops.logging import configure
+    from waggle.sync.runner import SyncConfigError, SyncRun, TableSpec, load_sync_file, pattern_problem, run
+
+    configure()
+    try:
+        if args.config:
+            sync = load_sync_file(args.config)
+            if args.federation_config:
+                sync = replace(sync, federation_config=args.federation_config)
+        else:
+            missing = [f"--{k}" for k in ("federation-config", "source", "tables")
+                       if not getattr(args, k.replace("-", "_"))]
+            if missing:
+                print(f"error: waggle sync needs --config FILE, or {', '.join(missing)}", file=sys.stderr)
+                return 1
+            patterns = tuple(p.strip() for p in args.tables.split(",") if p.strip())
+            bad = [f"--tables: '{p}': {why}" for p in patterns if (why := pattern_problem(p))]
+            if bad:
+                raise SyncConfigError(bad)
+            sync = SyncRun(args.federation_config, (TableSpec(
+                args.source, patterns, args.mode, args.target_database, args.partition_filter, args.location_root,
+                args.propagate_deletes, args.switch_mode),))
+    except SyncConfigError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 1
+    sync = replace(sync, dry_run=args.dry_run, incremental=args.incremental or sync.incremental,
+                   master=args.master or sync.master, report=args.report,
+                   progress=False if args.no_progress else None)
+    return run(sync)
+
+
 def _tunnel_problems(config: WaggleConfig) -> list[str]:
     """The key and known-hosts files of every tunnel: present, readable and usable (nothing is connected)."""
     from waggle.tunnel.spec import check_files, spec_for
@@ -72,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "check":
         return _check(args)
+    if args.command == "sync":
+        return _sync(args)
     if args.command in ("serve", "demo"):
         from gevent import monkey
 

@@ -57,8 +57,9 @@ def ensure_table(client: Any, db: str, table: str, location: str, cols: list[tup
 
 
 def ensure_partitioned_table(client: Any, db: str, table: str, location: str, partitions: int,
-                             batch: int = 1000) -> None:
-    """An external text table partitioned by ``part`` with ``partitions`` partitions (added in batches)."""
+                             batch: int = 1000, data: bool = False) -> None:
+    """An external text table partitioned by ``part`` with ``partitions`` partitions (added in batches); with
+    ``data``, partition ``p000042`` holds one file with the row ``42,name42``."""
     cols = [("id", "int"), ("name", "string")]
     ensure_table(client, db, table, location, cols, [("part", "string")] if partitions else None)
     if not partitions:
@@ -70,6 +71,8 @@ def ensure_partitioned_table(client: Any, db: str, table: str, location: str, pa
         parts = []
         for value in wanted[start:start + batch]:
             (root / f"part={value}").mkdir(parents=True, exist_ok=True)
+            if data:
+                (root / f"part={value}" / "data.csv").write_text(f"{int(value[1:])},name{int(value[1:])}\n")
             parts.append(ttypes.Partition(
                 values=[value], dbName=db, tableName=table, createTime=0, lastAccessTime=0,
                 sd=text_sd(f"{location}/part={value}", cols), parameters={},

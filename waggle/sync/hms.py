@@ -1,0 +1,187 @@
+"""The sync's connection to one metastore: paged reads, batched writes, and a count of the writes it made.
+
+Plain blocking Thrift (the sync does not use gevent), with Thrift's C codec. A tunnelled source is reached
+through its SSH tunnel, run in this process by :func:`waggle.tunnel.forward.local_forward`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
+from thrift.protocol.TCompactProtocol import TCompactProtocolAccelerated
+from thrift.transport.TSocket import TSocket
+from thrift.transport.TTransport import TBufferedTransport, TFramedTransport
+
+from waggle.config.model import MetastoreConfig, ProtocolKind, TransportKind
+from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
+from waggle.hms.gen.hive_metastore.ttypes import (
+    NoSuchObjectException,
+    NotificationEventRequest,
+    Partition,
+    Table,
+)
+
+#: Partitions per read (``get_partitions_by_names``) and per write (``add_partitions``/``alter_partitions``).
+PAGE = 500
+
+
+class Metastore:
+    """One open connection. ``writes`` counts the calls that changed something."""
+
+    def __init__(self, name: str, client: Any) -> None:
+        self.name = name
+        self.client = client
+        self.writes = 0
+
+    # -- reads --------------------------------------------------------------------------------------------
+    def table(self, db: str, table: str) -> Table | None:
+        try:
+            return self.client.get_table(db, table)
+        except NoSuchObjectException:
+            return None
+
+    def has_database(self, db: str) -> bool:
+        try:
+            self.client.get_database(db)
+            return True
+        except NoSuchObjectException:
+            return False
+
+    def databases(self) -> list[str]:
+        return list(self.client.get_all_databases())
+
+    def tables(self, db: str) -> list[str]:
+        return list(self.client.get_all_tables(db))
+
+    def partition_names(self, db: str, table: str) -> list[str]:
+        return list(self.client.get_partition_names(db, table, -1))
+
+    def partitions(self, db: str, table: str, names: list[str]) -> Iterator[list[Partition]]:
+        """The named partitions, a page at a time (so that 100,000 of them never sit in memory at once)."""
+        for i in range(0, len(names), PAGE):
+            yield list(self.client.get_partitions_by_names(db, table, names[i:i + PAGE]))
+
+    def filtered_partition_names(self, db: str, table: str, expr: str, keys: list[str]) -> list[str]:
+        """Names of the partitions that match a partition filter (the metastore evaluates it)."""
+        parts = self.client.get_partitions_by_filter(db, table, expr, -1)
+        return [partition_name(keys, p.values) for p in parts]
+
+    def current_event_id(self) -> int:
+        return int(self.client.get_current_notificationEventId().eventId or 0)
+
+    def events_for(self, db: str, table: str, after: int, up_to: int) -> int:
+        """How many notification events after ``after`` (up to ``up_to``) concern ``db.table``."""
+        count, last = 0, after
+        while last < up_to:
+            response = self.client.get_next_notification(NotificationEventRequest(lastEvent=last, maxEvents=1000))
+            events = response.events or []
+            if not events:
+                break
+            for e in events:
+                if (e.dbName or "").lower() == db.lower() and (e.tableName or "").lower() == table.lower():
+                    count += 1
+            last = max(e.eventId for e in events)
+        return count
+
+    # -- writes -------------------------------------------------------------------------------------------
+    def create_database(self, database: Any) -> None:
+        self.writes += 1
+        self.client.create_database(database)
+
+    def create_table(self, table: Table) -> None:
+        self.writes += 1
+        self.client.create_table(table)
+
+    def alter_table(self, db: str, name: str, table: Table) -> None:
+        self.writes += 1
+        self.client.alter_table(db, name, table)
+
+    def add_partitions(self, partitions: list[Partition]) -> None:
+        for i in range(0, len(partitions), PAGE):
+            self.writes += 1
+            self.client.add_partitions(partitions[i:i + PAGE])
+
+    def alter_partitions(self, db: str, table: str, partitions: list[Partition]) -> None:
+        for i in range(0, len(partitions), PAGE):
+            self.writes += 1
+            self.client.alter_partitions(db, table, partitions[i:i + PAGE])
+
+    def drop_partition(self, db: str, table: str, values: list[str]) -> None:
+        self.writes += 1
+        self.client.drop_partition(db, table, values, False)
+
+    def copy_statistics(self, source: Metastore, src_db: str, src_table: str, table: Table,
+                        partition_names: list[str]) -> int:
+        """Carry column statistics of the table and of the named partitions over; returns how many objects
+        had statistics. Metastores without the calls are skipped quietly."""
+        from waggle.hms.gen.hive_metastore.ttypes import (
+            ColumnStatistics,
+            ColumnStatisticsDesc,
+            PartitionsStatsRequest,
+            SetPartitionsStatsRequest,
+            TableStatsRequest,
+        )
+
+        cols = [c.name for c in (table.sd.cols if table.sd else None) or []]
+        if not cols:
+            return 0
+        copied = 0
+        with contextlib.suppress(Exception):
+            got = source.client.get_table_statistics_req(TableStatsRequest(src_db, src_table, cols))
+            if got.tableStats:
+                desc = ColumnStatisticsDesc(isTblLevel=True, dbName=table.dbName, tableName=table.tableName)
+                self.writes += 1
+                self.client.update_table_column_statistics(ColumnStatistics(desc, got.tableStats))
+                copied += 1
+        for i in range(0, len(partition_names), PAGE):
+            names = partition_names[i:i + PAGE]
+            with contextlib.suppress(Exception):
+                got = source.client.get_partitions_statistics_req(
+                    PartitionsStatsRequest(src_db, src_table, cols, names))
+                stats = [ColumnStatistics(ColumnStatisticsDesc(isTblLevel=False, dbName=table.dbName,
+                                                               tableName=table.tableName, partName=name), objs)
+                         for name, objs in (got.partStats or {}).items() if objs]
+                if stats:
+                    self.writes += 1
+                    self.client.set_aggr_stats_for(SetPartitionsStatsRequest(colStats=stats))
+                    copied += len(stats)
+        return copied
+
+
+#: Characters Hive escapes in partition path names (FileUtils.escapePathName), besides control characters.
+_ESCAPED = frozenset('"#%\'*/:=?\\\x7f{[]^')
+
+
+def partition_name(keys: list[str], values: list[str]) -> str:
+    """Hive's partition name (``k1=v1/k2=v2``), path-escaped as ``get_partition_names`` returns it."""
+
+    def escape(text: str) -> str:
+        return "".join(f"%{ord(c):02X}" if c in _ESCAPED or ord(c) < 0x20 else c for c in text)
+
+    return "/".join(f"{escape(k)}={escape(v)}" for k, v in zip(keys, values, strict=True))
+
+
+@contextmanager
+def connect(member: MetastoreConfig, timeout: float = 600.0) -> Iterator[Metastore]:
+    """A connection to a federation member, through its SSH tunnel if it has one."""
+    with contextlib.ExitStack() as stack:
+        if member.tunnel is not None:
+            from waggle.tunnel.forward import local_forward
+            from waggle.tunnel.spec import spec_for
+
+            host, port = stack.enter_context(local_forward(spec_for(member)))
+        else:
+            host, port = member.uris[0].host, member.uris[0].port
+        sock = TSocket(host, port)
+        sock.setTimeout(timeout * 1000)
+        framed = member.wire.transport is TransportKind.FRAMED
+        transport = TFramedTransport(sock) if framed else TBufferedTransport(sock)
+        protocol = (TCompactProtocolAccelerated if member.wire.protocol is ProtocolKind.COMPACT
+                    else TBinaryProtocolAccelerated)(transport)
+        transport.open()
+        stack.callback(transport.close)
+        yield Metastore(member.name, ThriftHiveMetastore.Client(protocol))

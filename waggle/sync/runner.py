@@ -1,0 +1,340 @@
+"""``waggle sync``: which tables, from which member, how; then one :class:`~waggle.sync.job.TableSync` each.
+
+The source is a member of the federation file (through its SSH tunnel if it has one) and the target is the
+primary. Tables are given as ``DB.TABLE`` regexes (the database part is what comes before the first dot),
+from the command line or from a sync file (:func:`load_sync_file`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from waggle.config.loader import ConfigError, load
+from waggle.config.model import MetastoreConfig
+from waggle.hms.gen.hive_metastore.ttypes import Database
+from waggle.ops.logging import get_logger
+from waggle.sync import objects as o
+from waggle.sync.hms import Metastore, connect
+from waggle.sync.job import Options, TableSync, describe
+from waggle.sync.report import RunReport, TableReport
+
+log = get_logger("waggle.sync")
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """One entry of work: table patterns and how to sync them."""
+
+    source: str
+    patterns: tuple[str, ...]
+    mode: str = o.MIRROR
+    target_database: str | None = None
+    partition_filter: str | None = None
+    location_root: str | None = None
+    propagate_deletes: bool = False
+    switch_mode: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRun:
+    federation_config: str
+    specs: tuple[TableSpec, ...]
+    dry_run: bool = False
+    incremental: bool = False
+    master: str | None = None
+    report: str | None = None
+    progress: bool | None = None  # None: a progress bar when stderr is a terminal
+
+
+@dataclass
+class _Resolved:
+    spec: TableSpec
+    target: o.Target
+    options: Options = field(default_factory=Options)
+
+
+class SyncConfigError(ValueError):
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+# -- the sync file ---------------------------------------------------------------------------------------------
+_ENTRY_KEYS = {"source", "tables", "mode", "target-database", "partition-filter", "location-root",
+               "propagate-deletes", "switch-mode"}
+_TOP_KEYS = {"federation-config", "source", "master", "incremental", "propagate-deletes", "jobs"}
+
+
+def load_sync_file(path: str) -> SyncRun:
+    """Read a sync file (see the README). Every problem names the file, the key and the value."""
+    problems: list[str] = []
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise SyncConfigError([f"{path}: cannot read: {exc}"]) from None
+    if not isinstance(data, dict):
+        raise SyncConfigError([f"{path}: expected a map with 'federation-config' and 'jobs'"])
+
+    def fail(key: str, value: Any, why: str) -> None:
+        problems.append(f"{path}: key '{key}': invalid value {value!r}: {why}")
+
+    for key in data:
+        if key not in _TOP_KEYS:
+            problems.append(f"{path}: unknown key '{key}' (expected one of {', '.join(sorted(_TOP_KEYS))})")
+    fed = data.get("federation-config")
+    if not isinstance(fed, str) or not fed:
+        problems.append(f"{path}: key 'federation-config' is required")
+        fed = ""
+    elif not Path(fed).is_absolute():
+        fed = str(Path(path).resolve().parent / fed)
+    default_source = data.get("source")
+    default_deletes = _flag(data, "propagate-deletes", False, fail)
+    jobs = data.get("jobs")
+    specs: list[TableSpec] = []
+    if not isinstance(jobs, list) or not jobs:
+        problems.append(f"{path}: key 'jobs' is required: a list of {{tables: ..., mode: ...}}")
+        jobs = []
+    for i, job in enumerate(jobs):
+        where = f"jobs[{i}]"
+        if not isinstance(job, dict):
+            fail(where, job, "expected a map")
+            continue
+        for key in job:
+            if key not in _ENTRY_KEYS:
+                problems.append(f"{path}: unknown key '{where}.{key}'")
+        tables = job.get("tables")
+        patterns = _patterns(tables if isinstance(tables, str) else ",".join(map(str, tables or [])))
+        if not patterns:
+            problems.append(f"{path}: key '{where}.tables' is required")
+        for pattern in patterns:
+            why = pattern_problem(pattern)
+            if why:
+                fail(f"{where}.tables", pattern, why)
+        mode = str(job.get("mode", o.MIRROR))
+        if mode not in (o.MIRROR, o.COPY):
+            fail(f"{where}.mode", mode, "expected mirror or copy")
+        source = job.get("source", default_source)
+        if not source:
+            problems.append(f"{path}: key '{where}.source' is required (or a top-level 'source')")
+        specs.append(TableSpec(
+            source=str(source or ""), patterns=tuple(patterns), mode=mode,
+            target_database=_opt(job.get("target-database")), partition_filter=_opt(job.get("partition-filter")),
+            location_root=_opt(job.get("location-root")),
+            propagate_deletes=_flag(job, "propagate-deletes", default_deletes, fail, where),
+            switch_mode=_flag(job, "switch-mode", False, fail, where)))
+    incremental = _flag(data, "incremental", False, fail)
+    if problems:
+        raise SyncConfigError(problems)
+    return SyncRun(federation_config=fed, specs=tuple(specs), incremental=incremental,
+                   master=_opt(data.get("master")))
+
+
+def _opt(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def _flag(data: Mapping[str, Any], key: str, default: bool, fail: Any, where: str = "") -> bool:
+    value = data.get(key, default)
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("yes", "true"):
+        return True
+    if str(value).lower() in ("no", "false"):
+        return False
+    fail(f"{where}.{key}" if where else key, value, "expected true or false")
+    return default
+
+
+def _patterns(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def pattern_problem(pattern: str) -> str | None:
+    if "." not in pattern:
+        return "expected DB.TABLE (each part a regex)"
+    db, table = pattern.split(".", 1)
+    for part in (db, table):
+        try:
+            re.compile(part)
+        except re.error as exc:
+            return f"'{part}' is not a regex: {exc}"
+    return None
+
+
+# -- resolving tables ------------------------------------------------------------------------------------------
+def _match(pattern: str, names: list[str]) -> list[str]:
+    rx = re.compile(pattern, re.IGNORECASE)
+    return [n for n in names if rx.fullmatch(n)]
+
+
+def resolve(spec: TableSpec, source: Metastore, target: Metastore, dry_run: bool) -> list[o.Target]:
+    """The tables a spec names at the source, each with its target (creating target databases unless dry)."""
+    found: list[tuple[str, str]] = []
+    databases: list[str] | None = None
+    for pattern in spec.patterns:
+        db_rx, table_rx = pattern.split(".", 1)
+        if re.fullmatch(r"[\w$]+", db_rx):
+            dbs = [db_rx]
+        else:
+            databases = databases if databases is not None else source.databases()
+            dbs = _match(db_rx, databases)
+        for db in dbs:
+            tables = source.tables(db) if source.has_database(db) else []
+            for table in (_match(table_rx, tables) if not re.fullmatch(r"[\w$]+", table_rx)
+                          else [t for t in tables if t.lower() == table_rx.lower()]):
+                if (db, table) not in found:
+                    found.append((db, table))
+        if not found and re.fullmatch(r"[\w$]+\.[\w$]+", pattern):
+            found.append(tuple(pattern.split(".", 1)))  # type: ignore[arg-type]  # reported as missing later
+    out = []
+    for db, table in found:
+        tdb = (spec.target_database or db).lower()
+        if not dry_run and not target.has_database(tdb):
+            create_database(target, tdb, spec, db)
+        location = None
+        if spec.mode == o.COPY:
+            root = spec.location_root or _database_location(target, tdb)
+            location = f"{root.rstrip('/')}/{table.lower()}"
+        out.append(o.Target(spec.source, db, table, tdb, table.lower(), spec.mode, location))
+    return out
+
+
+def _database_location(target: Metastore, db: str) -> str:
+    """The target database's location (where the metastore would put it, when a dry run did not create it)."""
+    if not target.has_database(db):
+        default = target.client.get_database("default").locationUri or ""
+        return f"{default.rsplit('/', 1)[0]}/{db}.db"
+    return str(target.client.get_database(db).locationUri)
+
+
+def create_database(target: Metastore, db: str, spec: TableSpec, source_db: str) -> None:
+    target.create_database(Database(name=db, description=f"synced by waggle from {spec.source}:{source_db}",
+                                    parameters={o.SOURCE: spec.source}))
+    log.info("sync.database_created", database=db)
+
+
+# -- the run -------------------------------------------------------------------------------------------------------
+def run(sync: SyncRun, out: IO[str] | None = None) -> int:
+    """Sync every table; print the report. Exit code 0: all succeeded; 2: some table failed; 1: nothing ran."""
+    out = out or sys.stdout
+    started = time.monotonic()
+    try:
+        config = load(None, sync.federation_config)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 1
+    members = {m.name: m for m in config.federation.members}
+    problems = [f"source metastore '{s.source}' is not in {sync.federation_config} (members: {', '.join(members)})"
+                for s in sync.specs if s.source not in members]
+    problems += [f"source metastore '{s.source}' is the primary: the sync brings other members' tables into it"
+                 for s in sync.specs if s.source == config.federation.primary.name]
+    if problems:
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 1
+    report = RunReport(dry_run=sync.dry_run)
+    spark = _LazySpark(sync.master)
+    run_id = uuid.uuid4().hex[:8]
+    bar = _progress(sync.progress)
+    try:
+        for source_name in dict.fromkeys(s.source for s in sync.specs):
+            specs = [s for s in sync.specs if s.source == source_name]
+            _run_source(members[source_name], config.federation.primary, specs, sync, report, spark, run_id, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+        spark.stop()
+    report.seconds = time.monotonic() - started
+    print(report.render(), file=out)
+    if sync.report:
+        Path(sync.report).write_text(report.to_json())
+    log.info("sync.finished", tables=len(report.tables), failed=len(report.failed), seconds=round(report.seconds, 2),
+             **report.totals())
+    return 2 if report.failed else 0
+
+
+def _run_source(member: MetastoreConfig, primary: MetastoreConfig, specs: list[TableSpec], sync: SyncRun,
+                report: RunReport, spark: _LazySpark, run_id: str, bar: Any) -> None:
+    try:
+        with connect(member) as source, connect(primary) as target:
+            resolved: list[_Resolved] = []
+            for spec in specs:
+                opts = Options(dry_run=sync.dry_run, incremental=sync.incremental,
+                               propagate_deletes=spec.propagate_deletes, switch_mode=spec.switch_mode,
+                               partition_filter=spec.partition_filter)
+                try:
+                    targets = resolve(spec, source, target, sync.dry_run)
+                except Exception as exc:
+                    report.tables.append(TableReport(f"{spec.source}:{','.join(spec.patterns)}", "-", spec.mode,
+                                                     status="failed", error=describe(exc)))
+                    continue
+                if not targets:
+                    report.tables.append(TableReport(f"{spec.source}:{','.join(spec.patterns)}", "-", spec.mode,
+                                                     status="failed", error="no source table matches"))
+                resolved += [_Resolved(spec, t, opts) for t in targets]
+            db_names = {r.target.source_db: r.target.db for r in resolved}
+            for item in resolved:
+                t = item.target
+                log.info("sync.table_started", source=f"{t.source}:{t.source_object}", target=f"{t.db}.{t.table}",
+                         mode=t.mode)
+                job = TableSync(source, target, t, item.options, db_names, run_id,
+                                spark=spark.get if t.mode == o.COPY else None,
+                                progress=bar.update if bar is not None else None)
+                result = job.run()
+                report.tables.append(result)
+                log.info("sync.table_finished", source=result.source, target=result.target, status=result.status,
+                         table=result.table, created=result.created, updated=result.updated,
+                         dropped=result.dropped, unchanged=result.unchanged, bytes=result.bytes,
+                         seconds=result.seconds, error=result.error)
+    except Exception as exc:  # the source or the target cannot be reached: every table of this source fails
+        for spec in specs:
+            report.tables.append(TableReport(f"{spec.source}:{','.join(spec.patterns)}", "-", spec.mode,
+                                             status="failed", error=describe(exc)))
+
+
+class _LazySpark:
+    """A Spark session, started the first time a copy needs executors: ``--master``, else the one spark-submit
+    set, else ``local[*]``."""
+
+    def __init__(self, master: str | None) -> None:
+        self.master = master
+        self.session: Any = None
+
+    def get(self) -> Any:
+        if self.session is None:
+            from pyspark import SparkConf
+            from pyspark.sql import SparkSession
+
+            # Python workers run this interpreter (which has waggle and fsspec) unless told otherwise.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            builder = (SparkSession.builder.appName("waggle-sync").config("spark.ui.enabled", "false")
+                       .config("spark.ui.showConsoleProgress", "false"))
+            if self.master:
+                builder = builder.master(self.master)
+            elif not SparkConf().contains("spark.master"):
+                builder = builder.master("local[*]")
+            self.session = builder.getOrCreate()
+        return self.session
+
+    def stop(self) -> None:
+        if self.session is not None:
+            self.session.stop()
+
+
+def _progress(wanted: bool | None) -> Any:
+    if wanted is False or (wanted is None and not sys.stderr.isatty()):
+        return None
+    from tqdm import tqdm
+
+    return tqdm(unit=" partitions", desc="sync", file=sys.stderr)
