@@ -7,9 +7,11 @@ through its SSH tunnel, run in this process by :func:`waggle.tunnel.forward.loca
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from queue import Empty, Queue
+from typing import Any, TypeVar
 
 from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
 from thrift.protocol.TCompactProtocol import TCompactProtocolAccelerated
@@ -24,6 +26,8 @@ from waggle.hms.gen.hive_metastore.ttypes import (
     Partition,
     Table,
 )
+
+T = TypeVar("T")
 
 #: Partitions per read (``get_partitions_by_names``) and per write (``add_partitions``/``alter_partitions``).
 PAGE = 500
@@ -61,9 +65,13 @@ class Metastore:
         return list(self.client.get_partition_names(db, table, -1))
 
     def partitions(self, db: str, table: str, names: list[str]) -> Iterator[list[Partition]]:
-        """The named partitions, a page at a time (so that 100,000 of them never sit in memory at once)."""
-        for i in range(0, len(names), PAGE):
-            yield list(self.client.get_partitions_by_names(db, table, names[i:i + PAGE]))
+        """The named partitions, a page at a time (so that 100,000 of them never sit in memory at once). The
+        next page is read in the background while the caller works on this one."""
+        def pages() -> Iterator[list[Partition]]:
+            for i in range(0, len(names), PAGE):
+                yield list(self.client.get_partitions_by_names(db, table, names[i:i + PAGE]))
+
+        return prefetch(pages())
 
     def filtered_partition_names(self, db: str, table: str, expr: str, keys: list[str]) -> list[str]:
         """Names of the partitions that match a partition filter (the metastore evaluates it)."""
@@ -150,6 +158,41 @@ class Metastore:
                     self.client.set_aggr_stats_for(SetPartitionsStatsRequest(colStats=stats))
                     copied += len(stats)
         return copied
+
+
+def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+    """``items``, produced by a background thread up to ``depth`` ahead of the consumer (errors re-raised)."""
+    queue: Queue[tuple[bool, Any]] = Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                queue.put((True, item))
+            queue.put((False, None))
+        except BaseException as exc:  # handed to the consumer
+            queue.put((False, exc))
+
+    thread = threading.Thread(target=produce, name="prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            more, item = queue.get()
+            if not more:
+                if item is not None:
+                    raise item
+                return
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # let a blocked producer finish its put, so the connection is free again
+            try:
+                queue.get(timeout=0.1)
+            except Empty:
+                pass
+            thread.join(0.01)
 
 
 #: Characters Hive escapes in partition path names (FileUtils.escapePathName), besides control characters.
