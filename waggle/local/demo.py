@@ -33,6 +33,7 @@ def seed_federated(store: LocalMetastore) -> None:
         ensure_database(c, "web", f"file://{wh}/web.db")
         ensure_table(c, "web", "visits", f"file://{wh}/web.db/visits",
                      [("customer_id", "int"), ("page", "string")], rows=["1,/home", "2,/cart", "1,/cart"])
+        ensure_partitioned_table(c, "web", "clicks", f"file://{wh}/web.db/clicks", partitions=24, data=True)
 
 
 def write_configs(workdir: Path, port: int, primary: LocalMetastore, federated: LocalMetastore) -> tuple[Path, Path]:
@@ -87,6 +88,13 @@ Point any Hive/Spark client at it:   hive.metastore.uris={uri}
   spark.sql("SELECT * FROM sales.customers").show()
   spark.sql("SELECT c.name, v.page FROM sales.customers c "
             "JOIN analytics_web.visits v ON v.customer_id = c.id").show()
+
+Bring federated tables into the primary (metadata only, then with a copy of the data):
+
+  waggle sync --federation-config {federation_file} --source analytics \\
+              --tables 'web.*' --target-database web_mirror
+  waggle sync --federation-config {federation_file} --source analytics \\
+              --tables web.clicks --target-database web_copy --mode copy
 
 Ctrl-C stops waggle and both metastores.
 """, flush=True)

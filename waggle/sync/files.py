@@ -2,7 +2,9 @@
 
 One task per partition (or per unpartitioned table): list the source directory, fingerprint its files (relative
 name, size, modification time), and if that differs from what the target recorded, or the target directory is
-missing, copy the files into a temporary directory beside the target, then swap it into place. Leftover temporary
+missing, copy the files into a temporary directory beside the target, then swap it into place. Listing is done by
+the driver (in threads) for up to ``DRIVER_CHECK_MAX`` locations, so that Spark is started only when something
+must be copied; copying is always done by executors. Leftover temporary
 directories of a crashed run are removed first. The driver writes metadata only after every task finished, so
 a partition never points at incomplete data.
 
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,11 +125,43 @@ def remove_tree(location: str) -> None:
         fs.rm(path, recursive=True)
 
 
-def copy_partitions(tasks: list[CopyTask], spark: Any | None) -> list[CopyResult]:
-    """Run the tasks on Spark's executors (one Spark task per ~16 partitions), or here without a session."""
+#: Up to this many locations, the driver lists them (in threads) and Spark starts only if something must be
+#: copied, so that a rerun with nothing to copy costs seconds, not a Spark start. Beyond it, executors list.
+DRIVER_CHECK_MAX = 5000
+
+
+def check_one(task: CopyTask) -> CopyResult:
+    """List the source and compare with what the target recorded: ``copied`` says whether a copy is needed."""
+    try:
+        sfs, spath = _fs(task.source)
+        files = listing(sfs, spath)
+        fingerprint = files_fingerprint(files)
+        tfs, tpath = _fs(task.target)
+        needed = fingerprint != task.recorded or not tfs.exists(tpath)
+        return CopyResult(task.name, fingerprint, needed, len(files), sum(s for s, _ in files.values()))
+    except Exception as exc:
+        return CopyResult(task.name, "", False, 0, 0, f"{type(exc).__name__}: {exc}")
+
+
+def copy_partitions(tasks: list[CopyTask], spark: Callable[[], Any] | None) -> list[CopyResult]:
+    """Copy what changed, on Spark's executors (one Spark task per ~16 locations); ``spark`` starts a session
+    when one is needed (None: copy here, for tests of this module)."""
     if not tasks:
         return []
-    if spark is None:
-        return [copy_one(t) for t in tasks]
-    slices = max(1, min(len(tasks), (len(tasks) + 15) // 16))
-    return list(spark.sparkContext.parallelize(tasks, slices).map(copy_one).collect())
+    results: list[CopyResult] = []
+    todo = tasks
+    if len(tasks) <= DRIVER_CHECK_MAX:
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            checks = list(pool.map(check_one, tasks))
+        results = [c if c.error else CopyResult(c.name, c.files_fingerprint, False, 0, 0)
+                   for c in checks if c.error or not c.copied]
+        todo = [t for t, c in zip(tasks, checks, strict=True) if c.copied and not c.error]
+        if todo and todo[0].dry_run:
+            return results + [c for c in checks if c.copied and not c.error]
+    if not todo:
+        return results
+    session = spark() if spark is not None else None
+    if session is None:
+        return results + [copy_one(t) for t in todo]
+    slices = max(1, min(len(todo), (len(todo) + 15) // 16))
+    return results + list(session.sparkContext.parallelize(todo, slices).map(copy_one).collect())

@@ -264,7 +264,7 @@ class TableSync:
         return {res.name: res.files_fingerprint for res in results}
 
     def _copy(self, tasks: list[CopyTask]) -> list[Any]:
-        results = copy_partitions(tasks, self.spark())
+        results = copy_partitions(tasks, self.spark)
         failed = [res for res in results if res.error]
         if failed:
             first = failed[0].name or "(the table)"

@@ -161,41 +161,44 @@ def _patterns(text: str) -> list[str]:
 
 def pattern_problem(pattern: str) -> str | None:
     if "." not in pattern:
-        return "expected DB.TABLE (each part a regex)"
-    db, table = pattern.split(".", 1)
-    for part in (db, table):
-        try:
-            re.compile(part)
-        except re.error as exc:
-            return f"'{part}' is not a regex: {exc}"
+        return "expected DB.TABLE (a regex over database.table names, e.g. sales.* or sales.order_.*)"
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"not a regex: {exc}"
     return None
 
 
 # -- resolving tables ------------------------------------------------------------------------------------------
-def _match(pattern: str, names: list[str]) -> list[str]:
-    rx = re.compile(pattern, re.IGNORECASE)
-    return [n for n in names if rx.fullmatch(n)]
+_LITERAL_DB = re.compile(r"([\w$]+)\.")
 
 
 def resolve(spec: TableSpec, source: Metastore, target: Metastore, dry_run: bool) -> list[o.Target]:
-    """The tables a spec names at the source, each with its target (creating target databases unless dry)."""
+    """The tables a spec names at the source, each with its target (creating target databases unless dry).
+
+    A pattern is a regex over ``database.table`` names: ``sales.*`` is every table of ``sales``,
+    ``sales.order_.*`` the ones whose name starts with ``order_``. When it starts with a plain database name,
+    only that database is listed."""
     found: list[tuple[str, str]] = []
     databases: list[str] | None = None
     for pattern in spec.patterns:
-        db_rx, table_rx = pattern.split(".", 1)
-        if re.fullmatch(r"[\w$]+", db_rx):
-            dbs = [db_rx]
+        rx = re.compile(pattern, re.IGNORECASE)
+        literal = _LITERAL_DB.match(pattern)
+        if literal:
+            dbs = [literal.group(1)]
         else:
             databases = databases if databases is not None else source.databases()
-            dbs = _match(db_rx, databases)
+            dbs = databases
+        matched = False
         for db in dbs:
-            tables = source.tables(db) if source.has_database(db) else []
-            for table in (_match(table_rx, tables) if not re.fullmatch(r"[\w$]+", table_rx)
-                          else [t for t in tables if t.lower() == table_rx.lower()]):
-                if (db, table) not in found:
-                    found.append((db, table))
-        if not found and re.fullmatch(r"[\w$]+\.[\w$]+", pattern):
-            found.append(tuple(pattern.split(".", 1)))  # type: ignore[arg-type]  # reported as missing later
+            for table in source.tables(db) if source.has_database(db) else []:
+                if rx.fullmatch(f"{db}.{table}"):
+                    matched = True
+                    if (db, table) not in found:
+                        found.append((db, table))
+        if not matched and re.fullmatch(r"[\w$]+\.[\w$]+", pattern):
+            db, table = pattern.split(".", 1)
+            found.append((db, table))  # reported as missing by its table sync
     out = []
     for db, table in found:
         tdb = (spec.target_database or db).lower()
