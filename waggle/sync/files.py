@@ -2,11 +2,12 @@
 
 One task per partition (or per unpartitioned table): list the source directory, fingerprint its files (relative
 name, size, modification time), and if that differs from what the target recorded, or the target directory is
-missing, copy the files into a temporary directory beside the target, then swap it into place. Listing is done by
-the driver (in threads) for up to ``DRIVER_CHECK_MAX`` locations, so that Spark is started only when something
-must be copied; copying is always done by executors. Leftover temporary
-directories of a crashed run are removed first. The driver writes metadata only after every task finished, so
-a partition never points at incomplete data.
+missing, copy the files into a temporary directory beside the target, then swap it into place.
+
+- Listing is done by the driver (in threads) for up to ``DRIVER_CHECK_MAX`` locations, so that Spark starts only
+  when something must be copied. Copying is always done by executors.
+- Temporary directories left by a crashed run are removed first (one listing of each parent, by the driver).
+- The driver writes metadata only after every task finished, so a partition never points at incomplete data.
 
 These functions run on executors: they import nothing from the proxy and keep no state.
 """
@@ -95,9 +96,6 @@ def copy_one(task: CopyTask) -> CopyResult:
         if task.dry_run:
             return CopyResult(task.name, fingerprint, True, len(files), size)
         parent, base = posixpath.split(tpath.rstrip("/"))
-        for stale in tfs.glob(posixpath.join(parent, f"{TMP}{base}-*")) + \
-                tfs.glob(posixpath.join(parent, f"{OLD}{base}-*")):
-            tfs.rm(stale, recursive=True)
         tmp = posixpath.join(parent, f"{TMP}{base}-{task.run_id}")
         tfs.makedirs(tmp, exist_ok=True)
         for rel in files:
@@ -116,6 +114,20 @@ def copy_one(task: CopyTask) -> CopyResult:
         return CopyResult(task.name, fingerprint, True, len(files), size)
     except Exception as exc:  # reported per partition; the table fails, the others go on
         return CopyResult(task.name, "", False, 0, 0, f"{type(exc).__name__}: {exc}")
+
+
+def remove_leftovers(tasks: list[CopyTask]) -> None:
+    """Remove the temporary directories a crashed run left beside the targets (one listing per directory)."""
+    parents: dict[str, Any] = {}
+    for task in tasks:
+        fs, path = _fs(task.target)
+        parents.setdefault(posixpath.dirname(path.rstrip("/")), fs)
+    for parent, fs in parents.items():
+        if not fs.exists(parent):
+            continue
+        for entry in fs.ls(parent, detail=False):
+            if posixpath.basename(entry.rstrip("/")).startswith((TMP, OLD)):
+                fs.rm(entry, recursive=True)
 
 
 def remove_tree(location: str) -> None:
@@ -148,6 +160,8 @@ def copy_partitions(tasks: list[CopyTask], spark: Callable[[], Any] | None) -> l
     when one is needed (None: copy here, for tests of this module)."""
     if not tasks:
         return []
+    if not tasks[0].dry_run:
+        remove_leftovers(tasks)
     results: list[CopyResult] = []
     todo = tasks
     if len(tasks) <= DRIVER_CHECK_MAX:

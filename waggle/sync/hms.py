@@ -195,6 +195,47 @@ def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
             thread.join(0.01)
 
 
+class WritePool:
+    """Writes run by background threads, one per connection, while the caller prepares the next batch.
+    ``submit(fn)`` queues ``fn(metastore)``; the first error is raised by the next ``submit`` or by ``close``."""
+
+    def __init__(self, connections: list[Metastore]) -> None:
+        self._queue: Queue[Any] = Queue(maxsize=2 * len(connections))
+        self._errors: list[BaseException] = []
+        self._threads = [threading.Thread(target=self._work, args=(m,), name=f"write-{i}", daemon=True)
+                         for i, m in enumerate(connections)]
+        for thread in self._threads:
+            thread.start()
+
+    def _work(self, metastore: Metastore) -> None:
+        while (job := self._queue.get()) is not None:
+            if self._errors:
+                continue  # drain without writing more after a failure
+            try:
+                job(metastore)
+            except BaseException as exc:
+                self._errors.append(exc)
+
+    def submit(self, job: Any) -> None:
+        if self._errors:
+            raise self._errors[0]
+        self._queue.put(job)
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+        for thread in self._threads:
+            thread.join()
+        if self._errors:
+            raise self._errors[0]
+
+    def __enter__(self) -> WritePool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 #: Characters Hive escapes in partition path names (FileUtils.escapePathName), besides control characters.
 _ESCAPED = frozenset('"#%\'*/:=?\\\x7f{[]^')
 

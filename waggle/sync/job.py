@@ -22,7 +22,7 @@ from typing import Any
 from waggle.hms.gen.hive_metastore.ttypes import Partition, Table
 from waggle.sync import objects as o
 from waggle.sync.files import CopyTask, copy_partitions, remove_tree
-from waggle.sync.hms import Metastore
+from waggle.sync.hms import Metastore, WritePool
 from waggle.sync.report import TableReport
 
 
@@ -52,8 +52,10 @@ Progress = Callable[[int], None]
 class TableSync:
     def __init__(self, source: Metastore, target: Metastore, plan: o.Target, options: Options,
                  db_names: Mapping[str, str], run_id: str, spark: Callable[[], Any] | None = None,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, writers: list[Metastore] | None = None) -> None:
         self.source, self.target, self.t, self.options = source, target, plan, options
+        #: connections to the target that add and alter partitions in the background (default: the target's)
+        self.writers = writers or [target]
         self.db_names = db_names
         self.run_id = run_id
         self.spark = spark or (lambda: None)
@@ -171,20 +173,22 @@ class TableSync:
         fresh = existing is None and not dry and t.mode == o.MIRROR
         fps: dict[str, str] = {}
         locations: dict[str, str] = {}
-        # Read the source a page at a time. A new mirror writes each page as soon as it is read.
-        for page in self.source.partitions(t.source_db, t.source_table, names):
-            batch = []
-            for p in page:
-                name = by_values[tuple(p.values)]
-                fps[name] = o.partition_fingerprint(p)
-                if p.sd is not None and p.sd.location:
-                    locations[name] = p.sd.location
-                if fresh:
-                    batch.append(o.target_partition(p, t, name, self.now))
-            if batch:
-                self.target.add_partitions(batch)
-                r.created += len(batch)
-            self.progress(len(page))
+        # Read the source a page at a time (the next page is read meanwhile). A new mirror's pages are written by
+        # background writers while the following pages are read and prepared.
+        with WritePool(self.writers if fresh else []) as pool:
+            for page in self.source.partitions(t.source_db, t.source_table, names):
+                batch = []
+                for p in page:
+                    name = by_values[tuple(p.values)]
+                    fp = fps[name] = o.partition_fingerprint(p)
+                    if p.sd is not None and p.sd.location:
+                        locations[name] = p.sd.location
+                    if fresh:
+                        batch.append(o.target_partition(p, t, name, self.now, fingerprint=fp))
+                if batch:
+                    pool.submit(lambda m, b=batch: m.add_partitions(b))
+                    r.created += len(batch)
+                self.progress(len(page))
         target_names = self.target.partition_names(t.db, t.table) if existing is not None else []
         # The target's partitions are read only when the combined fingerprint says something differs.
         recorded: dict[str, tuple[str | None, str | None]] = {}
@@ -283,14 +287,15 @@ class TableSync:
         """Add the new partitions and alter the changed ones, re-reading them from the source in pages."""
         t = self.t
         wanted = set(new)
-        for page in self.source.partitions(t.source_db, t.source_table, new + changed):
-            adds: list[Partition] = []
-            alters: list[Partition] = []
-            for p in page:
-                name = by_values[tuple(p.values)]
-                target = o.target_partition(p, t, name, self.now, files.get(name))
-                (adds if name in wanted else alters).append(target)
-            if adds:
-                self.target.add_partitions(adds)
-            if alters:
-                self.target.alter_partitions(t.db, t.table, alters)
+        with WritePool(self.writers) as pool:
+            for page in self.source.partitions(t.source_db, t.source_table, new + changed):
+                adds: list[Partition] = []
+                alters: list[Partition] = []
+                for p in page:
+                    name = by_values[tuple(p.values)]
+                    target = o.target_partition(p, t, name, self.now, files.get(name))
+                    (adds if name in wanted else alters).append(target)
+                if adds:
+                    pool.submit(lambda m, b=adds: m.add_partitions(b))
+                if alters:
+                    pool.submit(lambda m, b=alters: m.alter_partitions(t.db, t.table, b))

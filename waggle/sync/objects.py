@@ -159,20 +159,26 @@ def target_table(source: Table, target: Target, now: str, db_names: Mapping[str,
     return t
 
 
-def target_partition(source: Partition, target: Target, name: str, now: str, files: str | None = None) -> Partition:
-    """The target's partition for a source partition (``name`` as ``get_partition_names`` spells it)."""
-    p = copy.deepcopy(source)
+def target_partition(source: Partition, target: Target, name: str, now: str, files: str | None = None,
+                     fingerprint: str | None = None) -> Partition:
+    """The target's partition for a source partition (``name`` as ``get_partition_names`` spells it). A shallow
+    copy: the source object must not be used afterwards for anything but reading."""
+    fingerprint = fingerprint or partition_fingerprint(source)
+    p = copy.copy(source)
     p.dbName, p.tableName = target.db, target.table
     p.catName = None
     p.createTime = p.lastAccessTime = None
     p.privileges = None
     if target.mode == COPY and target.location is not None and p.sd is not None:
+        p.sd = copy.copy(p.sd)
         old = p.sd.location
         p.sd.location = f"{target.location.rstrip('/')}/{name}"
-        if p.sd.serdeInfo is not None:
+        if p.sd.serdeInfo is not None and p.sd.serdeInfo.parameters:
+            p.sd.serdeInfo = copy.copy(p.sd.serdeInfo)
+            p.sd.serdeInfo.parameters = dict(p.sd.serdeInfo.parameters)
             _relocate_path_property(p.sd.serdeInfo.parameters, old, p.sd.location)
     params = dict(p.parameters or {})
-    _bookkeeping(params, target, f"{target.source_object}/{name}", partition_fingerprint(source), now)
+    _bookkeeping(params, target, f"{target.source_object}/{name}", fingerprint, now)
     if files is not None:
         params[FILES] = files
     p.parameters = params

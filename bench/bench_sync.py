@@ -1,0 +1,486 @@
+"""``waggle sync`` against the metastore's own speed and the Spark SQL way, all in one run.
+
+    python bench/bench_sync.py [--partitions 5000] [--file-kb 64]
+
+Two local Derby-backed Hive 2.3 metastores are started (Java 17 and pyspark needed), a *source* and a
+*target* (waggle's primary). The source gets ``bench_src.events``: an external text table partitioned by
+``part`` with ``--partitions`` partitions, each holding one data file grown to about ``--file-kb`` KB (so
+that the copy is not all per-file overhead). Then, each into a fresh database of the target:
+
+1. **raw add_partitions**: the floor. Partition objects (pointing at the source's partition directories, with
+   the source partitions' parameters, as the sync writes them) are built in memory, then only the
+   ``add_partitions`` calls are timed, 500 partitions a call as the sync does. Measured twice, before the sync
+   and after its rerun, each into a fresh database; the faster is the baseline. For reference also once with
+   empty parameters: then the metastore lists every partition directory for its fast statistics
+   (``hive.stats.autogather``: ``numFiles``, ``totalSize``), as it does for Spark's ``ALTER TABLE``.
+2. **waggle sync, mirror**: ``python -m waggle sync --mode mirror`` as a subprocess; the subprocess's wall time
+   and the report's table ``seconds`` (which leaves out the interpreter's start-up). Target: the report's rate
+   >= 0.8x raw.
+3. **the Spark SQL way**: a local Spark session with Hive support (a subprocess: this same script with a hidden
+   ``--spark-child`` argument; the JVM start is not timed) creates an external table and adds the partitions
+   with ``ALTER TABLE ... ADD PARTITION (...) LOCATION '...' ...`` of 100 partitions a statement, then
+   ``MSCK REPAIR TABLE`` on another table whose location is the source's table directory. Only those
+   statements are timed, after one warm-up statement on a third table. Target: the sync >= 3x the faster.
+4. **no-op rerun**: the same mirror sync again. Target: <= 10% of the first run (report seconds).
+5. **copy**: ``waggle sync --mode copy --master local[2]`` into a directory, bytes copied / report seconds
+   (which include starting Spark), against ``cp -r`` of the source's table directory; and a no-op rerun.
+
+Before anything is timed, the target metastore adds (and the source reads) as many partitions (at least 2,000), so
+that its JIT is warm. Order: raw without parameters, raw, sync, no-op rerun, raw again, Spark SQL, copy, no-op copy
+rerun, ``cp -r``. Both metastores, Spark and the sync share this machine's CPUs.
+
+The subprocesses (``waggle sync``, the Spark child) run with their bytecode cached under the work directory
+(``PYTHONPYCACHEPREFIX``, with ``PYTHONDONTWRITEBYTECODE`` removed), warmed by one import first, as an
+installed package would have it: otherwise every start compiles the generated Thrift code (about 4 MB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from waggle.hms.gen.hive_metastore import ttypes
+from waggle.local.client import hms_client
+from waggle.local.metastore import LocalMetastore, java_executable, pyspark_jars_dir
+from waggle.local.seed import ensure_database, ensure_partitioned_table, ensure_table, text_sd
+
+SRC_DB = "bench_src"
+TABLE = "events"
+COLS = [("id", "int"), ("name", "string")]
+KEYS = [("part", "string")]
+BATCH = 500  # partitions per add_partitions call, as waggle.sync.hms.PAGE
+SQL_BATCH = 100  # partitions per ALTER TABLE ... ADD PARTITION statement
+HEAP = "2g"
+MB = 1e6
+
+
+def values(n: int) -> list[str]:
+    return [f"p{i:06d}" for i in range(n)]
+
+
+# -- the Spark SQL side, run as a child process --------------------------------------------------------------------
+def spark_child(spec_file: str) -> None:
+    """Create the tables and run the timed statements; write the timings as JSON to ``spec['out']``."""
+    spec = json.loads(Path(spec_file).read_text())
+    import pyspark
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]").appName("bench-sync-sql")
+        .config("spark.sql.catalogImplementation", "hive")
+        .config("spark.hadoop.hive.metastore.uris", spec["uri"])
+        .config("spark.sql.warehouse.dir", spec["warehouse"])
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .enableHiveSupport()
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    db = spec["db"]
+    parts: list[list[str]] = spec["partitions"]  # [value, location]
+
+    def create(table: str, location: str) -> None:
+        spark.sql(f"CREATE EXTERNAL TABLE {db}.{table} (id INT, name STRING) PARTITIONED BY (part STRING) "
+                  f"ROW FORMAT DELIMITED FIELDS TERMINATED BY ',' STORED AS TEXTFILE LOCATION '{location}'")
+
+    def add_partitions(table: str, batch: list[list[str]]) -> str:
+        return f"ALTER TABLE {db}.{table} ADD " + " ".join(
+            f"PARTITION (part='{value}') LOCATION '{location}'" for value, location in batch)
+
+    try:
+        spark.sql(f"CREATE DATABASE {db} LOCATION '{spec['db_location']}'")
+        # one untimed statement first: the Hive client's and the planner's classes load here, not below
+        create("warmup", f"{spec['db_location']}/warmup")
+        spark.sql(add_partitions("warmup", parts[:SQL_BATCH]))
+        create("by_alter", f"{spec['db_location']}/by_alter")
+        statements = [add_partitions("by_alter", parts[i:i + SQL_BATCH]) for i in range(0, len(parts), SQL_BATCH)]
+        alter = 0.0
+        for sql in statements:
+            t = time.perf_counter()
+            spark.sql(sql)
+            alter += time.perf_counter() - t
+        create("by_msck", spec["source_table_location"])
+        t = time.perf_counter()
+        spark.sql(f"MSCK REPAIR TABLE {db}.by_msck")
+        msck = time.perf_counter() - t
+        out = {
+            "spark_version": pyspark.__version__,
+            "hive_client": spark.conf.get("spark.sql.hive.metastore.version"),
+            "statements": len(statements), "alter_seconds": alter, "msck_seconds": msck,
+            "first_statement": statements[0] if statements else "",
+        }
+        Path(spec["out"]).write_text(json.dumps(out))
+    finally:
+        spark.stop()
+
+
+# -- helpers -------------------------------------------------------------------------------------------------------
+def raw_add(port: int, db: str, db_location: str, table_location: str, params: dict[str, dict[str, str]],
+            n: int) -> float:
+    """Seconds of ``add_partitions`` alone, ``BATCH`` at a time, of ``n`` partitions into a fresh ``db.TABLE``
+    (``params``: each partition's parameters by value; missing: none)."""
+    with hms_client("127.0.0.1", port, timeout=600) as c:
+        ensure_database(c, db, db_location)
+        ensure_table(c, db, TABLE, table_location, COLS, KEYS)
+        parts = [ttypes.Partition(values=[v], dbName=db, tableName=TABLE, createTime=0, lastAccessTime=0,
+                                  sd=text_sd(f"{table_location}/part={v}", COLS), parameters=dict(params.get(v, {})))
+                 for v in values(n)]
+        t = time.perf_counter()
+        for i in range(0, n, BATCH):
+            c.add_partitions(parts[i:i + BATCH])
+        seconds = time.perf_counter() - t
+    expect(f"{db} partitions", partition_count(port, db, TABLE), n)
+    return seconds
+
+
+@dataclass
+class SyncRun:
+    cmd: list[str]
+    wall: float  # the subprocess, start to exit
+    seconds: float  # the report's table seconds
+    table: dict[str, Any]
+
+
+def child_env(workdir: Path) -> dict[str, str]:
+    """The environment of the subprocesses: bytecode cached under ``workdir`` (see the module doc)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache")
+    return env
+
+
+def run_sync(cmd: list[str], log: Path, env: dict[str, str]) -> SyncRun:
+    report = Path(cmd[cmd.index("--report") + 1])
+    with open(log, "wb") as out:
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        wall = time.perf_counter() - t
+    if proc.returncode != 0 or not report.exists():
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        raise SystemExit(f"waggle sync failed (exit {proc.returncode}): {shlex.join(cmd)}\n{tail}")
+    data = json.loads(report.read_text())
+    table = data["tables"][0]
+    if table["status"] != "ok":
+        raise SystemExit(f"waggle sync reported {table['status']}: {table.get('error')}")
+    return SyncRun(cmd, wall, float(table["seconds"]), table)
+
+
+def expect(what: str, got: Any, want: Any) -> None:
+    if got != want:
+        raise SystemExit(f"unexpected {what}: {got!r}, expected {want!r}")
+
+
+def partition_count(port: int, db: str, table: str) -> int:
+    with hms_client("127.0.0.1", port, timeout=600) as c:
+        return len(c.get_partition_names(db, table, -1))
+
+
+def grow_files(table_dir: Path, n: int, kb: int) -> int:
+    """Rewrite each partition's data file to about ``kb`` KB of ``i,name{i}`` rows; returns the total bytes."""
+    total = 0
+    lines, size, j = [], 0, n
+    while size < kb * 1024:
+        line = f"{j},name{j}\n"
+        lines.append(line)
+        size += len(line)
+        j += 1
+    block = "".join(lines)
+    for i, value in enumerate(values(n)):
+        path = table_dir / f"part={value}" / "data.csv"
+        if kb > 0:
+            path.write_text(f"{i},name{i}\n{block}")
+        total += path.stat().st_size
+    return total
+
+
+def java_version() -> str:
+    proc = subprocess.run([java_executable(), "-version"], capture_output=True, text=True)
+    return (proc.stderr or proc.stdout).splitlines()[0] if (proc.stderr or proc.stdout) else "?"
+
+
+def hive_version() -> str:
+    jars = sorted(pyspark_jars_dir().glob("hive-metastore-*.jar"))
+    match = re.search(r"hive-metastore-(.+)\.jar", jars[0].name) if jars else None
+    return match.group(1) if match else "?"
+
+
+def site_settings(store: LocalMetastore) -> list[str]:
+    text = (store.workdir / "conf" / "hive-site.xml").read_text()
+    return [f"{k}={v}" for k, v in re.findall(r"<name>(.*?)</name><value>(.*?)</value>", text)]
+
+
+def server_settings(port: int) -> list[str]:
+    keys = ("hive.stats.autogather", "hive.metastore.try.direct.sql", "hive.metastore.batch.retrieve.max",
+            "hive.metastore.server.max.threads")
+    out = []
+    with hms_client("127.0.0.1", port, timeout=60) as c:
+        for key in keys:
+            try:
+                out.append(f"{key}={c.get_config_value(key, '?')}")
+            except Exception as exc:
+                out.append(f"{key}=({type(exc).__name__})")
+    return out
+
+
+def fmt_rate(count: float, seconds: float) -> str:
+    return f"{count / seconds:,.0f}" if seconds > 0 else "-"
+
+
+def ratio(x: float) -> str:
+    return f"{x:.2f}x" if x >= 0.1 else f"{x:.4f}x"
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def print_table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+
+    def line(r: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 or i == len(r) - 1 else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+
+    print(line(head))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print(line(r))
+
+
+# -- the benchmark -------------------------------------------------------------------------------------------------
+def bench(args: argparse.Namespace, workdir: Path, source: LocalMetastore, target: LocalMetastore) -> None:
+    n = args.partitions
+    src_dir = source.warehouse / f"{SRC_DB}.db" / TABLE
+    src_loc = f"file://{src_dir}"
+    commands: list[str] = []
+
+    t = time.perf_counter()
+    with hms_client("127.0.0.1", source.port, timeout=600) as c:
+        ensure_database(c, SRC_DB, f"file://{source.warehouse}/{SRC_DB}.db")
+        ensure_partitioned_table(c, SRC_DB, TABLE, src_loc, partitions=n, batch=BATCH, data=True)
+    data_bytes = grow_files(src_dir, n, args.file_kb)
+    print(f"seeded {SRC_DB}.{TABLE}: {n} partitions, {data_bytes / MB:.1f} MB of data files "
+          f"({data_bytes / max(n, 1) / 1024:.1f} KB each) in {time.perf_counter() - t:.1f}s", flush=True)
+
+    # warm-up: the target adds, the source reads, before anything is timed
+    t = time.perf_counter()
+    warm = max(n, 2000)
+    with hms_client("127.0.0.1", target.port, timeout=600) as c:
+        ensure_database(c, "bench_warmup", f"file://{target.warehouse}/bench_warmup.db")
+        ensure_partitioned_table(c, "bench_warmup", TABLE, f"file://{target.warehouse}/bench_warmup.db/{TABLE}",
+                                 partitions=warm, batch=BATCH)
+        c.get_partitions("bench_warmup", TABLE, -1)
+    source_params: dict[str, dict[str, str]] = {}
+    with hms_client("127.0.0.1", source.port, timeout=600) as c:
+        names = c.get_partition_names(SRC_DB, TABLE, -1)
+        for i in range(0, len(names), BATCH):
+            for p in c.get_partitions_by_names(SRC_DB, TABLE, names[i:i + BATCH]):
+                source_params[p.values[0]] = dict(p.parameters or {})
+    env = child_env(workdir)
+    subprocess.run([sys.executable, "-c", "import pyspark, waggle.cli, waggle.sync.runner, waggle.sync.job, "
+                    "waggle.sync.files, waggle.hms.gen.hive_metastore.ThriftHiveMetastore"], check=True, env=env,
+                   cwd=ROOT)
+    print(f"warm-up (target adds {warm} partitions, source reads {len(names)}, bytecode cached): "
+          f"{time.perf_counter() - t:.1f}s", flush=True)
+    sample = source_params.get(values(1)[0], {})
+    print(f"source partition parameters (p000000): {sample}", flush=True)
+
+    # 1. raw add_partitions
+    def raw_run(db: str, params: dict[str, dict[str, str]]) -> float:
+        seconds = raw_add(target.port, db, f"file://{target.warehouse}/{db}.db", src_loc, params, n)
+        print(f"raw add_partitions into {db}: {n} partitions in {seconds:.2f}s", flush=True)
+        return seconds
+
+    raw_bare = raw_run("bench_raw_bare", {})
+    raw_before = raw_run("bench_raw", source_params)
+    commands.append(f"raw: ThriftHiveMetastore.add_partitions(<{BATCH} Partition objects>) x {-(-n // BATCH)}")
+
+    # 2. waggle sync, mirror
+    fed = workdir / "federation.yml"
+    fed.write_text(
+        "primary-meta-store:\n  name: primary\n"
+        f"  remote-meta-store-uris: {target.uri}\n  access-control-type: READ_AND_WRITE_AND_CREATE\n"
+        f"federated-meta-stores:\n- name: source\n  remote-meta-store-uris: {source.uri}\n")
+
+    def sync_cmd(db: str, mode: str, report: str, *extra: str) -> list[str]:
+        return [sys.executable, "-m", "waggle", "sync", "--federation-config", str(fed), "--source", "source",
+                "--tables", f"{SRC_DB}.{TABLE}", "--target-database", db, "--mode", mode, *extra, "--no-progress",
+                "--report", str(workdir / report)]
+
+    mirror_cmd = sync_cmd("bench_mirror", "mirror", "mirror.json")
+    commands.append("sync mirror (twice): " + shlex.join(mirror_cmd))
+    first = run_sync(mirror_cmd, workdir / "mirror.log", env)
+    expect("mirror created", first.table["created"], n)
+    expect("mirror partitions", partition_count(target.port, "bench_mirror", TABLE), n)
+    print(f"waggle sync mirror: {first.seconds:.2f}s (report), {first.wall:.2f}s wall", flush=True)
+
+    # 4. no-op rerun (before Spark touches the target, right after the first run)
+    rerun = run_sync(mirror_cmd, workdir / "mirror-rerun.log", env)
+    expect("rerun unchanged", (rerun.table["created"], rerun.table["updated"], rerun.table["unchanged"]), (0, 0, n))
+    print(f"waggle sync mirror no-op rerun: {rerun.seconds:.2f}s (report), {rerun.wall:.2f}s wall", flush=True)
+    raw_after = raw_run("bench_raw_again", source_params)
+    raw = min(raw_before, raw_after)
+
+    # 3. Spark SQL
+    spec = {
+        "uri": target.uri, "warehouse": str(workdir / "spark-warehouse"), "db": "bench_sql",
+        "db_location": f"file://{target.warehouse}/bench_sql.db", "source_table_location": src_loc,
+        "partitions": [[v, f"{src_loc}/part={v}"] for v in values(n)], "out": str(workdir / "spark.json"),
+    }
+    (workdir / "spark-spec.json").write_text(json.dumps(spec))
+    spark_cmd = [sys.executable, str(Path(__file__).resolve()), "--spark-child", str(workdir / "spark-spec.json")]
+    commands.append("Spark SQL: " + shlex.join(spark_cmd))
+    t = time.perf_counter()
+    with open(workdir / "spark.log", "wb") as out:
+        proc = subprocess.run(spark_cmd, stdout=out, stderr=subprocess.STDOUT, cwd=workdir, env=env)
+    spark_wall = time.perf_counter() - t
+    if proc.returncode != 0 or not Path(spec["out"]).exists():
+        tail = "\n".join((workdir / "spark.log").read_text(errors="replace").splitlines()[-30:])
+        raise SystemExit(f"the Spark SQL child failed (exit {proc.returncode}):\n{tail}")
+    sql = json.loads(Path(spec["out"]).read_text())
+    expect("ALTER partitions", partition_count(target.port, "bench_sql", "by_alter"), n)
+    expect("MSCK partitions", partition_count(target.port, "bench_sql", "by_msck"), n)
+    first_sql = sql["first_statement"]
+    commands.append(f"  {sql['statements']} x " + (first_sql[:220] + " ..." if len(first_sql) > 220 else first_sql))
+    commands.append(f"  MSCK REPAIR TABLE bench_sql.by_msck  (LOCATION '{src_loc}')")
+    print(f"Spark SQL: ALTER ADD PARTITION {sql['alter_seconds']:.2f}s, MSCK {sql['msck_seconds']:.2f}s "
+          f"({spark_wall:.1f}s wall with the JVM and set-up)", flush=True)
+
+    # 5. copy
+    copy_root = workdir / "copy"
+    copy_root.mkdir()
+    copy_cmd = sync_cmd("bench_copy", "copy", "copy.json", "--location-root", f"file://{copy_root}",
+                        "--master", "local[2]")
+    commands.append("sync copy (twice): " + shlex.join(copy_cmd))
+    os.sync()
+    copy = run_sync(copy_cmd, workdir / "copy.log", env)
+    expect("copy created", copy.table["created"], n)
+    expect("copy bytes", copy.table["bytes"], data_bytes)
+    print(f"waggle sync copy: {copy.seconds:.2f}s (report), {copy.wall:.2f}s wall", flush=True)
+    copy_rerun = run_sync(copy_cmd, workdir / "copy-rerun.log", env)
+    expect("copy rerun", (copy_rerun.table["created"], copy_rerun.table["updated"], copy_rerun.table["bytes"]),
+           (0, 0, 0))
+    print(f"waggle sync copy no-op rerun: {copy_rerun.seconds:.2f}s (report), {copy_rerun.wall:.2f}s wall",
+          flush=True)
+    cp_dest = workdir / "cp" / TABLE
+    cp_dest.parent.mkdir()
+    cp_cmd = ["cp", "-r", str(src_dir), str(cp_dest)]
+    commands.append("cp: " + shlex.join(cp_cmd))
+    os.sync()
+    t = time.perf_counter()
+    subprocess.run(cp_cmd, check=True)
+    cp = time.perf_counter() - t
+
+    # -- the results ---------------------------------------------------------------------------------------------
+    raw_rate = n / raw
+    sync_rate = n / first.seconds
+    alter_rate = n / sql["alter_seconds"]
+    msck_rate = n / sql["msck_seconds"]
+    best_sql = max(alter_rate, msck_rate)
+    noop = rerun.seconds / first.seconds
+    print(f"\n{n} partitions, 1 table; rates in partitions/second")
+    print_table(("metadata", "seconds", "part/s", "vs raw", "target / note"), [
+        ("raw add_partitions (500 a call)", f"{raw:.2f}", fmt_rate(n, raw), "1.00x",
+         f"faster of {raw_before:.2f}s (before the sync) and {raw_after:.2f}s (after)"),
+        ("raw, without partition parameters", f"{raw_bare:.2f}", fmt_rate(n, raw_bare),
+         f"{raw / raw_bare:.2f}x", "the metastore lists each directory"),
+        ("waggle sync mirror (report)", f"{first.seconds:.2f}", fmt_rate(n, first.seconds),
+         f"{sync_rate / raw_rate:.2f}x", f">= 0.8x raw: {verdict(sync_rate >= 0.8 * raw_rate)}"),
+        ("waggle sync mirror (wall)", f"{first.wall:.2f}", fmt_rate(n, first.wall), f"{n / first.wall / raw_rate:.2f}x",
+         ""),
+        (f"Spark SQL ALTER ADD PARTITION x{SQL_BATCH}", f"{sql['alter_seconds']:.2f}",
+         fmt_rate(n, sql["alter_seconds"]), f"{alter_rate / raw_rate:.2f}x", ""),
+        ("Spark SQL MSCK REPAIR TABLE", f"{sql['msck_seconds']:.2f}", fmt_rate(n, sql["msck_seconds"]),
+         f"{msck_rate / raw_rate:.2f}x", ""),
+        ("sync (report) vs the faster Spark SQL", "", "", f"{sync_rate / best_sql:.2f}x",
+         f">= 3x: {verdict(sync_rate >= 3 * best_sql)}"),
+        ("no-op rerun (report)", f"{rerun.seconds:.2f}", "", f"{noop:.1%}",
+         f"<= 10% of the first: {verdict(noop <= 0.1)}"),
+        ("no-op rerun (wall)", f"{rerun.wall:.2f}", "", f"{rerun.wall / first.wall:.1%}", ""),
+    ])
+    print("('vs raw' of a no-op rerun: its share of the first run's time)")
+    copied = copy.table["bytes"]
+    cp_rate = data_bytes / cp / MB
+    copy_rate = copied / copy.seconds / MB
+    print(f"\ncopy: {copy.table['files']} files, {copied / MB:.1f} MB; MB = 10^6 bytes")
+    print_table(("copy", "seconds", "MB/s", "vs cp -r", "note"), [
+        ("cp -r", f"{cp:.2f}", f"{cp_rate:.1f}", "1.00x", ""),
+        ("waggle sync copy (report)", f"{copy.seconds:.2f}", f"{copy_rate:.1f}", ratio(copy_rate / cp_rate),
+         "includes starting Spark (local[2])"),
+        ("waggle sync copy (wall)", f"{copy.wall:.2f}", f"{copied / copy.wall / MB:.1f}",
+         ratio(copied / copy.wall / MB / cp_rate), ""),
+        ("no-op copy rerun (report)", f"{copy_rerun.seconds:.2f}", "", f"{copy_rerun.seconds / copy.seconds:.1%}",
+         "share of the first copy's time"),
+        ("no-op copy rerun (wall)", f"{copy_rerun.wall:.2f}", "", f"{copy_rerun.wall / copy.wall:.1%}", ""),
+    ])
+
+    print("\nsetup:")
+    print(f"  machine: {platform.platform()}, {os.cpu_count()} CPUs; Python {platform.python_version()}; "
+          f"{java_version()}; pyspark {sql['spark_version']} (Spark's Hive client {sql['hive_client']})")
+    print(f"  metastores: 2 x Hive metastore {hive_version()} (pyspark's jars), embedded Derby, -Xmx{HEAP}, "
+          "-XX:+UseSerialGC, full JIT (fast_start=False); source and target are separate JVMs")
+    print(f"  hive-site.xml: {'; '.join(site_settings(target))}")
+    print(f"  target metastore says: {'; '.join(server_settings(target.port))}")
+    print(f"  data files: {args.file_kb} KB each (--file-kb), in {src_dir}; work dir {workdir}")
+    print(f"  subprocesses: PYTHONPYCACHEPREFIX={env['PYTHONPYCACHEPREFIX']} (warmed before timing)"
+          + ("; PYTHONDONTWRITEBYTECODE removed" if "PYTHONDONTWRITEBYTECODE" in os.environ else ""))
+    print("commands:")
+    for command in commands:
+        print(f"  {command}")
+    print(f"  Spark session: master local[2], catalogImplementation=hive, hive.metastore.uris={target.uri}")
+
+    print("\nsummary:")
+    print(f"mirror {n} partitions: raw add_partitions {raw_rate:,.0f}/s; waggle sync {sync_rate:,.0f}/s "
+          f"({sync_rate / raw_rate:.2f}x raw: target >= 0.8x {verdict(sync_rate >= 0.8 * raw_rate)}); "
+          f"Spark SQL ALTER ADD PARTITION {alter_rate:,.0f}/s, MSCK {msck_rate:,.0f}/s "
+          f"(sync {sync_rate / best_sql:.1f}x the faster: target >= 3x {verdict(sync_rate >= 3 * best_sql)})")
+    print(f"no-op rerun: {rerun.seconds:.2f} s = {noop:.1%} of the first run (target <= 10% "
+          f"{verdict(noop <= 0.1)}); wall {rerun.wall:.2f} s = {rerun.wall / first.wall:.1%} of {first.wall:.2f} s")
+    print(f"copy: waggle sync {copy_rate:.1f} MB/s vs cp -r {cp_rate:.1f} MB/s ({ratio(copy_rate / cp_rate)}); "
+          f"no-op copy rerun {copy_rerun.seconds:.2f} s = {copy_rerun.seconds / copy.seconds:.1%} of the first copy")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", type=int, default=5000)
+    ap.add_argument("--file-kb", type=int, default=64, help="grow each partition's data file to about K KB")
+    ap.add_argument("--spark-child", metavar="SPEC", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.spark_child:
+        spark_child(args.spark_child)
+        return 0
+    if args.partitions < 1:
+        ap.error("--partitions must be at least 1")
+    if shutil.which("cp") is None:
+        ap.error("cp is needed")
+    workdir = Path(tempfile.mkdtemp(prefix="waggle-bench-sync-"))
+    stores: list[LocalMetastore] = []
+    try:
+        for name in ("source", "target"):
+            stores.append(LocalMetastore(workdir / name / "hms", fast_start=False, heap=HEAP).start())
+        for store in stores:
+            store.wait_ready()
+        print(f"metastores ready: source {stores[0].uri}, target {stores[1].uri}", flush=True)
+        bench(args, workdir, stores[0], stores[1])
+    finally:
+        for store in stores:
+            store.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
