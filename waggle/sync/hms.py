@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from queue import Empty, Queue
-from typing import Any, TypeVar
+from typing import Any
 
 from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
 from thrift.protocol.TCompactProtocol import TCompactProtocolAccelerated
@@ -26,8 +26,6 @@ from waggle.hms.gen.hive_metastore.ttypes import (
     Partition,
     Table,
 )
-
-T = TypeVar("T")
 
 #: Partitions per read (``get_partitions_by_names``) and per write (``add_partitions``/``alter_partitions``).
 PAGE = 500
@@ -65,13 +63,8 @@ class Metastore:
         return list(self.client.get_partition_names(db, table, -1))
 
     def partitions(self, db: str, table: str, names: list[str]) -> Iterator[list[Partition]]:
-        """The named partitions, a page at a time (so that 100,000 of them never sit in memory at once). The
-        next page is read in the background while the caller works on this one."""
-        def pages() -> Iterator[list[Partition]]:
-            for i in range(0, len(names), PAGE):
-                yield list(self.client.get_partitions_by_names(db, table, names[i:i + PAGE]))
-
-        return prefetch(pages())
+        """The named partitions, a page at a time (see :func:`read_pages`)."""
+        return read_pages([self], db, table, names)
 
     def filtered_partition_names(self, db: str, table: str, expr: str, keys: list[str]) -> list[str]:
         """Names of the partitions that match a partition filter (the metastore evaluates it)."""
@@ -160,39 +153,42 @@ class Metastore:
         return copied
 
 
-def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
-    """``items``, produced by a background thread up to ``depth`` ahead of the consumer (errors re-raised)."""
-    queue: Queue[tuple[bool, Any]] = Queue(maxsize=depth)
+def read_pages(readers: list[Metastore], db: str, table: str, names: list[str]) -> Iterator[list[Partition]]:
+    """The named partitions, a page at a time and in order, so that 100,000 of them never sit in memory at
+    once. Each connection reads its share of the pages in a background thread, up to two pages ahead, while the
+    caller works on the current one."""
+    pages = [names[i:i + PAGE] for i in range(0, len(names), PAGE)]
+    n = len(readers)
+    queues: list[Queue[tuple[bool, Any]]] = [Queue(maxsize=2) for _ in readers]
     stop = threading.Event()
 
-    def produce() -> None:
+    def produce(k: int) -> None:
         try:
-            for item in items:
+            for page in pages[k::n]:
                 if stop.is_set():
                     return
-                queue.put((True, item))
-            queue.put((False, None))
+                queues[k].put((True, list(readers[k].client.get_partitions_by_names(db, table, page))))
         except BaseException as exc:  # handed to the consumer
-            queue.put((False, exc))
+            queues[k].put((False, exc))
 
-    thread = threading.Thread(target=produce, name="prefetch", daemon=True)
-    thread.start()
+    threads = [threading.Thread(target=produce, args=(k,), name=f"read-{k}", daemon=True) for k in range(n)]
+    for thread in threads:
+        thread.start()
     try:
-        while True:
-            more, item = queue.get()
-            if not more:
-                if item is not None:
-                    raise item
-                return
+        for i in range(len(pages)):
+            ok, item = queues[i % n].get()
+            if not ok:
+                raise item
             yield item
     finally:
         stop.set()
-        while thread.is_alive():  # let a blocked producer finish its put, so the connection is free again
-            try:
-                queue.get(timeout=0.1)
-            except Empty:
-                pass
-            thread.join(0.01)
+        for thread, queue in zip(threads, queues, strict=True):
+            while thread.is_alive():  # let a blocked producer finish, so its connection is free again
+                try:
+                    queue.get(timeout=0.1)
+                except Empty:
+                    pass
+                thread.join(0.01)
 
 
 class WritePool:

@@ -22,7 +22,7 @@ from typing import Any
 from waggle.hms.gen.hive_metastore.ttypes import Partition, Table
 from waggle.sync import objects as o
 from waggle.sync.files import CopyTask, copy_partitions, remove_tree
-from waggle.sync.hms import Metastore, WritePool
+from waggle.sync.hms import Metastore, WritePool, read_pages
 from waggle.sync.report import TableReport
 
 
@@ -52,8 +52,11 @@ Progress = Callable[[int], None]
 class TableSync:
     def __init__(self, source: Metastore, target: Metastore, plan: o.Target, options: Options,
                  db_names: Mapping[str, str], run_id: str, spark: Callable[[], Any] | None = None,
-                 progress: Progress | None = None, writers: list[Metastore] | None = None) -> None:
+                 progress: Progress | None = None, writers: list[Metastore] | None = None,
+                 readers: list[Metastore] | None = None) -> None:
         self.source, self.target, self.t, self.options = source, target, plan, options
+        #: connections to the source that read pages of partitions in parallel (default: the source's)
+        self.readers = readers or [source]
         #: connections to the target that add and alter partitions in the background (default: the target's)
         self.writers = writers or [target]
         self.db_names = db_names
@@ -176,7 +179,7 @@ class TableSync:
         # Read the source a page at a time (the next page is read meanwhile). A new mirror's pages are written by
         # background writers while the following pages are read and prepared.
         with WritePool(self.writers if fresh else []) as pool:
-            for page in self.source.partitions(t.source_db, t.source_table, names):
+            for page in read_pages(self.readers, t.source_db, t.source_table, names):
                 batch = []
                 for p in page:
                     name = by_values[tuple(p.values)]
@@ -252,7 +255,7 @@ class TableSync:
         """Each target partition's recorded (fingerprint, files fingerprint), read a page at a time."""
         by_values = {tuple(o.partition_values(n)): n for n in target_names}
         out: dict[str, tuple[str | None, str | None]] = {}
-        for page in self.target.partitions(self.t.db, self.t.table, target_names):
+        for page in read_pages(self.writers, self.t.db, self.t.table, target_names):
             for p in page:
                 params = p.parameters or {}
                 out[by_values[tuple(p.values)]] = (params.get(o.FINGERPRINT), params.get(o.FILES))
@@ -288,7 +291,7 @@ class TableSync:
         t = self.t
         wanted = set(new)
         with WritePool(self.writers) as pool:
-            for page in self.source.partitions(t.source_db, t.source_table, new + changed):
+            for page in read_pages(self.readers, t.source_db, t.source_table, new + changed):
                 adds: list[Partition] = []
                 alters: list[Partition] = []
                 for p in page:
