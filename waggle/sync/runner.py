@@ -270,8 +270,7 @@ def run(sync: SyncRun, out: IO[str] | None = None) -> int:
 def _run_source(member: MetastoreConfig, primary: MetastoreConfig, specs: list[TableSpec], sync: SyncRun,
                 report: RunReport, spark: _LazySpark, run_id: str, bar: Any) -> None:
     try:
-        with connect(member) as source, connect(member) as second_reader, connect(primary) as target, \
-                connect(primary) as second_writer:
+        with connect(member) as source, connect(primary) as target, connect(primary) as second_writer:
             resolved: list[_Resolved] = []
             for spec in specs:
                 opts = Options(dry_run=sync.dry_run, incremental=sync.incremental,
@@ -295,7 +294,7 @@ def _run_source(member: MetastoreConfig, primary: MetastoreConfig, specs: list[T
                 job = TableSync(source, target, t, item.options, db_names, run_id,
                                 spark=spark.get if t.mode == o.COPY else None,
                                 progress=bar.update if bar is not None else None,
-                                writers=[target, second_writer], readers=[source, second_reader])
+                                writers=[target, second_writer])
                 result = job.run()
                 report.tables.append(result)
                 log.info("sync.table_finished", source=result.source, target=result.target, status=result.status,
