@@ -99,6 +99,16 @@ def start_waggle(workdir: Path, uri: str, prefixed: bool, hive_version: str | No
     raise SystemExit("waggle did not start; see " + str(workdir / "waggle.log"))
 
 
+def stop_processes(procs: list[subprocess.Popen[Any]]) -> None:
+    """SIGTERM each, then SIGKILL whichever has not exited within 30 s."""
+    for p in procs:
+        p.terminate()
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def start_relay(upstream_port: int) -> tuple[subprocess.Popen[bytes], int]:
     """The floor: a gevent byte relay with no parsing at all, the cost of the extra hop alone."""
     port = free_port()
@@ -207,12 +217,7 @@ def main() -> int:
             verify(routes[0], routes[2])
             run(routes, cases(args))
     finally:
-        for p in procs:
-            p.terminate()
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
         if store:
             store.stop()
     return 0

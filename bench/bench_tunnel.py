@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_proxy import DB, PREFIX, Route, measure, pct, seed, start_waggle
+from bench_proxy import DB, PREFIX, Route, measure, pct, seed, start_waggle, stop_processes
 from sshd import Sshd, free_port_on, keygen, write_known_hosts
 from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
 from thrift.transport.TSocket import TSocket
@@ -150,12 +150,7 @@ def main() -> int:
         print(f"\nresident memory: waggle {rss_mb(tunnelled.pid):.0f} MB, its tunnel helper "
               f"{sum(rss_mb(int(p)) for p in helper_pids(tunnelled.pid)):.0f} MB")
     finally:
-        for p in procs:
-            p.terminate()
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
         for s in servers:
             s.stop()
         store.stop()

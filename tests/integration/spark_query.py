@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 
-def main(uri: str, warehouse: str, queries: list[str]) -> None:
+def local_spark(uri: str, warehouse: str) -> Any:
+    """A local Spark session whose Hive catalog is the metastore at ``uri``."""
     from pyspark.sql import SparkSession
 
-    spark = (
+    return (
         SparkSession.builder.master("local[1]")
-        .appName("waggle-spark-query")
         .config("spark.sql.catalogImplementation", "hive")
         .config("spark.hadoop.hive.metastore.uris", uri)
         .config("spark.sql.warehouse.dir", warehouse)
@@ -26,6 +27,10 @@ def main(uri: str, warehouse: str, queries: list[str]) -> None:
         .enableHiveSupport()
         .getOrCreate()
     )
+
+
+def main(uri: str, warehouse: str, queries: list[str]) -> None:
+    spark = local_spark(uri, warehouse)
     try:
         results = [[[str(v) for v in row] for row in spark.sql(q).collect()] for q in queries]
     finally:

@@ -40,19 +40,10 @@ def run_suite(spark: Any, db: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    from pyspark.sql import SparkSession
+    from spark_query import local_spark
 
     uri, db, warehouse = sys.argv[1:4]
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .config("spark.sql.catalogImplementation", "hive")
-        .config("spark.hadoop.hive.metastore.uris", uri)
-        .config("spark.sql.warehouse.dir", warehouse)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .enableHiveSupport()
-        .getOrCreate()
-    )
+    spark = local_spark(uri, warehouse)
     spark.sparkContext.setLogLevel("ERROR")
     try:
         print("RESULT " + json.dumps(run_suite(spark, db)))

@@ -83,14 +83,21 @@ def files_fingerprint(files: dict[str, tuple[int, float]]) -> str:
     return hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()[:32]
 
 
+def _inspect(task: CopyTask) -> tuple[Any, str, dict[str, tuple[int, float]], str, Any, str, bool]:
+    """List the source, fingerprint it, and say whether the target must be (re)copied."""
+    sfs, spath = _fs(task.source)
+    files = listing(sfs, spath)
+    fingerprint = files_fingerprint(files)
+    tfs, tpath = _fs(task.target)
+    needed = fingerprint != task.recorded or not tfs.exists(tpath)
+    return sfs, spath, files, fingerprint, tfs, tpath, needed
+
+
 def copy_one(task: CopyTask) -> CopyResult:
     """Make the target directory hold the source's files (see the module doc). Never raises."""
     try:
-        sfs, spath = _fs(task.source)
-        files = listing(sfs, spath)
-        fingerprint = files_fingerprint(files)
-        tfs, tpath = _fs(task.target)
-        if fingerprint == task.recorded and tfs.exists(tpath):
+        sfs, spath, files, fingerprint, tfs, tpath, needed = _inspect(task)
+        if not needed:
             return CopyResult(task.name, fingerprint, False, 0, 0)
         size = sum(s for s, _ in files.values())
         if task.dry_run:
@@ -145,11 +152,7 @@ DRIVER_CHECK_MAX = 5000
 def check_one(task: CopyTask) -> CopyResult:
     """List the source and compare with what the target recorded: ``copied`` says whether a copy is needed."""
     try:
-        sfs, spath = _fs(task.source)
-        files = listing(sfs, spath)
-        fingerprint = files_fingerprint(files)
-        tfs, tpath = _fs(task.target)
-        needed = fingerprint != task.recorded or not tfs.exists(tpath)
+        _, _, files, fingerprint, _, _, needed = _inspect(task)
         return CopyResult(task.name, fingerprint, needed, len(files), sum(s for s, _ in files.values()))
     except Exception as exc:
         return CopyResult(task.name, "", False, 0, 0, f"{type(exc).__name__}: {exc}")

@@ -32,12 +32,11 @@ PAGE = 500
 
 
 class Metastore:
-    """One open connection. ``writes`` counts the calls that changed something."""
+    """One open connection."""
 
     def __init__(self, name: str, client: Any) -> None:
         self.name = name
         self.client = client
-        self.writes = 0
 
     # -- reads --------------------------------------------------------------------------------------------
     def table(self, db: str, table: str) -> Table | None:
@@ -61,10 +60,6 @@ class Metastore:
 
     def partition_names(self, db: str, table: str) -> list[str]:
         return list(self.client.get_partition_names(db, table, -1))
-
-    def partitions(self, db: str, table: str, names: list[str]) -> Iterator[list[Partition]]:
-        """The named partitions, a page at a time (see :func:`read_pages`)."""
-        return read_pages([self], db, table, names)
 
     def filtered_partition_names(self, db: str, table: str, expr: str, keys: list[str]) -> list[str]:
         """Names of the partitions that match a partition filter (the metastore evaluates it)."""
@@ -90,29 +85,23 @@ class Metastore:
 
     # -- writes -------------------------------------------------------------------------------------------
     def create_database(self, database: Any) -> None:
-        self.writes += 1
         self.client.create_database(database)
 
     def create_table(self, table: Table) -> None:
-        self.writes += 1
         self.client.create_table(table)
 
     def alter_table(self, db: str, name: str, table: Table) -> None:
-        self.writes += 1
         self.client.alter_table(db, name, table)
 
     def add_partitions(self, partitions: list[Partition]) -> None:
         for i in range(0, len(partitions), PAGE):
-            self.writes += 1
             self.client.add_partitions(partitions[i:i + PAGE])
 
     def alter_partitions(self, db: str, table: str, partitions: list[Partition]) -> None:
         for i in range(0, len(partitions), PAGE):
-            self.writes += 1
             self.client.alter_partitions(db, table, partitions[i:i + PAGE])
 
     def drop_partition(self, db: str, table: str, values: list[str]) -> None:
-        self.writes += 1
         self.client.drop_partition(db, table, values, False)
 
     def copy_statistics(self, source: Metastore, src_db: str, src_table: str, table: Table,
@@ -135,7 +124,6 @@ class Metastore:
             got = source.client.get_table_statistics_req(TableStatsRequest(src_db, src_table, cols))
             if got.tableStats:
                 desc = ColumnStatisticsDesc(isTblLevel=True, dbName=table.dbName, tableName=table.tableName)
-                self.writes += 1
                 self.client.update_table_column_statistics(ColumnStatistics(desc, got.tableStats))
                 copied += 1
         for i in range(0, len(partition_names), PAGE):
@@ -147,7 +135,6 @@ class Metastore:
                                                                tableName=table.tableName, partName=name), objs)
                          for name, objs in (got.partStats or {}).items() if objs]
                 if stats:
-                    self.writes += 1
                     self.client.set_aggr_stats_for(SetPartitionsStatsRequest(colStats=stats))
                     copied += len(stats)
         return copied
