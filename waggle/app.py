@@ -7,9 +7,12 @@ import sys
 
 import gevent
 
+from waggle.config.check import admin_token
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import WaggleConfig
 from waggle.ops.logging import configure, get_logger
+from waggle.ops.loop import watch_loop
+from waggle.ops.reload import Reloader
 from waggle.server.runtime import Runtime
 from waggle.server.server import WaggleServer
 
@@ -26,6 +29,7 @@ def start(config: WaggleConfig) -> WaggleServer:
 def serve(server_file: str | None, federation_file: str) -> int:
     try:
         config = load(server_file, federation_file)
+        admin_token(config)  # tunnel files are checked by each tunnel's helper (the proxy never loads paramiko)
     except ConfigError as exc:
         configure()
         log = get_logger("waggle")
@@ -47,11 +51,18 @@ def serve(server_file: str | None, federation_file: str) -> int:
     log.info("federation.loaded", primary=config.federation.primary.name,
              members=[m.name for m in config.federation.members],
              resolution=config.server.database_resolution.value)
+    reloader = Reloader(server.runtime)
+    server.http.reloader = reloader
+    reloader.start(watch=config.server.hot_reload)
+    gevent.spawn(watch_loop)
 
     def on_term() -> None:
-        gevent.spawn(server.stop, config.server.graceful_stop_seconds)
+        reloader.stop()
+        current = server.runtime.config.server
+        gevent.spawn(server.stop, current.graceful_stop_seconds, current.shutdown_delay_seconds)
 
     gevent.signal_handler(signal.SIGTERM, on_term)
     gevent.signal_handler(signal.SIGINT, on_term)
+    gevent.signal_handler(signal.SIGHUP, reloader.on_signal)
     server.wait()
     return 0

@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from waggle.config.model import WaggleConfig
 
 
 def _config_args(p: argparse.ArgumentParser) -> None:
@@ -57,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from waggle.config.check import file_problems
     from waggle.config.loader import ConfigError, load
 
     try:
@@ -67,12 +64,12 @@ def _check(args: argparse.Namespace) -> int:
         return 2
     for warning in config.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    fed = config.federation
-    problems = _tunnel_problems(config)
+    problems = file_problems(config)
     for problem in problems:
-        print(f"error: {args.federation_config}: {problem}", file=sys.stderr)
+        print(f"error: {problem}", file=sys.stderr)
     if problems:
         return 2
+    fed = config.federation
     print(f"ok: {len(fed.members)} metastore(s), primary '{fed.primary.name}', "
           f"{config.server.database_resolution.value} resolution, port {config.server.port}")
     return 0
@@ -111,13 +108,6 @@ def _sync(args: argparse.Namespace) -> int:
                    master=args.master or sync.master, report=args.report,
                    progress=False if args.no_progress else None)
     return run(sync)
-
-
-def _tunnel_problems(config: WaggleConfig) -> list[str]:
-    """The key and known-hosts files of every tunnel: present, readable and usable (nothing is connected)."""
-    from waggle.tunnel.spec import check_files, spec_for
-
-    return [p for m in config.federation.members if m.tunnel is not None for p in check_files(spec_for(m))]
 
 
 def main(argv: list[str] | None = None) -> int:

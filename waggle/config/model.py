@@ -60,6 +60,15 @@ class Limits:
 
 
 @dataclass(frozen=True, slots=True)
+class LoadLimits:
+    """How much work waggle takes on at once before it sheds load with a clear error."""
+
+    max_in_flight_calls: int = 500
+    max_calls_per_metastore: int = 200
+    queue_wait_seconds: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class HostPort:
     host: str
     port: int
@@ -107,6 +116,15 @@ class MetastoreConfig:
     wire: WireFormat = WireFormat()
     pool_max_idle: int = 16
 
+    def upstream_key(self) -> tuple[object, ...]:
+        """What a pool's connections depend on: members equal here can keep their pool across a reload."""
+        return (self.name, self.uris, self.tunnel, self.connect_timeout_ms, self.read_timeout_ms, self.latency_ms,
+                self.wire, self.pool_max_idle, self.hive_version)
+
+    def tunnel_key(self) -> tuple[object, ...] | None:
+        """What an SSH tunnel depends on: members equal here keep their tunnel across a reload."""
+        return None if self.tunnel is None else (self.name, self.uris, self.tunnel)
+
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
@@ -116,6 +134,10 @@ class ServerConfig:
     wire: WireFormat = WireFormat()
     max_connections: int = 1000
     graceful_stop_seconds: float = 60.0
+    shutdown_delay_seconds: float = 0.0
+    hot_reload: bool = True
+    admin_token_file: str | None = None
+    load: LoadLimits = LoadLimits()
     limits: Limits = Limits(100 * 1024 * 1024, 16 * 1024 * 1024, 1_000_000)
     upstream_limits: Limits = Limits(2 * 1024 * 1024 * 1024 - 1, 256 * 1024 * 1024, 50_000_000)
     stream_after_bytes: int = 65536

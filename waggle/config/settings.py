@@ -35,12 +35,28 @@ SERVER_SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "max-connections", "1000",
-        "Client connections served at once; further ones wait in the listen backlog. "
+        "Client connections served at once. A connection over the limit has its first call answered with a "
+        "`MetaException` saying so, and is closed. "
         "Defaults to `hive.metastore.server.max.threads` when that property is set.",
     ),
     Setting(
         "thrift-server-stop-timeout-val-in-seconds", "60",
-        "On SIGTERM, how long in-flight calls may take to finish before waggle exits.",
+        "On SIGTERM, how long in-flight calls may take to finish before waggle exits (after `shutdown-delay`).",
+    ),
+    Setting(
+        "shutdown-delay", "0",
+        "Seconds between SIGTERM and the drain during which `/readyz` already fails but new connections are "
+        "still served, so load balancers stop sending clients first (waggle addition; the Helm chart sets 5).",
+    ),
+    Setting(
+        "hot-reload", "true",
+        "Watch both configuration files and apply an edit without a restart; `false` reloads on SIGHUP (or "
+        "`POST /api/admin/reload`) only (waggle addition).",
+    ),
+    Setting(
+        "admin.token-file", "none",
+        "File holding the bearer token that state-changing admin HTTP calls must present. Without it they are "
+        "off (waggle addition).",
     ),
     Setting("limits.max-message-bytes", "104857600", "Largest request message a client may send (bytes)."),
     Setting("limits.max-string-bytes", "16777216", "Longest string or binary field in a request (bytes)."),
@@ -49,6 +65,17 @@ SERVER_SETTINGS: tuple[Setting, ...] = (
         "limits.max-upstream-message-bytes", "2147483647",
         "Largest reply accepted from a metastore (bytes); a 100,000-partition listing is ~100 MB.",
     ),
+    Setting(
+        "limits.max-in-flight-calls", "500",
+        "Client calls being answered at once, over all connections. A call over the limit waits up to "
+        "`limits.queue-wait-ms` for a slot, then fails with a `MetaException` saying waggle is overloaded.",
+    ),
+    Setting(
+        "limits.max-calls-per-metastore", "200",
+        "Calls sent to one metastore at once (merged calls and bridges included). Over it a call waits up to "
+        "`limits.queue-wait-ms`, then fails with a `MetaException` naming the metastore.",
+    ),
+    Setting("limits.queue-wait-ms", "1000", "How long a call may wait for a free slot under the two limits above."),
     Setting(
         "limits.stream-replies-after-bytes", "65536",
         "A reply relayed unchanged that is longer than this streams to the client as it arrives, so memory "

@@ -1,11 +1,17 @@
-"""The HTTP side, on the server file's ``endpoint.port``: ``/healthz`` and ``/metrics``.
+"""The HTTP side, on the server file's ``endpoint.port``.
 
-``/healthz`` answers 200 while the process serves, with each metastore's state (and its SSH tunnel's) as JSON.
-``/metrics`` is Prometheus text from :mod:`waggle.ops.metrics`.
+- ``GET /healthz``: liveness. 200 while the process serves, with each metastore's state (and its tunnel's).
+- ``GET /readyz``: readiness. 200 when a configuration is loaded, the primary answers and waggle is not
+  stopping; 503 with the reason otherwise.
+- ``GET /metrics``: Prometheus text from :mod:`waggle.ops.metrics`.
+- ``GET /api/admin/federations``: the live federation, read-only, with each member's status.
+- ``POST /api/admin/reload``: reload the configuration files. Like anything that changes state over HTTP, it
+  needs ``Authorization: Bearer <token>`` with the token from ``admin.token-file``; without that key it is off.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -17,17 +23,22 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from waggle.ops import metrics
 
 if TYPE_CHECKING:
+    from waggle.ops.reload import Reloader
     from waggle.server.runtime import Runtime
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+_JSON = [("Content-Type", "application/json")]
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 def member_states(runtime: Runtime) -> dict[str, Any]:
     """Each metastore's health (and tunnel) as plain data."""
     out: dict[str, Any] = {}
-    for name, st in runtime.health.status.items():
-        entry: dict[str, Any] = {"up": st.up, "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.since)),
-                                 "reason": st.reason or None}
+    for name, st in list(runtime.health.status.items()):
+        entry: dict[str, Any] = {"up": st.up, "since": _iso(st.since), "reason": st.reason or None}
         tunnel = runtime.tunnels.get(name)
         if tunnel is not None:
             entry["tunnel"] = tunnel.describe()
@@ -35,9 +46,43 @@ def member_states(runtime: Runtime) -> dict[str, Any]:
     return out
 
 
+def federation_view(runtime: Runtime, reloader: Reloader | None) -> dict[str, Any]:
+    """The live federation for ``/api/admin/federations``: settings that matter to operators, and status."""
+    routes = runtime.routes
+    config = routes.config
+    states = member_states(runtime)
+    members = []
+    for m in config.federation.members:
+        pool = routes.pools[m.name]
+        members.append({
+            "name": m.name,
+            "primary": m.primary,
+            "uris": [str(u) for u in m.uris],
+            "database_prefix": m.database_prefix,
+            "access_control_type": m.access_control_type.value,
+            "writable_database_white_list": [p.pattern for p in m.writable_database_white_list],
+            "mapped_databases": None if m.mapped_databases is None else [p.pattern for p in m.mapped_databases],
+            "database_name_mapping": dict(m.database_name_mapping),
+            "hive_version": m.hive_version,
+            "tunnel_route": None if m.tunnel is None else " -> ".join(f"{u}@{h}" for u, h in m.tunnel.route),
+            "status": states.get(m.name, {"up": True, "reason": None}),
+            "pool": {"opened": pool.opened, "idle": pool.idle_count(), "busy": pool.busy},
+        })
+    return {
+        "generation": routes.generation,
+        "loaded_at": _iso(routes.loaded_at),
+        "server_file": config.server_file,
+        "federation_file": config.federation_file,
+        "database_resolution": config.server.database_resolution.value,
+        "last_reload_error": reloader.last_error if reloader is not None else [],
+        "metastores": members,
+    }
+
+
 class HttpEndpoint:
     def __init__(self, runtime: Runtime, bind: str, port: int) -> None:
         self.runtime = runtime
+        self.reloader: Reloader | None = None
         self._server = WSGIServer((bind, port), self.app, log=None, error_log=None)
 
     @property
@@ -46,18 +91,48 @@ class HttpEndpoint:
 
     def app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
+        method = environ.get("REQUEST_METHOD", "GET")
+        if path == "/api/admin/reload":
+            if method == "POST":
+                return self._reload(environ, start_response)
+            return _answer(start_response, "405 Method Not Allowed", {"error": "use POST /api/admin/reload"})
+        if method not in ("GET", "HEAD"):
+            return _answer(start_response, "405 Method Not Allowed", {"error": f"{method} {path} is not served"})
         if path == "/metrics":
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
             return [generate_latest(metrics.REGISTRY)]
         if path == "/healthz":
-            body = json.dumps({"status": "ok", "metastores": member_states(self.runtime)}).encode()
-            start_response("200 OK", [("Content-Type", "application/json")])
-            return [body]
-        start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"not found: try /healthz or /metrics\n"]
+            return _answer(start_response, "200 OK", {"status": "ok", "metastores": member_states(self.runtime)})
+        if path == "/readyz":
+            ready, reason = self.runtime.ready()
+            return _answer(start_response, "200 OK" if ready else "503 Service Unavailable",
+                           {"ready": ready, "reason": reason, "generation": self.runtime.routes.generation})
+        if path == "/api/admin/federations":
+            return _answer(start_response, "200 OK", federation_view(self.runtime, self.reloader))
+        return _answer(start_response, "404 Not Found",
+                       {"error": "not found: try /healthz, /readyz, /metrics or /api/admin/federations"})
+
+    def _reload(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        token = self.reloader.admin_token if self.reloader is not None else None
+        if token is None:
+            return _answer(start_response, "403 Forbidden",
+                           {"error": "state-changing admin calls are off: set admin.token-file in the server file"})
+        given = environ.get("HTTP_AUTHORIZATION", "")
+        if not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].strip().encode(), token.encode()):
+            start_response("401 Unauthorized", [*_JSON, ("WWW-Authenticate", "Bearer")])
+            return [json.dumps({"error": "a valid 'Authorization: Bearer <token>' header is required"}).encode()]
+        assert self.reloader is not None
+        ok = self.reloader.reload("POST /api/admin/reload")
+        body = {"reloaded": ok, "generation": self.runtime.routes.generation, "problems": self.reloader.last_error}
+        return _answer(start_response, "200 OK" if ok else "422 Unprocessable Entity", body)
 
     def start(self) -> None:
         self._server.start()
 
     def stop(self) -> None:
         self._server.stop(timeout=1)
+
+
+def _answer(start_response: StartResponse, status: str, body: dict[str, Any]) -> Iterable[bytes]:
+    start_response(status, list(_JSON))
+    return [json.dumps(body, indent=1).encode()]

@@ -1,9 +1,15 @@
-"""Prometheus metrics, in waggle's own registry, served on the HTTP endpoint's ``/metrics``."""
+"""Prometheus metrics, in waggle's own registry, served on the HTTP endpoint's ``/metrics``.
+
+Per-call metrics are labelled by method and metastore (``*`` for a merged call answered by several); their
+children are cached so that recording a call costs a dictionary lookup and two increments.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
+# no *_created series: they double what a scrape carries and nobody reads them
+disable_created_metrics()  # type: ignore[no-untyped-call]
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 METASTORE_UP = Gauge("waggle_metastore_up", "1 while the metastore answers health checks, else 0.",
@@ -12,3 +18,60 @@ TUNNEL_UP = Gauge("waggle_tunnel_up", "1 while every hop of the metastore's SSH 
                   ["metastore"], registry=REGISTRY)
 TUNNEL_RECONNECTS = Counter("waggle_tunnel_reconnects", "Times the metastore's SSH tunnel was rebuilt after it "
                             "had been up.", ["metastore"], registry=REGISTRY)
+CALLS = Counter("waggle_calls", "Client calls answered, by method and the metastore that answered.",
+                ["method", "metastore"], registry=REGISTRY)
+CALL_ERRORS = Counter("waggle_call_errors", "Client calls answered with an error, by kind: upstream (the "
+                      "metastore failed or is down), refused (access control or routing), shed (over a limit), "
+                      "exception (the metastore answered with one).", ["method", "metastore", "kind"],
+                      registry=REGISTRY)
+CALL_SECONDS = Histogram("waggle_call_duration_seconds", "Time from a call's last request byte to its answer.",
+                         ["method", "metastore"], registry=REGISTRY,
+                         buckets=(.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60))
+CLIENT_CONNECTIONS = Gauge("waggle_client_connections", "Client connections open now.", registry=REGISTRY)
+CALLS_IN_FLIGHT = Gauge("waggle_calls_in_flight", "Client calls being answered now.", registry=REGISTRY)
+UPSTREAM_IN_USE = Gauge("waggle_upstream_calls_in_flight", "Calls in flight to each metastore.", ["metastore"],
+                        registry=REGISTRY)
+SHED = Counter("waggle_shed", "Work refused because a limit was reached: connections (max-connections), calls "
+               "(limits.max-in-flight-calls) or metastore (limits.max-calls-per-metastore).", ["limit"],
+               registry=REGISTRY)
+FANOUT_OMISSIONS = Counter("waggle_fanout_omissions", "Metastores left out of a merged call's answer (down, "
+                           "failed or late).", ["method", "metastore"], registry=REGISTRY)
+CONFIG_RELOADS = Counter("waggle_config_reloads", "Configuration reloads, by result (succeeded, failed).",
+                         ["result"], registry=REGISTRY)
+CONFIG_GENERATION = Gauge("waggle_config_generation", "1 for the configuration waggle started with, +1 per "
+                          "applied reload.", registry=REGISTRY)
+CONFIG_LOADED = Gauge("waggle_config_loaded_timestamp_seconds", "When the live configuration was applied.",
+                      registry=REGISTRY)
+LOOP_LAG = Histogram("waggle_event_loop_lag_seconds", "How late the event loop ran a timer that was due: time "
+                     "during which no client was served.", registry=REGISTRY,
+                     buckets=(.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5))
+LOOP_BLOCKED = Counter("waggle_event_loop_blocked", "Times the event loop was blocked for longer than 100 ms.",
+                       registry=REGISTRY)
+
+for _limit in ("connections", "calls", "metastore"):
+    SHED.labels(_limit)
+for _result in ("succeeded", "failed"):
+    CONFIG_RELOADS.labels(_result)
+
+_children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
+
+
+def observe_call(method: str, metastore: str, seconds: float, error: str | None = None) -> None:
+    """Count one answered call, its duration and, if it failed, the kind of failure."""
+    pair = _children.get((method, metastore))
+    if pair is None:
+        pair = _children[(method, metastore)] = (CALLS.labels(method, metastore),
+                                                 CALL_SECONDS.labels(method, metastore))
+    pair[0].inc()
+    pair[1].observe(seconds)
+    if error is not None:
+        CALL_ERRORS.labels(method, metastore, error).inc()
+
+
+def forget(metastore: str) -> None:
+    """Drop a removed metastore's gauges (its counters stay, as Prometheus expects)."""
+    for gauge in (METASTORE_UP, TUNNEL_UP, UPSTREAM_IN_USE):
+        try:
+            gauge.remove(metastore)
+        except KeyError:
+            pass

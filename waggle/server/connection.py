@@ -25,14 +25,15 @@ from waggle.hms.names import parse
 from waggle.hms.rewrite import call_rewriter
 from waggle.hms.service import METHOD_IO, MethodIO
 from waggle.hms.splice import Splicer
+from waggle.ops import metrics
 from waggle.ops.logging import get_logger
 from waggle.routing.access import table_visible
 from waggle.routing.federation import Decision, Naming, Refused
 from waggle.server.fanout import FanOut
-from waggle.server.runtime import Runtime
+from waggle.server.runtime import Routes, Runtime
 from waggle.upstream import compat
 from waggle.upstream.client import Identity, Reply, UpstreamError
-from waggle.upstream.pool import UpstreamPool
+from waggle.upstream.pool import Overloaded, UpstreamPool
 from waggle.wire import Header, PeerClosed, Wire, WireError, decode_message, strings_in
 
 log = get_logger("waggle.call")
@@ -70,7 +71,7 @@ class ClientConnection:
                 except PeerClosed:
                     return
                 self.idle = False
-                self._handle(header)
+                self._admit(header)
                 self.calls += 1
         except _Abandon:
             pass
@@ -83,7 +84,44 @@ class ClientConnection:
         finally:
             self.idle = True
 
+    def refuse(self, message: str, timeout: float) -> None:
+        """Answer the connection's first call with ``message`` and close (a connection over the limit)."""
+        self.sock.settimeout(timeout)
+        try:
+            header = self.wire.read_begin()
+            if header.mtype in (TMessageType.CALL, TMessageType.ONEWAY):
+                self.wire.skip_struct()
+                self.wire.read_end()
+                self._answer_failure(header, METHOD_IO.get(header.name), message)
+        except (WireError, PeerClosed, OSError):
+            pass
+
     # -- one call ----------------------------------------------------------------------------------------
+    def _admit(self, header: Header) -> None:
+        """Answer one call, or shed it when ``limits.max-in-flight-calls`` stay taken for the queue wait."""
+        runtime = self.runtime
+        slots = runtime.call_slots
+        load = runtime.config.server.load
+        if not slots.acquire(timeout=load.queue_wait_seconds):
+            started = time.perf_counter()
+            io = METHOD_IO.get(header.name)
+            if io is None:
+                self.wire.skip_struct()
+            else:
+                self.wire.read_struct(io.args)
+            self.wire.read_end()
+            metrics.SHED.labels("calls").inc()
+            self._answer_failure(header, io, f"waggle is overloaded: {load.max_in_flight_calls} calls are in flight "
+                                             f"(limits.max-in-flight-calls); try again shortly")
+            self._record(header.name, "-", started, "shed")
+            return
+        metrics.CALLS_IN_FLIGHT.inc()
+        try:
+            self._handle(header)
+        finally:
+            metrics.CALLS_IN_FLIGHT.dec()
+            slots.release()
+
     def _handle(self, header: Header) -> None:
         wire = self.wire
         name = header.name
@@ -105,7 +143,8 @@ class ClientConnection:
             self._set_ugi(header, io, args)
             return
         runtime = self.runtime
-        planner = runtime.planner  # one map for the whole call, even if a refresh swaps it meanwhile
+        routes = runtime.routes  # one configuration and map for the whole call, even if a reload swaps them
+        planner = routes.planner
         spec = METHODS.get(name)
         if spec is None or io is None or args is None:
             # not in our IDL: the primary answers, byte for byte, unless it names a database that is not the
@@ -119,12 +158,13 @@ class ClientConnection:
                         f"waggle cannot route it)")
                 log.info("call.refused", method=name, reason="unknown method naming a routed database",
                          names=foreign)
+                metrics.observe_call(name, planner.primary.name, time.perf_counter() - started, "refused")
                 return
-            self._send_to(runtime.routes.primary, planner.naming(planner.primary), header, io, args, raw, None,
+            self._send_to(routes.primary, planner.naming(planner.primary), header, io, args, raw, None,
                           started)
             return
         if spec.route is Route.FANOUT:
-            self._fan_out(header, io, args, started)
+            self._fan_out(routes, header, io, args, started)
             return
         if spec.route is Route.LOCK_ID:
             member = self.lock_owners.get(_lock_id(args) or -1, planner.primary)
@@ -134,16 +174,17 @@ class ClientConnection:
             names = _REWRITER.names_in(args)
             locks = [(c.dbname or "", c.type) for c in args.rqst.component or ()] \
                 if spec.access is Access.LOCK and args.rqst is not None else ()
-            tables = _table_refs(args) if runtime.mapped_tables else ()
+            tables = _table_refs(args) if routes.mapped_tables else ()
             decision = planner.decide(spec, names, locks, runtime.created, tables)
         if decision.refusal is not None:
             self._refuse(header, io, decision)
+            metrics.observe_call(name, decision.member.name, time.perf_counter() - started, "refused")
             if self.runtime.log_calls or decision.refused_as is Refused.META:
-                log.info("call.refused", method=name, db=database_of(args), member=decision.member.name,
+                log.info("call.refused", method=name, db=database_of(args), metastore=decision.member.name,
                          reason=decision.refusal)
             return
         naming = planner.naming(decision.member)
-        pool = runtime.routes.pools[decision.member.name]
+        pool = routes.pools[decision.member.name]
         # Catalogs: a metastore without them (Hive 2) gets plain names, and its replies are given the catalog
         # the client named.
         fill = None
@@ -156,6 +197,7 @@ class ClientConnection:
                 self._refuse(header, io, Decision(decision.member, f"catalog '{catalog}' does not exist in "
                                                   f"metastore '{pool.name}' (a Hive 2 metastore has only "
                                                   f"'{DEFAULT_CATALOG}')", Refused.NO_SUCH_OBJECT))
+                metrics.observe_call(name, pool.name, time.perf_counter() - started, "refused")
                 return
             strip = catalogs is not True and any(n.startswith("@") for n in names)
             fill = catalog if catalogs is False else None
@@ -190,8 +232,7 @@ class ClientConnection:
         runtime = self.runtime
         if not runtime.health.is_up(pool.name):
             self._answer_failure(header, io, runtime.health.down_message(pool.name))
-            if runtime.log_calls:
-                log.debug("call", method=name, member=pool.name, outcome="member_down")
+            self._record(name, pool.name, started, "member_down", db=database_of(args))
             return None
         result_class = io.result if io is not None else None
         if result_class is not None:
@@ -203,12 +244,12 @@ class ClientConnection:
         except UpstreamError as exc:
             runtime.health.call_failed(pool.name, exc)
             if exc.partial_reply_sent:
-                log.warning("call.failed_mid_reply", method=name, member=pool.name, error=exc.detail)
+                log.warning("call.failed_mid_reply", method=name, metastore=pool.name, error=exc.detail)
+                metrics.observe_call(name, pool.name, time.perf_counter() - started, "upstream")
                 raise _Abandon() from exc
             self._answer_failure(header, io, str(exc))
-            if runtime.log_calls:
-                log.debug("call", method=name, db=database_of(args), member=pool.name, outcome="upstream_error",
-                          error=exc.detail, ms=round(1000 * (time.perf_counter() - started), 3))
+            self._record(name, pool.name, started, "shed" if isinstance(exc, Overloaded) else "upstream_error",
+                         db=database_of(args), error=exc.detail)
             return None
         if reply is not None:
             if reply.streamed:
@@ -223,9 +264,7 @@ class ClientConnection:
                 self._rewrite_reply(reply, result_class, pool, naming, decision, fill)
             else:
                 self._relay(reply, io, pool)
-        if runtime.log_calls:
-            log.debug("call", method=name, db=database_of(args), member=pool.name, outcome=_outcome(reply, io),
-                      ms=round(1000 * (time.perf_counter() - started), 3))
+        self._record(name, pool.name, started, _outcome(reply, io), db=database_of(args))
         return reply
 
     def _bridge(self, pool: UpstreamPool, naming: Naming, header: Header, io: MethodIO, args: Any,
@@ -235,6 +274,7 @@ class ClientConnection:
         runtime = self.runtime
         if not runtime.health.is_up(pool.name):
             self._answer_failure(header, io, runtime.health.down_message(pool.name))
+            self._record(name, pool.name, started, "member_down", db=database_of(args))
             return
         outcome = "ok"
         bridge = BRIDGES[name]
@@ -252,20 +292,18 @@ class ClientConnection:
             if not isinstance(exc, compat.ApplicationError):  # that one answered: it is up
                 runtime.health.call_failed(pool.name, exc)
             self._answer_failure(header, io, str(exc))
-            outcome = "upstream_error"
+            outcome = "shed" if isinstance(exc, Overloaded) else "upstream_error"
         except (WireError, OSError, _Abandon):
             raise
         except Exception as exc:  # a defect in a bridge must not cost the client its connection
-            log.error("bridge.failed", method=name, member=pool.name, error=repr(exc))
+            log.error("bridge.failed", method=name, metastore=pool.name, error=repr(exc))
             self._answer_failure(header, io, f"waggle could not answer {name} for metastore '{pool.name}' "
                                              f"through {bridge.via}: {exc!r}")
             outcome = "bridge_error"
         else:
             if result is not None:
                 self.wire.send_raw(self._encode_result(header, result, pool, naming, decision, fill))
-        if runtime.log_calls:
-            log.debug("call", method=name, db=database_of(args), member=pool.name, bridge=bridge.via,
-                      outcome=outcome, ms=round(1000 * (time.perf_counter() - started), 3))
+        self._record(name, pool.name, started, outcome, db=database_of(args), bridge=bridge.via)
 
     def _wrap(self, wrap: Wrap, bridged: compat.Bridged, pool: UpstreamPool, naming: Naming, header: Header,
               io: MethodIO, args: Any, decision: Decision, fill: str | None) -> Any:
@@ -299,7 +337,7 @@ class ClientConnection:
     def _rewrite_reply(self, reply: Reply, result_class: type, pool: UpstreamPool, naming: Naming,
                        decision: Decision, fill: str | None = None) -> None:
         to_client = _to_client(naming, decision)
-        if fill is None and pool.config.mapped_tables is None and pool.config.wire == self.wire.format and \
+        if fill is None and naming.member.mapped_tables is None and pool.config.wire == self.wire.format and \
                 self.wire.format.protocol is ProtocolKind.BINARY:
             spliced = _SPLICER.splice_names(reply.raw, result_class, to_client, pool.limits)
             if spliced is not None:
@@ -323,8 +361,8 @@ class ClientConnection:
     def _encode_result(self, header: Header, result: Any, pool: UpstreamPool, naming: Naming, decision: Decision,
                        fill: str | None, to_client: Callable[[str], str] | None = None) -> bytes:
         """A decoded result in the member's names, encoded for the client: tables filtered, names rewritten."""
-        if pool.config.mapped_tables is not None:  # on the member's names, before they are rewritten
-            _filter_tables(result, pool.config, decision, METHODS[header.name])
+        if naming.member.mapped_tables is not None:  # on the member's names, before they are rewritten
+            _filter_tables(result, naming.member, decision, METHODS[header.name])
         if not naming.identity:
             _REWRITER.rewrite(result, to_client or _to_client(naming, decision))
         if fill is not None:
@@ -342,8 +380,8 @@ class ClientConnection:
             self.wire.send_application_error(header.name, header.seqid, TApplicationException.INTERNAL_ERROR,
                                              decision.refusal)
 
-    def _fan_out(self, header: Header, io: MethodIO, args: Any, started: float) -> None:
-        fan = FanOut(self.runtime, self.identity)
+    def _fan_out(self, routes: Routes, header: Header, io: MethodIO, args: Any, started: float) -> None:
+        fan = FanOut(self.runtime, routes, self.identity)
         name = header.name
         if name == "get_table_meta":
             result, outcomes = fan.table_meta(name, header.seqid, io, args)
@@ -354,12 +392,25 @@ class ClientConnection:
         answered = [o for o in outcomes if o.error is None]
         if outcomes and not answered:
             self._answer_failure(header, io, "; ".join(str(o.error) for o in outcomes))
+            outcome = "upstream_error"
         else:
             self.wire.send(name, TMessageType.REPLY, header.seqid, result)
-        if self.runtime.log_calls:
-            log.debug("call", method=name, members=[o.pool.name for o in answered],
-                      omitted=[o.pool.name for o in outcomes if o.error is not None],
-                      ms=round(1000 * (time.perf_counter() - started), 3))
+            outcome = "ok"
+        self._record(name, "*", started, outcome, metastores=[o.pool.name for o in answered],
+                     omitted=[o.pool.name for o in outcomes if o.error is not None])
+
+    def _record(self, method: str, metastore: str, started: float, outcome: str, **fields: Any) -> None:
+        """Count one answered call (metrics) and log it: at debug when it succeeded, at info when it failed."""
+        seconds = time.perf_counter() - started
+        kind = _ERROR_KINDS.get(outcome, "exception")
+        metrics.observe_call(method, metastore, seconds, kind)
+        if kind is None or kind == "exception":  # answered, by the metastore's own rules
+            if self.runtime.log_calls:
+                log.debug("call", method=method, metastore=metastore, outcome=outcome,
+                          duration_ms=round(1000 * seconds, 3), **fields)
+        else:
+            log.info("call", method=method, metastore=metastore, outcome=outcome,
+                     duration_ms=round(1000 * seconds, 3), **fields)
 
     def _forward(self, pool: UpstreamPool, header: Header, io: MethodIO | None, args: Any, raw: bytes | None,
                  stream: bool = True) -> Reply | None:
@@ -428,6 +479,14 @@ class _Abandon(Exception):
     """The client connection can no longer be answered (half a reply was sent); close it."""
 
 
+#: a call's outcome -> the kind of error counted in waggle_call_errors_total (None: not an error; any outcome
+#: not listed is an exception the metastore answered with)
+_ERROR_KINDS: dict[str, str | None] = {
+    "ok": None, "sent": None, "member_down": "upstream", "upstream_error": "upstream", "no_equivalent": "upstream",
+    "bridge_error": "upstream", "shed": "shed", "refused": "refused",
+}
+
+
 def _outcome(reply: Reply | None, io: MethodIO | None) -> str:
     if reply is None:
         return "sent"
@@ -447,7 +506,7 @@ def _reply_changes(result_class: type, pool: UpstreamPool, naming: Naming, decis
                    fill: str | None) -> tuple[str | None, bool]:
     """(the catalog to fill in, if this result can hold one; whether the reply must be changed at all)."""
     fill = fill if fill is not None and compat.carries_catalog(result_class) else None
-    filters = decision is not None and pool.config.mapped_tables is not None
+    filters = decision is not None and naming.member.mapped_tables is not None
     return fill, (not naming.identity and _REWRITER.touches(result_class)) or filters or fill is not None
 
 

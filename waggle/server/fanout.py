@@ -41,16 +41,17 @@ class Outcome:
 
 
 class FanOut:
-    """One merged call. ``runtime`` supplies pools, health, the planner and counters."""
+    """One merged call. ``routes`` supplies the pools and the planner, ``runtime`` health and counters."""
 
-    def __init__(self, runtime: Any, identity: Identity | None) -> None:
+    def __init__(self, runtime: Any, routes: Any, identity: Identity | None) -> None:
         self.runtime = runtime
+        self.routes = routes
         self.identity = identity
 
     def gather(self, name: str, seqid: int, io: MethodIO, per_member: list[tuple[UpstreamPool, Naming, Any]]
                ) -> list[Outcome]:
         runtime = self.runtime
-        server = runtime.config.server
+        server = self.routes.config.server
         outcomes: list[Outcome] = []
         jobs: list[tuple[Outcome, gevent.Greenlet]] = []
         longest = 0.0
@@ -62,17 +63,18 @@ class FanOut:
                 continue
             timeout = (server.fan_out_timeout_ms + pool.config.latency_ms) / 1000.0
             longest = max(longest, timeout)
-            jobs.append((outcome, gevent.spawn(pool.invoke, self.identity, name, args, io.result, seqid, timeout)))
+            jobs.append((outcome, gevent.spawn(_quietly, pool.invoke, self.identity, name, args, io.result, seqid,
+                                               timeout)))
         if jobs:
             gevent.joinall([g for _, g in jobs], timeout=longest + 1.0)
         for outcome, job in jobs:
             if not job.ready():
                 job.kill(block=False)
                 outcome.error = f"metastore '{outcome.pool.name}' did not answer {name} in time"
-            elif job.successful():
-                outcome.result = job.value
+            elif job.value[1] is None:
+                outcome.result = job.value[0]
             else:
-                exc = job.exception
+                exc = job.value[1]
                 outcome.error = str(exc) if isinstance(exc, UpstreamError) else f"metastore " \
                     f"'{outcome.pool.name}' failed {name}: {exc!r}"
                 if isinstance(exc, UpstreamError):
@@ -80,7 +82,7 @@ class FanOut:
         for outcome in outcomes:
             if outcome.error is not None:
                 runtime.count_omission(name, outcome.pool.name)
-                log.warning("fanout.member_omitted", method=name, member=outcome.pool.name, error=outcome.error)
+                log.warning("fanout.member_omitted", method=name, metastore=outcome.pool.name, error=outcome.error)
         return outcomes
 
     # -- the merged methods ------------------------------------------------------------------------------------
@@ -134,7 +136,7 @@ class FanOut:
         for outcome in outcomes:
             if outcome.result is None:
                 continue
-            member = outcome.pool.config
+            member = outcome.naming.member  # routing settings of the call's own configuration
             for meta in outcome.result.success or ():
                 if not table_visible(member, meta.dbName or "", meta.tableName or ""):
                     continue
@@ -149,7 +151,7 @@ class FanOut:
 
     def functions(self, name: str, seqid: int, io: MethodIO) -> tuple[Any, list[Outcome]]:
         members = self._members()
-        if not self.runtime.config.server.query_functions_across_all_metastores:
+        if not self.routes.config.server.query_functions_across_all_metastores:
             members = members[:1]
         outcomes = self.gather(name, seqid, io, [(pool, naming, io.args()) for pool, naming in members])
         merged = []
@@ -175,8 +177,8 @@ class FanOut:
             gevent.joinall(jobs, timeout=runtime.config.server.fan_out_timeout_ms / 1000.0)
 
     def _members(self) -> list[tuple[UpstreamPool, Naming]]:
-        planner = self.runtime.planner
-        pools = self.runtime.routes.pools
+        planner = self.routes.planner
+        pools = self.routes.pools
         return [(pools[m.name], planner.naming(m)) for m in planner.federation.members]
 
     @staticmethod
@@ -188,6 +190,14 @@ class FanOut:
             return client_pattern if client_pattern is not None else "*"
         residuals = residual_patterns(client_pattern, naming.prefix)
         return None if residuals is None else "|".join(residuals)
+
+
+def _quietly(call: Any, *args: Any) -> tuple[Any, Exception | None]:
+    """(result, None) or (None, the exception): a failed member is an outcome, not a greenlet's traceback."""
+    try:
+        return call(*args), None
+    except Exception as exc:
+        return None, exc
 
 
 def _requalify_pattern(catalog: str | None, pattern: str, pool: UpstreamPool) -> str:

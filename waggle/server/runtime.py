@@ -1,20 +1,27 @@
-"""What every client connection shares: the live configuration, the upstream pools, health and the planner.
+"""What every client connection shares: the live routes (configuration, pools, planner), health and limits.
 
-A configuration is immutable; replacing it means building a new :class:`Runtime` state and swapping one
-reference, so a call in flight finishes on the configuration it started with. In MANUAL mode the database
-map is rebuilt in the background from the members' listings and swapped the same way (a new
-:class:`~waggle.routing.federation.Planner`).
+A configuration is immutable. The call path reads :attr:`Runtime.routes` once per call and uses that snapshot
+to the end, so replacing it (a reload, or in MANUAL mode a new database map) is one reference swap: a call in
+flight finishes on the configuration it started with, and the next call uses the new one.
+
+A reload keeps the upstream pool of every member whose connection settings did not change
+(:meth:`~waggle.config.model.MetastoreConfig.upstream_key`) and its SSH tunnel while the tunnel's own settings
+did not change; those of removed or changed members are closed once the calls still using them finish.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 import gevent
+import gevent.lock
 
-from waggle.config.model import DatabaseResolution, WaggleConfig
+from waggle.config.model import DatabaseResolution, MetastoreConfig, ServerConfig, WaggleConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
+from waggle.ops import metrics
 from waggle.ops.logging import get_logger
 from waggle.routing.databases import ManualMap, PrefixedMap
 from waggle.routing.federation import Planner
@@ -26,17 +33,76 @@ from waggle.upstream.tunnel import Tunnel
 
 log = get_logger("waggle.federation")
 
+#: Server keys whose new value needs a restart: a reload keeps the running value and says so.
+RESTART_KEYS = {
+    "port": "port", "bind_address": "bind-address", "endpoint_port": "endpoint.port", "wire": "transport/protocol",
+    "limits": "limits.max-message-bytes/max-string-bytes/max-container-items", "max_connections": "max-connections",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Routes:
-    """The federation as the call path sees it: one pool per metastore."""
+    """The federation as the call path sees it: one configuration, its pools and its database map."""
 
     config: WaggleConfig
-    pools: dict[str, UpstreamPool] = field(default_factory=dict)
+    pools: Mapping[str, UpstreamPool]
+    planner: Planner
+    #: 1 for the configuration waggle started with, +1 per applied reload
+    generation: int
+    loaded_at: float
 
     @property
     def primary(self) -> UpstreamPool:
         return self.pools[self.config.federation.primary.name]
+
+    @property
+    def mapped_tables(self) -> bool:
+        """Some member hides tables with mapped-tables: calls carry a table check (else skipped entirely)."""
+        return any(m.mapped_tables is not None for m in self.config.federation.members)
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadPlan:
+    """What a reload does to the upstream side, by member name (pure: see :func:`plan_reload`)."""
+
+    keep_pools: tuple[str, ...]
+    open_pools: tuple[str, ...]
+    close_pools: tuple[str, ...]
+    keep_tunnels: tuple[str, ...]
+    open_tunnels: tuple[str, ...]
+    close_tunnels: tuple[str, ...]
+    #: server keys that changed but only apply at a restart
+    restart_required: tuple[str, ...]
+
+    def describe(self) -> dict[str, list[str]]:
+        return {k: list(getattr(self, k)) for k in self.__slots__ if getattr(self, k)}  # type: ignore[attr-defined]
+
+
+def plan_reload(old: WaggleConfig, new: WaggleConfig) -> ReloadPlan:
+    """Which pools and tunnels a move from ``old`` to ``new`` keeps, opens and closes."""
+    before = {m.name: m for m in old.federation.members}
+    after = {m.name: m for m in new.federation.members}
+    limits_same = _pool_settings(old.server) == _pool_settings(new.server)
+    keep = tuple(n for n, m in after.items() if n in before and limits_same
+                 and before[n].upstream_key() == m.upstream_key())
+    opened = tuple(n for n in after if n not in keep)
+    closed = tuple(n for n in before if n not in keep)
+    old_t = {n: m.tunnel_key() for n, m in before.items() if m.tunnel is not None}
+    new_t = {n: m.tunnel_key() for n, m in after.items() if m.tunnel is not None}
+    keep_t = tuple(n for n, key in new_t.items() if old_t.get(n) == key)
+    restart = tuple(key for attr, key in RESTART_KEYS.items()
+                    if getattr(old.server, attr) != getattr(new.server, attr))
+    return ReloadPlan(keep, opened, closed, keep_t, tuple(n for n in new_t if n not in keep_t),
+                      tuple(n for n in old_t if n not in keep_t), restart)
+
+
+def _pool_settings(server: ServerConfig) -> tuple[object, ...]:
+    return server.upstream_limits, server.load.max_calls_per_metastore, server.load.queue_wait_seconds
+
+
+def _restart_only(old: ServerConfig, new: ServerConfig) -> ServerConfig:
+    """``new`` with the running values of the keys that need a restart."""
+    return replace(new, **{attr: getattr(old, attr) for attr in RESTART_KEYS})
 
 
 class Runtime:
@@ -44,36 +110,58 @@ class Runtime:
         self.deadlines = Deadlines()
         #: one SSH tunnel per tunnelled metastore, shared by its pool and its health checks
         self.tunnels = {m.name: Tunnel(m) for m in config.federation.members if m.tunnel is not None}
-        pools = {m.name: UpstreamPool(m, config.server.upstream_limits, self.deadlines, self.tunnels.get(m.name))
-                 for m in config.federation.members}
-        self.routes = Routes(config, pools)
+        pools = {m.name: self._pool(m, config.server) for m in config.federation.members}
         self.health = Health(config.federation.members, config.server, config.server.upstream_limits,
                              self.deadlines, self.tunnels)
+        #: SIGTERM arrived: readiness fails (connections are still served until ``draining``)
+        self.stopping = False
+        #: connections end after their call in flight
         self.draining = False
-        #: One debug line per call is built only when it will be written.
-        self.log_calls = config.server.log_level == "debug"
         #: Databases created through waggle under *_CREATE_ON_DATABASE_WHITELIST, per member (memory only).
         self.created: dict[str, set[str]] = {}
         #: Members left out of merged calls, by (method, member).
         self.omissions: Counter[tuple[str, str]] = Counter()
-        #: Some member hides tables with mapped-tables: calls carry a table check (else skipped entirely).
-        self.mapped_tables = any(m.mapped_tables is not None for m in config.federation.members)
         self._listings: dict[str, list[str]] = {}
         self._reported_clashes: set[str] = set()
         self._refresher: gevent.Greenlet | None = None
-        self.planner = self._planner()
+        self._reloading = gevent.lock.Semaphore()
+        self.routes = Routes(config, pools, self._planner(config), 1, time.time())
+        #: client calls being answered (bounded by limits.max-in-flight-calls)
+        self.call_slots = gevent.lock.BoundedSemaphore(config.server.load.max_in_flight_calls)
+
+    def _pool(self, member: MetastoreConfig, server: ServerConfig) -> UpstreamPool:
+        return UpstreamPool(member, server.upstream_limits, self.deadlines, self.tunnels.get(member.name),
+                            server.load.max_calls_per_metastore, server.load.queue_wait_seconds)
 
     @property
     def config(self) -> WaggleConfig:
         return self.routes.config
 
     @property
+    def planner(self) -> Planner:
+        return self.routes.planner
+
+    @property
     def manual(self) -> bool:
         return self.config.server.database_resolution is DatabaseResolution.MANUAL
 
-    def _planner(self) -> Planner:
-        federation = self.config.federation
-        mode = self.config.server.database_resolution
+    @property
+    def log_calls(self) -> bool:
+        """One debug line per successful call is built only when it will be written."""
+        return self.config.server.log_level == "debug"
+
+    def ready(self) -> tuple[bool, str]:
+        """Readiness: a configuration is loaded, waggle is not stopping, and the primary answers."""
+        if self.stopping:
+            return False, "stopping"
+        primary = self.config.federation.primary.name
+        if not self.health.is_up(primary):
+            return False, self.health.down_message(primary)
+        return True, "ok"
+
+    def _planner(self, config: WaggleConfig) -> Planner:
+        federation = config.federation
+        mode = config.server.database_resolution
         if mode is DatabaseResolution.PREFIXED:
             return Planner(federation, mode, PrefixedMap(federation))
         dbmap = ManualMap.build(federation, self._listings)
@@ -87,12 +175,20 @@ class Runtime:
 
     def count_omission(self, method: str, member: str) -> None:
         self.omissions[(method, member)] += 1
+        metrics.FANOUT_OMISSIONS.labels(method, member).inc()
 
     # -- MANUAL: which member owns each database ------------------------------------------------------------
     def refresh_databases(self) -> None:
         """List every member's databases (in parallel, bounded) and swap in a new map."""
-        jobs = {m.name: gevent.spawn(self._list_databases, m.name) for m in self.config.federation.members
-                if self.health.is_up(m.name)}
+        self._list_members(self.routes.config, self.routes.pools)
+        current = self.routes  # no yield from here to the swap: a reload cannot slip in between
+        self.routes = replace(current, planner=self._planner(current.config))
+
+    def _list_members(self, config: WaggleConfig, pools: Mapping[str, UpstreamPool],
+                      names: set[str] | None = None) -> None:
+        jobs = {m.name: gevent.spawn(self._list_databases, config.server, pools[m.name])
+                for m in config.federation.members
+                if (names is None or m.name in names) and self.health.is_up(m.name)}
         gevent.joinall(list(jobs.values()))
         for name, job in jobs.items():
             if job.successful():
@@ -100,26 +196,67 @@ class Runtime:
             else:
                 # keep its last listing: calls naming its databases then fail fast, naming it
                 log.warning("federation.listing_failed", member=name, error=str(job.exception))
-        self.planner = self._planner()
 
-    def _list_databases(self, name: str) -> list[str]:
-        pool = self.routes.pools[name]
-        timeout = (self.config.server.fan_out_timeout_ms + pool.config.latency_ms) / 1000.0
+    def _list_databases(self, server: ServerConfig, pool: UpstreamPool) -> list[str]:
+        timeout = (server.fan_out_timeout_ms + pool.config.latency_ms) / 1000.0
         try:
             result = pool.invoke(None, "get_all_databases", ThriftHiveMetastore.get_all_databases_args(),
                                  ThriftHiveMetastore.get_all_databases_result, timeout=timeout)
         except UpstreamError as exc:
-            self.health.call_failed(name, exc)
+            self.health.call_failed(pool.name, exc)
             raise
         return [str(db) for db in result.success or ()]
 
-    def _refresh_loop(self) -> None:
-        while True:
-            gevent.sleep(self.config.server.database_refresh_seconds)
-            try:
-                self.refresh_databases()
-            except Exception as exc:  # never let the loop die
-                log.error("federation.refresh_failed", error=repr(exc))
+    # -- reload -----------------------------------------------------------------------------------------------
+    def reload(self, config: WaggleConfig) -> ReloadPlan:
+        """Swap in a new, already validated configuration (one reload at a time)."""
+        with self._reloading:
+            old = self.routes
+            plan = plan_reload(old.config, config)
+            if plan.restart_required:
+                config = replace(config, server=_restart_only(old.config.server, config.server))
+            members = {m.name: m for m in config.federation.members}
+            new_tunnels = {n: self.tunnels[n] for n in plan.keep_tunnels}
+            for name in plan.open_tunnels:
+                new_tunnels[name] = Tunnel(members[name])
+                new_tunnels[name].start()
+            retired_tunnels = [self.tunnels[n] for n in plan.close_tunnels]
+            self.tunnels = new_tunnels
+            pools: dict[str, UpstreamPool] = {}
+            for name, member in members.items():
+                if name in plan.keep_pools:
+                    pool = old.pools[name]
+                    pool.config = member  # equal connection settings; routing settings may differ
+                    pools[name] = pool
+                else:
+                    pools[name] = self._pool(member, config.server)
+            self.health.update(config.federation.members, config.server, self.tunnels,
+                               reset=set(plan.open_pools))
+            for name in plan.close_pools:
+                self._listings.pop(name, None)  # a changed member is listed again
+            if config.server.database_resolution is DatabaseResolution.MANUAL:
+                self._list_members(config, pools, {n for n in members if n not in self._listings})
+            if old.config.server.load.max_in_flight_calls != config.server.load.max_in_flight_calls:
+                self.call_slots = gevent.lock.BoundedSemaphore(config.server.load.max_in_flight_calls)
+            self.routes = Routes(config, pools, self._planner(config), old.generation + 1, time.time())
+            for name in plan.close_pools:
+                if name not in members:
+                    self.created.pop(name, None)
+            retired = [old.pools[n] for n in plan.close_pools]
+            if retired or retired_tunnels:
+                gevent.spawn(self._retire, retired, retired_tunnels, config.server.graceful_stop_seconds)
+            return plan
+
+    @staticmethod
+    def _retire(pools: list[UpstreamPool], tunnels: list[Tunnel], grace: float) -> None:
+        """Close replaced pools and tunnels once the calls still using them finish (or the grace runs out)."""
+        for pool in pools:
+            pool.close()  # idle connections now; borrowed ones as they come back
+        deadline = time.monotonic() + grace
+        while any(pool.busy for pool in pools) and time.monotonic() < deadline:
+            gevent.sleep(0.1)
+        for tunnel in tunnels:
+            tunnel.close()
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -129,7 +266,17 @@ class Runtime:
         self.health.start()
         if self.manual:
             self.refresh_databases()
-            self._refresher = gevent.spawn(self._refresh_loop)
+        self._refresher = gevent.spawn(self._refresh_loop)
+
+    def _refresh_loop(self) -> None:
+        while True:
+            gevent.sleep(self.config.server.database_refresh_seconds)
+            if not self.manual:
+                continue  # a reload may switch the mode either way
+            try:
+                self.refresh_databases()
+            except Exception as exc:  # never let the loop die
+                log.error("federation.refresh_failed", error=repr(exc))
 
     def close(self) -> None:
         if self._refresher is not None:

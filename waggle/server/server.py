@@ -1,4 +1,12 @@
-"""The gevent Thrift server: one greenlet per client connection, a bounded number of them, graceful stop."""
+"""The gevent Thrift server: one greenlet per client connection, a bounded number of them, graceful stop.
+
+A connection over ``max-connections`` is not queued: its first call is answered with a ``MetaException``
+saying so, and it is closed (at most :data:`REFUSERS` such answers at once; beyond that, the listen backlog).
+
+Stopping (SIGTERM): readiness fails at once; for ``shutdown-delay`` seconds everything is still served, so load
+balancers move clients away; then the listener closes, idle connections are closed, and calls in flight get
+``thrift-server-stop-timeout-val-in-seconds`` to finish before waggle exits.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +20,7 @@ import gevent.monkey
 from gevent.pool import Pool
 from gevent.server import StreamServer
 
+from waggle.ops import metrics
 from waggle.ops.http import HttpEndpoint
 from waggle.ops.logging import get_logger
 from waggle.server.connection import ClientConnection
@@ -19,12 +28,18 @@ from waggle.server.runtime import Runtime
 
 log = get_logger("waggle.server")
 
+#: connections over the limit being answered at once
+REFUSERS = 64
+#: how long an over-the-limit connection has to send its first call
+REFUSE_TIMEOUT = 5.0
+
 
 class WaggleServer:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         server = runtime.config.server
-        self._pool = Pool(server.max_connections)
+        self._max_connections = server.max_connections
+        self._pool = Pool(server.max_connections + REFUSERS)
         self._server = StreamServer((server.bind_address, server.port), self._handle, spawn=self._pool,
                                     backlog=1024)
         self._connections: dict[gevent.Greenlet, ClientConnection] = {}
@@ -50,22 +65,43 @@ class WaggleServer:
     def _handle(self, sock: socket.socket, peer: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = ClientConnection(sock, peer, self.runtime)
+        if len(self._connections) >= self._max_connections:
+            metrics.SHED.labels("connections").inc()
+            log.warning("client.refused", peer=conn.peer, connections=len(self._connections),
+                        limit=self._max_connections)
+            try:
+                conn.refuse(f"waggle is serving {self._max_connections} client connections, its limit "
+                            f"(max-connections); try again shortly", REFUSE_TIMEOUT)
+            finally:
+                sock.close()
+            return
         me = gevent.getcurrent()
         self._connections[me] = conn
+        metrics.CLIENT_CONNECTIONS.inc()
         try:
             conn.serve()
         finally:
             self._connections.pop(me, None)
+            metrics.CLIENT_CONNECTIONS.dec()
             try:
                 sock.close()
             except OSError:
                 pass
 
-    def stop(self, grace_seconds: float) -> None:
-        """Stop accepting, let calls in flight finish within the grace period, then close everything."""
-        log.info("server.stopping", grace_seconds=grace_seconds, connections=len(self._connections))
+    def stop(self, grace_seconds: float, delay_seconds: float = 0.0) -> None:
+        """Fail readiness, keep serving for ``delay_seconds``, stop accepting, let calls in flight finish within
+        ``grace_seconds``, then close everything."""
+        if self.runtime.stopping:
+            return  # a second SIGTERM: the first one's schedule stands
+        self.runtime.stopping = True
+        log.info("server.stopping", delay_seconds=delay_seconds, grace_seconds=grace_seconds,
+                 connections=len(self._connections))
+        if delay_seconds > 0:
+            gevent.sleep(delay_seconds)
         self.runtime.draining = True
         self._server.close()
+        log.info("server.draining", connections=len(self._connections),
+                 busy=sum(1 for c in self._connections.values() if not c.idle))
         deadline = time.monotonic() + grace_seconds
         while True:
             idle = [g for g, c in self._connections.items() if c.idle]

@@ -21,6 +21,7 @@ from waggle.ops import metrics
 from waggle.ops.logging import get_logger
 from waggle.upstream.client import UpstreamError, connect
 from waggle.upstream.deadlines import Deadlines
+from waggle.upstream.pool import Overloaded
 from waggle.upstream.tunnel import Tunnel
 
 log = get_logger("waggle.health")
@@ -40,32 +41,59 @@ class MemberStatus:
 class Health:
     def __init__(self, members: tuple[MetastoreConfig, ...], server: ServerConfig, limits: Limits,
                  deadlines: Deadlines, tunnels: dict[str, Tunnel] | None = None) -> None:
-        now = time.time()
         #: a tunnelled member is checked through its tunnel, which rebuilds a broken tunnel
         self.tunnels = tunnels or {}
-        self.members = {m.name: m for m in members}
-        self.status = {m.name: MemberStatus(m.name, since=now) for m in members}
-        for m in members:
-            metrics.METASTORE_UP.labels(m.name).set(1)
+        self.members: dict[str, MetastoreConfig] = {}
+        self.status: dict[str, MemberStatus] = {}
         self.server = server
         self.limits = limits
         self.deadlines = deadlines
-        self._wake = {m.name: gevent.event.Event() for m in members}
-        self._loops: list[gevent.Greenlet] = []
+        self._wake: dict[str, gevent.event.Event] = {}
+        self._loops: dict[str, gevent.Greenlet] = {}
+        self._started = False
+        self.update(members, server, self.tunnels)
+
+    def update(self, members: tuple[MetastoreConfig, ...], server: ServerConfig, tunnels: dict[str, Tunnel],
+               reset: set[str] | None = None) -> None:
+        """Follow a new configuration: new members (and those in ``reset``) start over, removed ones stop."""
+        now = time.time()
+        self.server, self.tunnels = server, tunnels
+        wanted = {m.name: m for m in members}
+        for name in [n for n in self.members if n not in wanted or n in (reset or ())]:
+            loop = self._loops.pop(name, None)
+            if loop is not None:
+                loop.kill(block=False)
+            del self.members[name], self.status[name], self._wake[name]
+            if name not in wanted:
+                metrics.forget(name)
+        for name, member in wanted.items():
+            if name in self.members:
+                self.members[name] = member
+                continue
+            self.members[name] = member
+            self.status[name] = MemberStatus(name, since=now)
+            self._wake[name] = gevent.event.Event()
+            metrics.METASTORE_UP.labels(name).set(1)
+            if self._started:
+                self._wake[name].set()  # a new member is checked at once
+                self._loops[name] = gevent.spawn(self._loop, name)
 
     # -- the call path asks and reports; it never waits for a check -------------------------------------------
     def is_up(self, name: str) -> bool:
-        return self.status[name].up
+        st = self.status.get(name)
+        return st is None or st.up  # a member just removed: calls that started before finish as they can
 
     def down_message(self, name: str) -> str:
-        st = self.status[name]
+        st = self.status.get(name)
+        if st is None:
+            return f"metastore '{name}' is no longer in the federation"
         return (f"metastore '{name}' is unavailable since {time.strftime('%H:%M:%S', time.localtime(st.since))}: "
                 f"{st.reason}")
 
     def call_failed(self, name: str, error: UpstreamError) -> None:
-        """A call to ``name`` failed: check it now (in the background)."""
+        """A call to ``name`` failed: check it now (in the background). A shed call says nothing about it."""
         wake = self._wake.get(name)
-        if wake is not None:
+        if wake is not None and not isinstance(error, Overloaded):
             wake.set()
 
     # -- checks -----------------------------------------------------------------------------------------------
@@ -89,6 +117,8 @@ class Health:
         return True
 
     def _set(self, st: MemberStatus, up: bool, reason: str) -> None:
+        if self.status.get(st.name) is not st:
+            return  # removed (or started over) by a reload while it was being checked
         if st.up == up:
             if not up:
                 st.reason = reason
@@ -103,7 +133,7 @@ class Health:
 
     def _loop(self, name: str) -> None:
         wake = self._wake[name]
-        while True:
+        while name in self.status:
             up = self.status[name].up
             delay = self.server.status_polling_delay_seconds if up else self.server.down_retry_seconds
             wake.wait(delay)
@@ -114,9 +144,11 @@ class Health:
                 log.error("health.check_failed", member=name, error=repr(exc))
 
     def start(self) -> None:
-        self._loops = [gevent.spawn(self._loop, name) for name in self.members]
+        self._started = True
+        self._loops = {name: gevent.spawn(self._loop, name) for name in self.members}
 
     def close(self) -> None:
-        for loop in self._loops:
+        self._started = False
+        for loop in self._loops.values():
             loop.kill(block=False)
-        self._loops = []
+        self._loops = {}

@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
+import gevent.lock
+
 from waggle.config.model import Limits, MetastoreConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
+from waggle.ops import metrics
 from waggle.upstream.client import Identity, UpstreamConnection, UpstreamError, connect
 from waggle.upstream.compat import Capabilities
 from waggle.upstream.deadlines import Deadlines
@@ -25,7 +28,7 @@ class UpstreamPool:
     MAX_IDENTITIES = 1024
 
     def __init__(self, config: MetastoreConfig, limits: Limits, deadlines: Deadlines,
-                 tunnel: Tunnel | None = None) -> None:
+                 tunnel: Tunnel | None = None, max_calls: int = 200, queue_wait: float = 1.0) -> None:
         self.config = config
         #: the metastore's SSH tunnel, shared by every connection of this pool
         self.tunnel = tunnel
@@ -39,6 +42,12 @@ class UpstreamPool:
         self.closed = False
         #: what this metastore lacks, learned once for the pool (see waggle.upstream.compat)
         self.caps = Capabilities(config)
+        #: connections lent out for a call (bounded by limits.max-calls-per-metastore)
+        self.busy = 0
+        self.max_calls = max_calls
+        self.queue_wait = queue_wait
+        self._slots = gevent.lock.BoundedSemaphore(max_calls)
+        self._in_use = metrics.UPSTREAM_IN_USE.labels(config.name)
 
     @property
     def name(self) -> str:
@@ -71,6 +80,21 @@ class UpstreamPool:
             del self._idle[conn.identity]
 
     def acquire(self, identity: Identity | None) -> UpstreamConnection:
+        """A connection for one call; waits up to ``queue_wait`` while ``max_calls`` are out, then sheds."""
+        if not self._slots.acquire(timeout=self.queue_wait):
+            metrics.SHED.labels("metastore").inc()
+            raise Overloaded(self.name, f"is busy: {self.max_calls} calls to it are in flight through waggle "
+                                        f"(limits.max-calls-per-metastore); try again shortly")
+        try:
+            conn = self._checkout(identity)
+        except BaseException:
+            self._slots.release()
+            raise
+        self.busy += 1
+        self._in_use.inc()
+        return conn
+
+    def _checkout(self, identity: Identity | None) -> UpstreamConnection:
         idle = self._idle.get(identity)
         while idle:
             conn = idle[-1]
@@ -82,6 +106,13 @@ class UpstreamPool:
         return self._open(identity)
 
     def release(self, conn: UpstreamConnection) -> None:
+        """Give back a connection from :meth:`acquire`."""
+        self.busy -= 1
+        self._in_use.dec()
+        self._slots.release()
+        self._checkin(conn)
+
+    def _checkin(self, conn: UpstreamConnection) -> None:
         if conn.broken or self.closed or self.config.pool_max_idle <= 0:
             conn.close()
             return
@@ -96,7 +127,7 @@ class UpstreamPool:
         """The metastore's answer to ``set_ugi`` for this identity, opening a connection if none was."""
         groups = self._ugi_replies.get(identity)
         if groups is None:
-            self.release(self._open(identity))
+            self._checkin(self._open(identity))
             groups = self._ugi_replies[identity]
         return groups
 
@@ -137,6 +168,10 @@ class UpstreamPool:
             conn.close()
         self._lru.clear()
         self._idle.clear()
+
+
+class Overloaded(UpstreamError):
+    """Too many calls to one metastore are in flight: this one is shed (the metastore itself is fine)."""
 
 
 def _set_ugi(conn: UpstreamConnection, identity: Identity) -> list[str]:
