@@ -1,0 +1,167 @@
+{{/*
+The chart name (app.kubernetes.io/name).
+*/}}
+{{- define "waggle.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The full name, the prefix of every resource name. Truncated to 63 characters (DNS label). A release whose
+name already contains the chart name is used as is.
+*/}}
+{{- define "waggle.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The sync CronJob's name: at most 52 characters, since its Jobs append 11.
+*/}}
+{{- define "waggle.syncName" -}}
+{{- printf "%s-sync" (include "waggle.fullname" . | trunc 47 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "waggle.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Labels of every resource.
+*/}}
+{{- define "waggle.labels" -}}
+helm.sh/chart: {{ include "waggle.chart" . }}
+{{ include "waggle.selectorLabels" . }}
+{{- if .Chart.AppVersion }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "waggle.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "waggle.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+The proxy pods' labels, as the Service, the PDB and the ServiceMonitor select them. The component keeps the
+sync's pods out of the Service.
+*/}}
+{{- define "waggle.proxySelectorLabels" -}}
+{{ include "waggle.selectorLabels" . }}
+app.kubernetes.io/component: proxy
+{{- end }}
+
+{{- define "waggle.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "waggle.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "waggle.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion | toString) }}
+{{- end }}
+
+{{- define "waggle.syncImage" -}}
+{{- printf "%s:%s" .Values.syncImage.repository (.Values.syncImage.tag | default .Chart.AppVersion | toString) }}
+{{- end }}
+
+{{/*
+Inline SSH material given (privateKeys or knownHosts): "true" or "".
+*/}}
+{{- define "waggle.sshInline" -}}
+{{- if or .Values.ssh.privateKeys .Values.ssh.knownHosts }}true{{ end }}
+{{- end }}
+
+{{/*
+The Secret mounted at /etc/waggle/ssh/: the existing one, or the chart's when inline content is given, or "".
+*/}}
+{{- define "waggle.sshSecretName" -}}
+{{- if and .Values.ssh.existingSecret (include "waggle.sshInline" .) }}
+{{- fail "ssh: give either existingSecret or inline privateKeys/knownHosts, not both" }}
+{{- end }}
+{{- if .Values.ssh.existingSecret }}
+{{- .Values.ssh.existingSecret }}
+{{- else if include "waggle.sshInline" . }}
+{{- printf "%s-ssh" (include "waggle.fullname" . | trunc 59 | trimSuffix "-") }}
+{{- end }}
+{{- end }}
+
+{{/*
+The server file, as YAML. User keys (values.server) win, except port and endpoint.port, which always come from
+the Service's ports so that the Service, the probes and the server agree.
+*/}}
+{{- define "waggle.serverConfig" -}}
+{{- $server := deepCopy (.Values.server | default dict) }}
+{{- $chart := dict "hot-reload" .Values.hotReload "shutdown-delay" .Values.drain.shutdownDelaySeconds "thrift-server-stop-timeout-val-in-seconds" .Values.drain.graceSeconds }}
+{{- range $key, $value := $chart }}
+{{- if not (hasKey $server $key) }}
+{{- $_ := set $server $key $value }}
+{{- end }}
+{{- end }}
+{{- if .Values.admin.existingSecret }}
+{{- $admin := deepCopy (get $server "admin" | default dict) }}
+{{- if not (hasKey $admin "token-file") }}
+{{- $_ := set $admin "token-file" (printf "/etc/waggle/admin/%s" .Values.admin.existingSecretKey) }}
+{{- end }}
+{{- $_ := set $server "admin" $admin }}
+{{- end }}
+{{- $_ := set $server "port" .Values.service.thriftPort }}
+{{- $endpoint := deepCopy (get $server "endpoint" | default dict) }}
+{{- $_ := set $endpoint "port" .Values.service.httpPort }}
+{{- $_ := set $server "endpoint" $endpoint }}
+{{- toYaml $server }}
+{{- end }}
+
+{{/*
+The server file's hot-reload, as waggle reads it (values.server may override values.hotReload): "true" or "".
+*/}}
+{{- define "waggle.hotReload" -}}
+{{- $server := include "waggle.serverConfig" . | fromYaml }}
+{{- if not (has (index $server "hot-reload" | toString | lower) (list "false" "no" "off" "0")) }}true{{ end }}
+{{- end }}
+
+{{/*
+The sync file, as YAML: values.sync.config, with federation-config defaulting to the proxy's federation file.
+*/}}
+{{- define "waggle.syncConfig" -}}
+{{- $sync := deepCopy (.Values.sync.config | default dict) }}
+{{- if not (get $sync "jobs") }}
+{{- fail "sync.config.jobs: at least one job is needed when sync.enabled is true (see the sync file in waggle's README)" }}
+{{- end }}
+{{- if not (get $sync "federation-config") }}
+{{- $_ := set $sync "federation-config" "/etc/waggle/waggle-federation.yml" }}
+{{- end }}
+{{- toYaml $sync }}
+{{- end }}
+
+{{/*
+The proxy's and the check init container's mounts: the configuration directory, SSH and admin Secrets when
+configured, and /tmp.
+*/}}
+{{- define "waggle.proxyVolumeMounts" -}}
+- name: config
+  mountPath: /etc/waggle
+  readOnly: true
+{{- if include "waggle.sshSecretName" . }}
+- name: ssh
+  mountPath: /etc/waggle/ssh
+  readOnly: true
+{{- end }}
+{{- if .Values.admin.existingSecret }}
+- name: admin
+  mountPath: /etc/waggle/admin
+  readOnly: true
+{{- end }}
+- name: tmp
+  mountPath: /tmp
+{{- end }}
