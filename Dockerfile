@@ -23,7 +23,9 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY waggle ./waggle
 # thrift's C codec (fastbinary) is imported by the proxy: fail the build here rather than at start.
-RUN /opt/waggle/bin/pip install --no-cache-dir . \
+# --compile: bytecode is built here, because the images run with PYTHONDONTWRITEBYTECODE on a read-only
+# filesystem. Without it each start compiles the 4 MB of generated Thrift code: 1 s, and 125 MB more memory.
+RUN /opt/waggle/bin/pip install --no-cache-dir --compile . \
     && /opt/waggle/bin/python -c "from thrift.protocol import fastbinary" \
     && /opt/waggle/bin/waggle --version
 

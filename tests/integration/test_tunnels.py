@@ -393,3 +393,74 @@ def test_a_hop_that_never_answers_is_named_within_the_timeout(hops: Hops) -> Non
         assert time.monotonic() - started < 5
     finally:
         silent.close()
+
+
+# -- hot reload ----------------------------------------------------------------------------------------------------
+def _pid_alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().find(b"waggle.tunnel") >= 0
+    except OSError:
+        return False
+
+
+def test_hot_reload_opens_keeps_and_closes_a_tunnel(primary: Any, analytics: Any, federation_data: dict[str, Any],
+                                                    hops: Hops, tmp_path: Path) -> None:
+    proc = WaggleProcess(tmp_path, federation_yaml(primary.uri), "database-resolution: PREFIXED\n").start()
+
+    def federation(*members: str) -> str:
+        return federation_yaml(primary.uri, "federated-meta-stores:\n" + "".join(members) if members else "")
+
+    def wait_generation(generation: int) -> dict[str, Any]:
+        deadline = time.monotonic() + 30
+        while (view := json.loads(proc.http("/api/admin/federations")))["generation"] < generation:
+            assert time.monotonic() < deadline, proc.log()[-3000:]
+            time.sleep(0.1)
+        assert view["generation"] == generation
+        return dict(view)
+
+    far = tunnel_yaml("far", analytics.uri, hops, hops.servers, str(hops.key), hops.known_hosts)
+    try:
+        proc.federation_file.write_text(federation(far))  # 1. a tunnelled member arrives
+        wait_generation(2)
+        with hive2_client(proc.port) as c:
+            assert c.get_table("far_sales", "orders").dbName == "far_sales"
+        helper = json.loads(proc.http("/healthz"))["metastores"]["far"]["tunnel"]["helper_pid"]
+        assert helper and _pid_alive(helper)
+
+        # 2. a new prefix: the same tunnel, the same helper, still one SSH build
+        proc.federation_file.write_text(federation(far.replace("database-prefix: far_", "database-prefix: remote_")))
+        wait_generation(3)
+        with hive2_client(proc.port) as c:
+            assert c.get_table("remote_sales", "orders").dbName == "remote_sales"
+        assert json.loads(proc.http("/healthz"))["metastores"]["far"]["tunnel"]["helper_pid"] == helper
+        assert len([e for e in log_events(proc, "tunnel.up") if e["member"] == "far"]) == 1
+        kept = log_events(proc, "config.reloaded")[-1]
+        assert kept["keep_tunnels"] == ["far"] and "open_tunnels" not in kept
+
+        # 3. a new tunnel whose key file is missing is rejected before anything changes (waggle check's rules)
+        missing = hops.work / "no_such_key"
+        proc.federation_file.write_text(federation(far.replace("database-prefix: far_", "database-prefix: remote_"),
+                                                   tunnel_yaml("lost", analytics.uri, hops, hops.servers[:1],
+                                                               str(missing), hops.known_hosts)))
+        deadline = time.monotonic() + 30
+        while not log_events(proc, "config.reload_failed"):
+            assert time.monotonic() < deadline, proc.log()[-3000:]
+            time.sleep(0.1)
+        problem = log_events(proc, "config.reload_failed")[0]["problem"]
+        assert str(proc.federation_file) in problem and "'lost'" in problem and str(missing) in problem, problem
+        assert wait_generation(3)["metastores"][-1]["name"] == "far"
+
+        # 4. removed: its helper process ends, its gauges go
+        proc.federation_file.write_text(federation())
+        wait_generation(4)
+        deadline = time.monotonic() + 15
+        while _pid_alive(helper):
+            assert time.monotonic() < deadline, "the removed member's tunnel helper is still running"
+            time.sleep(0.1)
+        assert log_events(proc, "config.reloaded")[-1]["close_tunnels"] == ["far"]
+        assert 'metastore="far"' not in "".join(line for line in proc.http("/metrics").splitlines()
+                                                if line.startswith(("waggle_tunnel_up", "waggle_metastore_up")))
+        with hive2_client(proc.port) as c:
+            assert "default" in c.get_all_databases()
+    finally:
+        proc.stop()

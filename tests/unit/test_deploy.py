@@ -467,16 +467,12 @@ def test_the_sync_file_is_accepted_by_waggle(chart: Any, tmp_path: Path) -> None
     assert [(s.source, s.patterns, s.mode) for s in run.specs] == [("analytics", ("web.*",), "mirror")]
 
 
-# keys the chart writes into the server file; a loader that does not know one yet warns about it
-CHART_SERVER_KEYS = ("hot-reload", "shutdown-delay", "admin.token-file")
-
 
 @pytest.mark.parametrize("values", [None, ALL_ON, {"server": {"database-resolution": "PREFIXED",
                                                              "limits": {"max-message-bytes": 1048576}}}],
                          ids=["defaults", "everything-on", "server-values"])
 def test_rendered_files_are_accepted_by_waggle(chart: Any, tmp_path: Path, values: dict[str, Any] | None) -> None:
     from waggle.config.loader import load
-    from waggle.config.settings import SERVER_SETTINGS
 
     r = Rendered(chart, values)
     server, federation = tmp_path / "waggle-server.yml", tmp_path / "waggle-federation.yml"
@@ -486,14 +482,7 @@ def test_rendered_files_are_accepted_by_waggle(chart: Any, tmp_path: Path, value
     assert config.server.port == 48869
     assert config.server.endpoint_port == 18000
     assert config.federation.primary.name == "primary"
-    # While the loader lacks one of CHART_SERVER_KEYS it warns about it (as 'key' or, nested, as its parent
-    # 'admin'); those warnings are tolerated. Once a key is a registered setting it is no longer tolerated,
-    # so with all three in waggle.config.settings this asserts that there is no warning at all.
-    known = {s.key for s in SERVER_SETTINGS}
-    pending = [k for k in CHART_SERVER_KEYS if k not in known]
-    unexpected = [w for w in config.warnings
-                  if not any(f"'{k}'" in w or f"'{k.split('.')[0]}'" in w for k in pending)]
-    assert unexpected == []
+    assert config.warnings == ()  # every key the chart writes is one waggle implements
 
 
 def test_readme_documents_every_value() -> None:

@@ -8,7 +8,8 @@ running configuration keeps serving. The files are only ever read.
 
 The watcher watches the files' directories, not the files: editors replace files by renaming, and Kubernetes
 updates a mounted ConfigMap by swapping a symlink. Any event there makes waggle compare the files' contents
-with what it last read, so unrelated events cost two small reads.
+with what it last read, so unrelated events cost two small reads. The same comparison also runs every
+:data:`POLL_SECONDS`, for file systems that send no events.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from waggle.ops.logging import get_logger
 from waggle.server.runtime import Runtime, plan_reload
 
 log = get_logger("waggle.config")
+
+#: the files are compared with what was last read at least this often, events or not
+POLL_SECONDS = 5.0
 
 
 class _Flag:
@@ -137,7 +141,9 @@ class Reloader:
 
     def _apply_changes(self) -> None:
         while True:
-            self._changed.wait()
+            # also every POLL_SECONDS without an event: an edit made before the watch began, or one that a
+            # file system without inotify events (NFS, some overlays) never reports, still arrives
+            self._changed.wait(POLL_SECONDS)
             self._changed.clear()
             if self._digest() != self._seen:
                 try:

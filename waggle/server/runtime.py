@@ -37,6 +37,7 @@ log = get_logger("waggle.federation")
 RESTART_KEYS = {
     "port": "port", "bind_address": "bind-address", "endpoint_port": "endpoint.port", "wire": "transport/protocol",
     "limits": "limits.max-message-bytes/max-string-bytes/max-container-items", "max_connections": "max-connections",
+    "hot_reload": "hot-reload", "log_level": "logging.level", "log_format": "logging.format",
 }
 
 

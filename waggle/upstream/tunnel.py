@@ -229,7 +229,8 @@ class Tunnel:
         if st.up or st.state == "starting":
             st.since = time.time()
         st.up, st.state, st.hop, st.reason = False, "down", hop, reason
-        metrics.TUNNEL_UP.labels(self.member).set(0)
+        if not self._closing:  # a closed tunnel's gauge may already be gone with its metastore
+            metrics.TUNNEL_UP.labels(self.member).set(0)
         return news
 
     def _notify(self) -> None:
@@ -240,7 +241,7 @@ class Tunnel:
         st = self.status
         return {"state": st.state, "route": self.route, "since": st.since, "hop": st.hop or None,
                 "reason": st.reason or None, "reconnects": st.reconnects, "helper_starts": st.helper_starts,
-                "local_port": self.port}
+                "local_port": self.port, "helper_pid": st.helper_pid}
 
     def close(self) -> None:
         self._closing = True
