@@ -99,6 +99,14 @@ def start_waggle(workdir: Path, uri: str, prefixed: bool, hive_version: str | No
     raise SystemExit("waggle did not start; see " + str(workdir / "waggle.log"))
 
 
+def metastore(uri: str | None, workdir: Path) -> tuple[str, LocalMetastore | None]:
+    """``uri``, or a local metastore started for the bench (which the caller stops)."""
+    if uri:
+        return uri, None
+    store = LocalMetastore(workdir / "hms", fast_start=False, heap="2g").start().wait_ready()
+    return store.uri, store
+
+
 def stop_processes(procs: list[subprocess.Popen[Any]]) -> None:
     """SIGTERM each, then SIGKILL whichever has not exited within 30 s."""
     for p in procs:
@@ -190,11 +198,7 @@ def main() -> int:
     store = None
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        if args.metastore:
-            uri = args.metastore
-        else:
-            store = LocalMetastore(workdir / "hms", fast_start=False, heap="2g").start().wait_ready()
-            uri = store.uri
+        uri, store = metastore(args.metastore, workdir)
         host, port = uri.removeprefix("thrift://").split(":")
         warehouse = workdir / "data"
         warehouse.mkdir(exist_ok=True)

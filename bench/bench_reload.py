@@ -24,10 +24,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from bench_proxy import PREFIX, pct, start_waggle, stop_processes
+from bench_proxy import PREFIX, metastore, pct, start_waggle, stop_processes
 
 from waggle.local.client import hms_client
-from waggle.local.metastore import LocalMetastore
 from waggle.local.seed import ensure_database
 
 ACCESS = ("READ_ONLY", "READ_AND_WRITE_ON_DATABASE_WHITELIST")
@@ -45,11 +44,7 @@ def main() -> int:
     store = None
     procs = []
     try:
-        if args.metastore:
-            uri = args.metastore
-        else:
-            store = LocalMetastore(workdir / "hms", fast_start=False, heap="2g").start().wait_ready()
-            uri = store.uri
+        uri, store = metastore(args.metastore, workdir)
         host, port = uri.removeprefix("thrift://").rsplit(":", 1)
         with hms_client(host, int(port), timeout=60) as c:
             ensure_database(c, "bench_db", f"file://{workdir}/bench_db.db")

@@ -12,7 +12,7 @@ from waggle.config.loader import ConfigError, load
 from waggle.config.model import WaggleConfig
 from waggle.ops.logging import configure, get_logger
 from waggle.ops.loop import watch_loop
-from waggle.ops.reload import Reloader
+from waggle.ops.reload import Reloader, digest_of
 from waggle.server.runtime import Runtime
 from waggle.server.server import WaggleServer
 
@@ -27,6 +27,8 @@ def start(config: WaggleConfig) -> WaggleServer:
 
 
 def serve(server_file: str | None, federation_file: str) -> int:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the reloader can take it: never fatal
+    loaded = digest_of([f for f in (server_file, federation_file) if f])
     try:
         config = load(server_file, federation_file)
         admin_token(config)  # tunnel files are checked by each tunnel's helper (the proxy never loads paramiko)
@@ -51,7 +53,7 @@ def serve(server_file: str | None, federation_file: str) -> int:
     log.info("federation.loaded", primary=config.federation.primary.name,
              members=[m.name for m in config.federation.members],
              resolution=config.server.database_resolution.value)
-    reloader = Reloader(server.runtime)
+    reloader = Reloader(server.runtime, loaded)
     server.http.reloader = reloader
     reloader.start(watch=config.server.hot_reload)
     gevent.spawn(watch_loop)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import WaggleProcess
+from conftest import WaggleProcess, encode_call
 from faults import SlowLink
 from hmsclient.genthrift.hive_metastore import ttypes
 
@@ -56,6 +56,29 @@ class CallLoop(threading.Thread):
     def finish(self) -> None:
         self.stopping.set()
         self.join(30)
+
+
+class TableCall(threading.Thread):
+    """One ``get_table`` through waggle on a connection of its own, in the background."""
+
+    def __init__(self, proxy: WaggleProcess, db: str, table: str) -> None:
+        super().__init__(daemon=True)
+        self.proxy, self.db, self.table_name = proxy, db, table
+        self.table: Any = None
+        self.error: Exception | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            with self.proxy.client() as c:
+                self.table = c.get_table(self.db, self.table_name)
+        except Exception as exc:
+            self.error = exc
+
+    def result(self, within: float = 20) -> Any:
+        self.join(within)
+        assert self.table is not None, f"get_table({self.db}.{self.table_name}) failed: {self.error!r}"
+        return self.table
 
 
 def admin_view(proxy: WaggleProcess) -> dict[str, Any]:
@@ -140,23 +163,12 @@ def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary,
 
         # 3. remove a member while a call to it is in flight: the call finishes on the old configuration
         link.delay = 2.0
-        in_flight: dict[str, Any] = {}
-
-        def slow_call() -> None:
-            try:
-                with proxy.client() as c:
-                    in_flight["table"] = c.get_table("tel_telemetry", "events")
-            except Exception as exc:
-                in_flight["error"] = exc
-
-        caller = threading.Thread(target=slow_call)
-        caller.start()
+        caller = TableCall(proxy, "tel_telemetry", "events")
         time.sleep(0.8)  # past set_ugi-free connect: the get_table is waiting on the slow link now
         proxy.federation_file.write_text(federation(primary.uri, ("analytics", analytics.uri, "analytics_")))
         wait_generation(proxy, 4)
-        caller.join(20)
-        assert "table" in in_flight, in_flight
-        assert in_flight["table"].tableName == "events" and in_flight["table"].dbName == "tel_telemetry"
+        table = caller.result()
+        assert table.tableName == "events" and table.dbName == "tel_telemetry"
         removed = events(proxy, "config.reloaded")[-1]
         assert removed["close_pools"] == ["ops"] and removed["keep_pools"] == ["primary", "analytics"]
         with proxy.client() as c:
@@ -224,6 +236,11 @@ def test_http_side_after_real_traffic_and_reloads_on_demand(primary, analytics, 
                       kind="exception") == 1.0
         assert metric(proxy, "waggle_call_duration_seconds_count", method="get_table", metastore="analytics") == 2.0
         assert metric(proxy, "waggle_calls_total", method="get_all_databases", metastore="*") == 1.0
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as raw:  # a name out of our IDL
+            raw.sendall(encode_call("made_up_method_0123456789", ttypes.Database()))
+            assert b"made_up_method_0123456789" in raw.recv(65536)  # the primary's "Invalid method name"
+        assert metric(proxy, "waggle_calls_total", method="(unknown)", metastore="primary") == 1.0
+        assert "made_up" not in proxy.http("/metrics")  # client-chosen names never become labels
         assert metric(proxy, "waggle_fanout_omissions_total", method="get_all_databases", metastore="gone") == 1.0
         assert metric(proxy, "waggle_metastore_up", metastore="primary") == 1.0
         deadline = time.monotonic() + 10
@@ -283,26 +300,13 @@ def test_limits_shed_load_with_a_clear_error(primary, analytics, ops, federation
                ("ops", f"thrift://127.0.0.1:{links[1].port}", "ops_"))
     proxy = WaggleProcess(tmp_path, federation(primary.uri, *members), PREFIXED + (
         "limits:\n  max-calls-per-metastore: 1\n  max-in-flight-calls: 2\n  queue-wait-ms: 200\n")).start()
-    results: dict[str, Any] = {}
-
-    def slow(key: str, db: str, table: str) -> threading.Thread:
-        def run() -> None:
-            try:
-                with proxy.client() as c:
-                    results[key] = c.get_table(db, table)
-            except Exception as exc:
-                results[key] = exc
-        t = threading.Thread(target=run)
-        t.start()
-        return t
-
     try:
         with proxy.client() as c:  # warm the pools
             c.get_table("analytics_sales", "orders")
             c.get_table("ops_telemetry", "events")
         for link in links:
             link.delay = 2.0
-        first = slow("analytics", "analytics_sales", "orders")
+        first = TableCall(proxy, "analytics_sales", "orders")
         time.sleep(0.5)
         with proxy.client() as c:
             started = time.monotonic()
@@ -312,16 +316,16 @@ def test_limits_shed_load_with_a_clear_error(primary, analytics, ops, federation
             assert "metastore 'analytics' is busy" in busy.value.message
             assert "limits.max-calls-per-metastore" in busy.value.message
             assert c.get_database("default").name == "default"  # other metastores are not affected
-            second = slow("ops", "ops_telemetry", "events")
+            second = TableCall(proxy, "ops_telemetry", "events")
             time.sleep(0.5)  # two calls in flight now: the limit
             with pytest.raises(ttypes.MetaException) as overloaded:
                 c.get_database("default")
             assert "waggle is overloaded" in overloaded.value.message
             assert "limits.max-in-flight-calls" in overloaded.value.message
-            first.join(10)
-            second.join(10)
+            with proxy.client() as late:  # set_ugi is never shed: a client would go on as nobody in particular
+                assert late.set_ugi("late_user", []) == []
+            assert first.result().tableName == "orders" and second.result().tableName == "events"
             assert c.get_database("default").name == "default"
-        assert results["analytics"].tableName == "orders" and results["ops"].tableName == "events", results
         assert metric(proxy, "waggle_shed_total", limit="metastore") == 1.0
         assert metric(proxy, "waggle_shed_total", limit="calls") == 1.0
         assert metric(proxy, "waggle_call_errors_total", method="get_table", metastore="analytics", kind="shed") == 1.0
@@ -337,22 +341,12 @@ def test_sigterm_fails_readiness_first_then_drains_a_slow_call(primary, analytic
     proxy = WaggleProcess(tmp_path, federation(primary.uri, ("analytics", f"thrift://127.0.0.1:{link.port}",
                                                              "analytics_")),
                           PREFIXED + "shutdown-delay: 2\nthrift-server-stop-timeout-val-in-seconds: 20\n").start()
-    result: dict[str, Any] = {}
-
-    def slow_call() -> None:
-        try:
-            with proxy.client() as c:
-                result["table"] = c.get_table("analytics_sales", "orders")
-        except Exception as exc:
-            result["error"] = exc
-
     try:
         assert request(proxy, "/readyz")[0] == 200
         with proxy.client() as c:
             c.get_table("analytics_sales", "orders")
         link.delay = 4.0
-        caller = threading.Thread(target=slow_call)
-        caller.start()
+        caller = TableCall(proxy, "analytics_sales", "orders")
         time.sleep(0.5)
         assert proxy.proc is not None
         signalled = time.monotonic()
@@ -365,8 +359,7 @@ def test_sigterm_fails_readiness_first_then_drains_a_slow_call(primary, analytic
         time.sleep(max(0.0, signalled + 2.5 - time.monotonic()))
         with pytest.raises(OSError):  # then the listener is closed
             socket.create_connection(("127.0.0.1", proxy.port), timeout=1).close()
-        caller.join(20)
-        assert result.get("table") is not None and result["table"].tableName == "orders", result
+        assert caller.result().tableName == "orders"
         assert proxy.proc.wait(20) == 0
         assert time.monotonic() - signalled >= 3.5  # it waited for the slow call
         names = [e["event"] for e in (json.loads(line) for line in proxy.log().splitlines() if line.startswith("{"))]

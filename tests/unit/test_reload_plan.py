@@ -51,10 +51,11 @@ def test_a_tunnel_outlives_a_pool_change_but_not_its_own(tmp_path):
     assert plan.open_tunnels == ("u",) and plan.close_tunnels == ("u",)
 
 
-def test_pool_limits_reopen_pools_and_listener_keys_wait_for_a_restart(tmp_path):
+def test_limits_keep_pools_and_listener_keys_wait_for_a_restart(tmp_path):
     old = config(tmp_path, member("x"))
     new = config(tmp_path, member("x"), "port: 9999\nlimits:\n  max-calls-per-metastore: 3\n", name="b")
     plan = plan_reload(old, new)
-    assert plan.open_pools == ("primary", "x") and plan.close_pools == ("primary", "x")
+    assert plan.keep_pools == ("primary", "x") and not plan.open_pools  # a limit is resized in place
     assert plan.restart_required == ("port",)
     assert plan.describe()["restart_required"] == ["port"]
+

@@ -118,7 +118,8 @@ class HttpEndpoint:
             return _answer(start_response, "403 Forbidden",
                            {"error": "state-changing admin calls are off: set admin.token-file in the server file"})
         given = environ.get("HTTP_AUTHORIZATION", "")
-        if not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].strip().encode(), token.encode()):
+        scheme, _, presented = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode(), token.encode()):
             start_response("401 Unauthorized", [*_JSON, ("WWW-Authenticate", "Bearer")])
             return [json.dumps({"error": "a valid 'Authorization: Bearer <token>' header is required"}).encode()]
         assert self.reloader is not None

@@ -8,14 +8,18 @@ running configuration keeps serving. The files are only ever read.
 
 The watcher watches the files' directories, not the files: editors replace files by renaming, and Kubernetes
 updates a mounted ConfigMap by swapping a symlink. Any event there makes waggle compare the files' contents
-with what it last read, so unrelated events cost two small reads. The same comparison also runs every
-:data:`POLL_SECONDS`, for file systems that send no events.
+with what it last read (and the files the configuration names: the admin token, tunnel keys), so unrelated
+events cost a few small reads. The same comparison also runs every :data:`POLL_SECONDS`, for file systems that
+send no events; a rejected edit is retried every :data:`RETRY_SECONDS`, since its cause may be a file it names
+that was not there yet.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import time
 from typing import Any
 
 import gevent
@@ -33,6 +37,8 @@ log = get_logger("waggle.config")
 
 #: the files are compared with what was last read at least this often, events or not
 POLL_SECONDS = 5.0
+#: a rejected edit is tried again this often (quietly while it fails the same way)
+RETRY_SECONDS = 30.0
 
 
 class _Flag:
@@ -45,19 +51,45 @@ class _Flag:
         return self.stopped
 
 
+def digest_of(paths: list[str]) -> str:
+    """One digest of these files' contents (an unreadable file counts with its error)."""
+    h = hashlib.sha256()
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                h.update(f.read())
+        except OSError as exc:
+            h.update(f"unreadable: {exc}".encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def named_files(config: WaggleConfig) -> list[str]:
+    """The files a configuration names: the admin token, tunnel keys and known_hosts."""
+    files = [config.server.admin_token_file] if config.server.admin_token_file else []
+    for m in config.federation.members:
+        if m.tunnel is not None:
+            files += [os.path.expanduser(k) for k in m.tunnel.private_keys]
+            files.append(os.path.expanduser(m.tunnel.known_hosts or "~/.ssh/known_hosts"))
+    return files
+
+
 class Reloader:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, loaded: str | None = None) -> None:
+        """``loaded``: :func:`digest_of` both files, taken just before the running configuration was read."""
         self.runtime = runtime
         config = runtime.config
         self.server_file = config.server_file
         self.federation_file = config.federation_file
         #: the bearer token for state-changing admin calls, read with each configuration
         self.admin_token = admin_token(config)
-        self._seen = self._digest()
+        #: what the running configuration (or the last rejected edit) was read from: both files' digest, and
+        #: that of the files the configuration names (rotating a token or a key is a change too)
+        self._seen = (loaded or self.files_digest(), digest_of(named_files(config)))
         self._lock = gevent.lock.Semaphore()
         self._stop = _Flag()
         self._changed = gevent.event.Event()
-        self._greenlets: list[gevent.Greenlet] = []
+        self._retry_at = float("inf")
         self.last_error: list[str] = []
         metrics.CONFIG_GENERATION.set(runtime.routes.generation)
         metrics.CONFIG_LOADED.set(runtime.routes.loaded_at)
@@ -65,25 +97,29 @@ class Reloader:
     def _files(self) -> list[str]:
         return [f for f in (self.server_file, self.federation_file) if f]
 
-    def _digest(self) -> str:
-        h = hashlib.sha256()
-        for path in self._files():
-            try:
-                with open(path, "rb") as f:
-                    h.update(f.read())
-            except OSError as exc:
-                h.update(f"unreadable: {exc}".encode())
-            h.update(b"\0")
-        return h.hexdigest()
+    def files_digest(self) -> str:
+        return digest_of(self._files())
+
+
+    def _current(self) -> tuple[str, str]:
+        return self.files_digest(), digest_of(named_files(self.runtime.config))
 
     # -- one reload -------------------------------------------------------------------------------------------
-    def reload(self, trigger: str) -> bool:
-        """Read, validate and apply both files. True when the new configuration is serving."""
+    def reload(self, trigger: str, quiet_if_same: bool = False) -> bool:
+        """Read, validate and apply both files. True when the new configuration is serving.
+
+        ``quiet_if_same``: a retry of a rejected edit that fails again for the same reasons is neither logged
+        nor counted again.
+        """
         with self._lock:
-            self._seen = self._digest()
+            files = self.files_digest()  # before reading: an edit made meanwhile is seen next time
             try:
                 config, token = self._validated()
             except ConfigError as exc:
+                # retried every RETRY_SECONDS: the cause may be a file the edit names (a key not mounted yet)
+                self._seen, self._retry_at = self._current(), time.monotonic() + RETRY_SECONDS
+                if quiet_if_same and exc.problems == self.last_error:
+                    return False
                 metrics.CONFIG_RELOADS.labels("failed").inc()
                 self.last_error = list(exc.problems)
                 for problem in exc.problems:
@@ -91,6 +127,7 @@ class Reloader:
                               keeping_generation=self.runtime.routes.generation)
                 return False
             plan = self.runtime.reload(config)
+            self._seen, self._retry_at = (files, digest_of(named_files(config))), float("inf")
             self.admin_token = token
             self.last_error = []
             routes = self.runtime.routes
@@ -120,38 +157,44 @@ class Reloader:
         gevent.spawn(self.reload, "SIGHUP")
 
     def start(self, watch: bool) -> None:
+        """Watch the files (``hot-reload``); without it, only SIGHUP and the admin call reload."""
         if not watch:
             return
         hub = gevent.get_hub()
         dirs = sorted({os.path.dirname(os.path.abspath(f)) for f in self._files()})
-        self._greenlets.append(gevent.spawn(self._apply_changes))
+        gevent.spawn(self._apply_changes)
         hub.threadpool.spawn(self._watch, dirs, hub)
         log.info("config.watching", directories=dirs)
 
     def _watch(self, dirs: list[str], hub: Any) -> None:
         """In a thread of its own: wake the hub whenever something changes in the files' directories."""
-        import watchfiles
-
         try:
+            import watchfiles
+
             for _ in watchfiles.watch(*dirs, watch_filter=None, debounce=200, step=50, recursive=False,
                                       stop_event=self._stop, raise_interrupt=False):
                 hub.loop.run_callback_threadsafe(self._changed.set)
-        except Exception as exc:  # the server goes on; edits then need SIGHUP
-            hub.loop.run_callback_threadsafe(log.error, "config.watch_failed", error=repr(exc))
+        except Exception as exc:  # the server goes on: the files are still compared every POLL_SECONDS
+            hub.loop.run_callback_threadsafe(functools.partial(
+                log.error, "config.watch_failed", error=repr(exc), fallback=f"polling every {POLL_SECONDS}s"))
 
     def _apply_changes(self) -> None:
-        while True:
+        while not self._stop.stopped:
             # also every POLL_SECONDS without an event: an edit made before the watch began, or one that a
             # file system without inotify events (NFS, some overlays) never reports, still arrives
             self._changed.wait(POLL_SECONDS)
             self._changed.clear()
-            if self._digest() != self._seen:
+            if self._stop.stopped:
+                return
+            retry = time.monotonic() >= self._retry_at
+            if self._current() != self._seen or retry:
                 try:
-                    self.reload("file changed")
+                    self.reload("retry" if retry and self._current() == self._seen else "file changed",
+                                quiet_if_same=retry)
                 except Exception as exc:  # a defect must not end the watching
                     log.error("config.reload_crashed", error=repr(exc))
 
     def stop(self) -> None:
+        """No more reloads from the files (one under way finishes: a half-applied reload must not be)."""
         self._stop.stopped = True
-        for g in self._greenlets:
-            g.kill(block=False)
+        self._changed.set()

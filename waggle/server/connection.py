@@ -99,20 +99,20 @@ class ClientConnection:
     # -- one call ----------------------------------------------------------------------------------------
     def _admit(self, header: Header) -> None:
         """Answer one call, or shed it when ``limits.max-in-flight-calls`` stay taken for the queue wait."""
+        if header.name == "set_ugi":
+            # never shed: a client that carries on without its identity would run as waggle's user upstream
+            self._handle(header)
+            return
         runtime = self.runtime
         slots = runtime.call_slots
         load = runtime.config.server.load
-        if not slots.acquire(timeout=load.queue_wait_seconds):
+        if not slots.acquire(load.queue_wait_seconds):
             started = time.perf_counter()
-            io = METHOD_IO.get(header.name)
-            if io is None:
-                self.wire.skip_struct()
-            else:
-                self.wire.read_struct(io.args)
+            self.wire.skip_struct()
             self.wire.read_end()
             metrics.SHED.labels("calls").inc()
-            self._answer_failure(header, io, f"waggle is overloaded: {load.max_in_flight_calls} calls are in flight "
-                                             f"(limits.max-in-flight-calls); try again shortly")
+            self._answer_failure(header, METHOD_IO.get(header.name), f"waggle is overloaded: {slots.limit} calls "
+                                 f"are in flight (limits.max-in-flight-calls); try again shortly")
             self._record(header.name, "-", started, "shed")
             return
         metrics.CALLS_IN_FLIGHT.inc()
@@ -140,7 +140,7 @@ class ClientConnection:
         raw: bytes | None = wire.read_end()
         started = time.perf_counter()
         if name == "set_ugi" and args is not None:
-            self._set_ugi(header, io, args)
+            self._set_ugi(header, io, args, started)
             return
         runtime = self.runtime
         routes = runtime.routes  # one configuration and map for the whole call, even if a reload swaps them
@@ -158,7 +158,7 @@ class ClientConnection:
                         f"waggle cannot route it)")
                 log.info("call.refused", method=name, reason="unknown method naming a routed database",
                          names=foreign)
-                metrics.observe_call(name, planner.primary.name, time.perf_counter() - started, "refused")
+                metrics.observe_call(UNKNOWN_METHOD, planner.primary.name, time.perf_counter() - started, "refused")
                 return
             self._send_to(routes.primary, planner.naming(planner.primary), header, io, args, raw, None,
                           started)
@@ -167,8 +167,15 @@ class ClientConnection:
             self._fan_out(routes, header, io, args, started)
             return
         if spec.route is Route.LOCK_ID:
-            member = self.lock_owners.get(_lock_id(args) or -1, planner.primary)
-            decision = Decision(member)
+            held = _lock_id(args) or -1
+            owner = self.lock_owners.get(held)
+            if owner is None:
+                decision = Decision(planner.primary)
+            elif owner.name in routes.pools:
+                decision = Decision(routes.config.federation.member(owner.name))
+            else:  # a reload removed the metastore that granted it
+                decision = Decision(owner, f"lock {held} was granted by metastore '{owner.name}', which is no "
+                                           f"longer in the federation")
             names: list[str] = []
         else:
             names = _REWRITER.names_in(args)
@@ -232,7 +239,7 @@ class ClientConnection:
         runtime = self.runtime
         if not runtime.health.is_up(pool.name):
             self._answer_failure(header, io, runtime.health.down_message(pool.name))
-            self._record(name, pool.name, started, "member_down", db=database_of(args))
+            self._record(name, pool.name, started, "member_down", args=args)
             return None
         result_class = io.result if io is not None else None
         if result_class is not None:
@@ -245,11 +252,11 @@ class ClientConnection:
             runtime.health.call_failed(pool.name, exc)
             if exc.partial_reply_sent:
                 log.warning("call.failed_mid_reply", method=name, metastore=pool.name, error=exc.detail)
-                metrics.observe_call(name, pool.name, time.perf_counter() - started, "upstream")
+                metrics.observe_call(_label(name), pool.name, time.perf_counter() - started, "upstream")
                 raise _Abandon() from exc
             self._answer_failure(header, io, str(exc))
             self._record(name, pool.name, started, "shed" if isinstance(exc, Overloaded) else "upstream_error",
-                         db=database_of(args), error=exc.detail)
+                         args=args, error=exc.detail)
             return None
         if reply is not None:
             if reply.streamed:
@@ -264,7 +271,7 @@ class ClientConnection:
                 self._rewrite_reply(reply, result_class, pool, naming, decision, fill)
             else:
                 self._relay(reply, io, pool)
-        self._record(name, pool.name, started, _outcome(reply, io), db=database_of(args))
+        self._record(name, pool.name, started, _outcome(reply, io), args=args)
         return reply
 
     def _bridge(self, pool: UpstreamPool, naming: Naming, header: Header, io: MethodIO, args: Any,
@@ -274,7 +281,7 @@ class ClientConnection:
         runtime = self.runtime
         if not runtime.health.is_up(pool.name):
             self._answer_failure(header, io, runtime.health.down_message(pool.name))
-            self._record(name, pool.name, started, "member_down", db=database_of(args))
+            self._record(name, pool.name, started, "member_down", args=args)
             return
         outcome = "ok"
         bridge = BRIDGES[name]
@@ -303,7 +310,7 @@ class ClientConnection:
         else:
             if result is not None:
                 self.wire.send_raw(self._encode_result(header, result, pool, naming, decision, fill))
-        self._record(name, pool.name, started, outcome, db=database_of(args), bridge=bridge.via)
+        self._record(name, pool.name, started, outcome, args=args, bridge=bridge.via)
 
     def _wrap(self, wrap: Wrap, bridged: compat.Bridged, pool: UpstreamPool, naming: Naming, header: Header,
               io: MethodIO, args: Any, decision: Decision, fill: str | None) -> Any:
@@ -399,18 +406,24 @@ class ClientConnection:
         self._record(name, "*", started, outcome, metastores=[o.pool.name for o in answered],
                      omitted=[o.pool.name for o in outcomes if o.error is not None])
 
-    def _record(self, method: str, metastore: str, started: float, outcome: str, **fields: Any) -> None:
-        """Count one answered call (metrics) and log it: at debug when it succeeded, at info when it failed."""
+    def _record(self, method: str, metastore: str, started: float, outcome: str, args: Any = None,
+                **fields: Any) -> None:
+        """Count one answered call (metrics) and log it.
+
+        At debug, every call is logged. Otherwise a call that failed upstream is logged at info, and shed calls
+        at most once a second per limit (the metrics count each one).
+        """
         seconds = time.perf_counter() - started
         kind = _ERROR_KINDS.get(outcome, "exception")
-        metrics.observe_call(method, metastore, seconds, kind)
-        if kind is None or kind == "exception":  # answered, by the metastore's own rules
-            if self.runtime.log_calls:
-                log.debug("call", method=method, metastore=metastore, outcome=outcome,
-                          duration_ms=round(1000 * seconds, 3), **fields)
+        metrics.observe_call(_label(method), metastore, seconds, kind)
+        if self.runtime.log_calls:
+            level = log.debug
+        elif outcome == "upstream_error" or (kind == "shed" and _shed_log.allow(metastore)):
+            level = log.info
         else:
-            log.info("call", method=method, metastore=metastore, outcome=outcome,
-                     duration_ms=round(1000 * seconds, 3), **fields)
+            return
+        level("call", method=method[:200], db=database_of(args) if args is not None else None, metastore=metastore,
+              outcome=outcome, duration_ms=round(1000 * seconds, 3), **fields)
 
     def _forward(self, pool: UpstreamPool, header: Header, io: MethodIO | None, args: Any, raw: bytes | None,
                  stream: bool = True) -> Reply | None:
@@ -455,7 +468,7 @@ class ClientConnection:
             self.wire.send_application_error(header.name, header.seqid, TApplicationException.INTERNAL_ERROR,
                                              message)
 
-    def _set_ugi(self, header: Header, io: MethodIO | None, args: Any) -> None:
+    def _set_ugi(self, header: Header, io: MethodIO | None, args: Any, started: float) -> None:
         """Remember the client's identity; every later call travels on a connection opened as this user."""
         assert io is not None and io.result is not None
         identity = (str(args.user_name or ""), tuple(str(g) for g in args.group_names or ()))
@@ -471,13 +484,40 @@ class ClientConnection:
             groups = pool.set_ugi_reply(self.identity)
         except UpstreamError as exc:
             self._answer_failure(header, io, str(exc))
+            self._record(header.name, pool.name, started, "upstream_error", error=exc.detail)
             return
         self.wire.send(header.name, TMessageType.REPLY, header.seqid, io.result(success=groups))
+        self._record(header.name, pool.name, started, "ok")
 
 
 class _Abandon(Exception):
     """The client connection can no longer be answered (half a reply was sent); close it."""
 
+
+#: the metrics label of every method waggle's IDL does not have (client-chosen names must not become labels)
+UNKNOWN_METHOD = "(unknown)"
+
+
+class _Throttle:
+    """At most one ``allow()`` per key per ``interval`` seconds."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._last: dict[str, float] = {}
+
+    def allow(self, key: str) -> bool:
+        now = time.monotonic()
+        if now - self._last.get(key, -self.interval) < self.interval:
+            return False
+        self._last[key] = now
+        return True
+
+
+_shed_log = _Throttle(1.0)
+
+
+def _label(method: str) -> str:
+    return method if method in METHOD_IO else UNKNOWN_METHOD
 
 #: a call's outcome -> the kind of error counted in waggle_call_errors_total (None: not an error; any outcome
 #: not listed is an exception the metastore answered with)

@@ -22,6 +22,7 @@ import gevent.lock
 from waggle.config.model import DatabaseResolution, MetastoreConfig, ServerConfig, WaggleConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.ops import metrics
+from waggle.ops.limiter import Limiter
 from waggle.ops.logging import get_logger
 from waggle.routing.databases import ManualMap, PrefixedMap
 from waggle.routing.federation import Planner
@@ -51,15 +52,18 @@ class Routes:
     #: 1 for the configuration waggle started with, +1 per applied reload
     generation: int
     loaded_at: float
+    #: some member hides tables with mapped-tables: calls carry a table check (else skipped entirely)
+    mapped_tables: bool
+
+    @classmethod
+    def build(cls, config: WaggleConfig, pools: Mapping[str, UpstreamPool], planner: Planner,
+              generation: int) -> Routes:
+        return cls(config, pools, planner, generation, time.time(),
+                   any(m.mapped_tables is not None for m in config.federation.members))
 
     @property
     def primary(self) -> UpstreamPool:
         return self.pools[self.config.federation.primary.name]
-
-    @property
-    def mapped_tables(self) -> bool:
-        """Some member hides tables with mapped-tables: calls carry a table check (else skipped entirely)."""
-        return any(m.mapped_tables is not None for m in self.config.federation.members)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +87,7 @@ def plan_reload(old: WaggleConfig, new: WaggleConfig) -> ReloadPlan:
     """Which pools and tunnels a move from ``old`` to ``new`` keeps, opens and closes."""
     before = {m.name: m for m in old.federation.members}
     after = {m.name: m for m in new.federation.members}
-    limits_same = _pool_settings(old.server) == _pool_settings(new.server)
-    keep = tuple(n for n, m in after.items() if n in before and limits_same
-                 and before[n].upstream_key() == m.upstream_key())
+    keep = tuple(n for n, m in after.items() if n in before and before[n].upstream_key() == m.upstream_key())
     opened = tuple(n for n in after if n not in keep)
     closed = tuple(n for n in before if n not in keep)
     old_t = {n: m.tunnel_key() for n, m in before.items() if m.tunnel is not None}
@@ -95,10 +97,6 @@ def plan_reload(old: WaggleConfig, new: WaggleConfig) -> ReloadPlan:
                     if getattr(old.server, attr) != getattr(new.server, attr))
     return ReloadPlan(keep, opened, closed, keep_t, tuple(n for n in new_t if n not in keep_t),
                       tuple(n for n in old_t if n not in keep_t), restart)
-
-
-def _pool_settings(server: ServerConfig) -> tuple[object, ...]:
-    return server.upstream_limits, server.load.max_calls_per_metastore, server.load.queue_wait_seconds
 
 
 def _restart_only(old: ServerConfig, new: ServerConfig) -> ServerConfig:
@@ -111,7 +109,7 @@ class Runtime:
         self.deadlines = Deadlines()
         #: one SSH tunnel per tunnelled metastore, shared by its pool and its health checks
         self.tunnels = {m.name: Tunnel(m) for m in config.federation.members if m.tunnel is not None}
-        pools = {m.name: self._pool(m, config.server) for m in config.federation.members}
+        pools = {m.name: self._pool(m, config.server, self.tunnels) for m in config.federation.members}
         self.health = Health(config.federation.members, config.server, config.server.upstream_limits,
                              self.deadlines, self.tunnels)
         #: SIGTERM arrived: readiness fails (connections are still served until ``draining``)
@@ -125,13 +123,14 @@ class Runtime:
         self._listings: dict[str, list[str]] = {}
         self._reported_clashes: set[str] = set()
         self._refresher: gevent.Greenlet | None = None
+        #: one reload, or one MANUAL refresh, at a time
         self._reloading = gevent.lock.Semaphore()
-        self.routes = Routes(config, pools, self._planner(config), 1, time.time())
+        self.routes = Routes.build(config, pools, self._planner(config), 1)
         #: client calls being answered (bounded by limits.max-in-flight-calls)
-        self.call_slots = gevent.lock.BoundedSemaphore(config.server.load.max_in_flight_calls)
+        self.call_slots = Limiter(config.server.load.max_in_flight_calls)
 
-    def _pool(self, member: MetastoreConfig, server: ServerConfig) -> UpstreamPool:
-        return UpstreamPool(member, server.upstream_limits, self.deadlines, self.tunnels.get(member.name),
+    def _pool(self, member: MetastoreConfig, server: ServerConfig, tunnels: Mapping[str, Tunnel]) -> UpstreamPool:
+        return UpstreamPool(member, server.upstream_limits, self.deadlines, tunnels.get(member.name),
                             server.load.max_calls_per_metastore, server.load.queue_wait_seconds)
 
     @property
@@ -181,15 +180,17 @@ class Runtime:
     # -- MANUAL: which member owns each database ------------------------------------------------------------
     def refresh_databases(self) -> None:
         """List every member's databases (in parallel, bounded) and swap in a new map."""
-        self._list_members(self.routes.config, self.routes.pools)
-        current = self.routes  # no yield from here to the swap: a reload cannot slip in between
-        self.routes = replace(current, planner=self._planner(current.config))
+        with self._reloading:  # never a listing of a pool that a reload is replacing
+            self._list_members(self.routes.config, self.routes.pools)
+            self.routes = replace(self.routes, planner=self._planner(self.routes.config))
 
     def _list_members(self, config: WaggleConfig, pools: Mapping[str, UpstreamPool],
                       names: set[str] | None = None) -> None:
-        jobs = {m.name: gevent.spawn(self._list_databases, config.server, pools[m.name])
-                for m in config.federation.members
-                if (names is None or m.name in names) and self.health.is_up(m.name)}
+        """List members' databases into ``_listings``: ``names`` (new ones, whatever their last health), or
+        every member that is up."""
+        wanted = [m.name for m in config.federation.members
+                  if (m.name in names if names is not None else self.health.is_up(m.name))]
+        jobs = {name: gevent.spawn(self._list_databases, config.server, pools[name]) for name in wanted}
         gevent.joinall(list(jobs.values()))
         for name, job in jobs.items():
             if job.successful():
@@ -210,50 +211,71 @@ class Runtime:
 
     # -- reload -----------------------------------------------------------------------------------------------
     def reload(self, config: WaggleConfig) -> ReloadPlan:
-        """Swap in a new, already validated configuration (one reload at a time)."""
+        """Swap in a new, already validated configuration (one reload at a time).
+
+        Everything new (tunnels, pools, a MANUAL member's listing) is built first; the swap itself has no
+        yield, so a call sees either the old routes or the new ones. If building fails, what was built is
+        closed and nothing changes.
+        """
         with self._reloading:
             old = self.routes
             plan = plan_reload(old.config, config)
             if plan.restart_required:
                 config = replace(config, server=_restart_only(old.config.server, config.server))
+            server = config.server
             members = {m.name: m for m in config.federation.members}
-            new_tunnels = {n: self.tunnels[n] for n in plan.keep_tunnels}
-            for name in plan.open_tunnels:
-                new_tunnels[name] = Tunnel(members[name])
-                new_tunnels[name].start()
-            retired_tunnels = [self.tunnels[n] for n in plan.close_tunnels]
-            self.tunnels = new_tunnels
+            opened_tunnels = {n: Tunnel(members[n]) for n in plan.open_tunnels}
+            tunnels = {**{n: self.tunnels[n] for n in plan.keep_tunnels}, **opened_tunnels}
+            opened_pools = {n: self._pool(members[n], server, tunnels) for n in plan.open_pools}
+            try:
+                for tunnel in opened_tunnels.values():
+                    tunnel.start()
+                for name in plan.close_pools:
+                    self._listings.pop(name, None)  # a changed member is listed again
+                if server.database_resolution is DatabaseResolution.MANUAL:
+                    self._list_members(config, {**old.pools, **opened_pools},
+                                       {n for n in members if n not in self._listings})
+                planner = self._planner(config)
+            except BaseException:
+                for tunnel in opened_tunnels.values():
+                    tunnel.close()
+                for pool in opened_pools.values():
+                    pool.close()
+                raise
+            # -- the swap: no yield from here on --
             pools: dict[str, UpstreamPool] = {}
             for name, member in members.items():
-                if name in plan.keep_pools:
-                    pool = old.pools[name]
-                    pool.config = member  # equal connection settings; routing settings may differ
-                    pools[name] = pool
-                else:
-                    pools[name] = self._pool(member, config.server)
-            self.health.update(config.federation.members, config.server, self.tunnels,
-                               reset=set(plan.open_pools))
-            for name in plan.close_pools:
-                self._listings.pop(name, None)  # a changed member is listed again
-            if config.server.database_resolution is DatabaseResolution.MANUAL:
-                self._list_members(config, pools, {n for n in members if n not in self._listings})
-            if old.config.server.load.max_in_flight_calls != config.server.load.max_in_flight_calls:
-                self.call_slots = gevent.lock.BoundedSemaphore(config.server.load.max_in_flight_calls)
-            self.routes = Routes(config, pools, self._planner(config), old.generation + 1, time.time())
+                pool = opened_pools.get(name) or old.pools[name]
+                pool.configure(member, server.upstream_limits, server.load.max_calls_per_metastore,
+                               server.load.queue_wait_seconds)
+                pools[name] = pool
+            retired_tunnels = [self.tunnels[n] for n in plan.close_tunnels]
+            for tunnel in retired_tunnels:
+                tunnel.retire()
+            self.tunnels = tunnels
+            for tunnel in opened_tunnels.values():
+                tunnel.publish()
+            self.health.update(config.federation.members, server, self.tunnels, reset=set(plan.open_pools))
+            self.call_slots.limit = server.load.max_in_flight_calls
+            self.routes = Routes.build(config, pools, planner, old.generation + 1)
             for name in plan.close_pools:
                 if name not in members:
                     self.created.pop(name, None)
+                    self._listings.pop(name, None)
             retired = [old.pools[n] for n in plan.close_pools]
             if retired or retired_tunnels:
-                gevent.spawn(self._retire, retired, retired_tunnels, config.server.graceful_stop_seconds)
+                gevent.spawn(self._retire, retired, retired_tunnels, server)
             return plan
 
     @staticmethod
-    def _retire(pools: list[UpstreamPool], tunnels: list[Tunnel], grace: float) -> None:
+    def _retire(pools: list[UpstreamPool], tunnels: list[Tunnel], server: ServerConfig) -> None:
         """Close replaced pools and tunnels once the calls still using them finish (or the grace runs out)."""
         for pool in pools:
             pool.close()  # idle connections now; borrowed ones as they come back
-        deadline = time.monotonic() + grace
+        # calls that took the old routes but have not borrowed a connection yet (queued for a slot, asking
+        # for capabilities) get a moment before their tunnel goes
+        gevent.sleep(server.load.queue_wait_seconds + 1.0)
+        deadline = time.monotonic() + server.graceful_stop_seconds
         while any(pool.busy for pool in pools) and time.monotonic() < deadline:
             gevent.sleep(0.1)
         for tunnel in tunnels:

@@ -57,7 +57,7 @@ class Health:
                reset: set[str] | None = None) -> None:
         """Follow a new configuration: new members (and those in ``reset``) start over, removed ones stop."""
         now = time.time()
-        self.server, self.tunnels = server, tunnels
+        self.server, self.limits, self.tunnels = server, server.upstream_limits, tunnels
         wanted = {m.name: m for m in members}
         for name in [n for n in self.members if n not in wanted or n in (reset or ())]:
             loop = self._loops.pop(name, None)

@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
-import gevent.lock
-
 from waggle.config.model import Limits, MetastoreConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.ops import metrics
+from waggle.ops.limiter import Limiter
 from waggle.upstream.client import Identity, UpstreamConnection, UpstreamError, connect
 from waggle.upstream.compat import Capabilities
 from waggle.upstream.deadlines import Deadlines
@@ -43,15 +42,22 @@ class UpstreamPool:
         #: what this metastore lacks, learned once for the pool (see waggle.upstream.compat)
         self.caps = Capabilities(config)
         #: connections lent out for a call (bounded by limits.max-calls-per-metastore)
-        self.busy = 0
-        self.max_calls = max_calls
+        self.slots = Limiter(max_calls)
         self.queue_wait = queue_wait
-        self._slots = gevent.lock.BoundedSemaphore(max_calls)
         self._in_use = metrics.UPSTREAM_IN_USE.labels(config.name)
 
     @property
     def name(self) -> str:
         return self.config.name
+
+    @property
+    def busy(self) -> int:
+        return self.slots.busy
+
+    def configure(self, config: MetastoreConfig, limits: Limits, max_calls: int, queue_wait: float) -> None:
+        """A reload kept this pool: the same connection settings, perhaps new routing settings or limits."""
+        self.config, self.limits, self.queue_wait = config, limits, queue_wait
+        self.slots.limit = max_calls
 
     def _open(self, identity: Identity | None) -> UpstreamConnection:
         conn = connect(self.config, self.limits, self.deadlines, tunnel=self.tunnel)
@@ -81,16 +87,15 @@ class UpstreamPool:
 
     def acquire(self, identity: Identity | None) -> UpstreamConnection:
         """A connection for one call; waits up to ``queue_wait`` while ``max_calls`` are out, then sheds."""
-        if not self._slots.acquire(timeout=self.queue_wait):
+        if not self.slots.acquire(self.queue_wait):
             metrics.SHED.labels("metastore").inc()
-            raise Overloaded(self.name, f"is busy: {self.max_calls} calls to it are in flight through waggle "
+            raise Overloaded(self.name, f"is busy: {self.slots.limit} calls to it are in flight through waggle "
                                         f"(limits.max-calls-per-metastore); try again shortly")
         try:
             conn = self._checkout(identity)
         except BaseException:
-            self._slots.release()
+            self.slots.release()
             raise
-        self.busy += 1
         self._in_use.inc()
         return conn
 
@@ -107,9 +112,8 @@ class UpstreamPool:
 
     def release(self, conn: UpstreamConnection) -> None:
         """Give back a connection from :meth:`acquire`."""
-        self.busy -= 1
         self._in_use.dec()
-        self._slots.release()
+        self.slots.release()
         self._checkin(conn)
 
     def _checkin(self, conn: UpstreamConnection) -> None:

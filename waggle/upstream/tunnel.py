@@ -72,7 +72,8 @@ class Tunnel:
         self._closing = False
         self._helper_running = False
         self._connecting = ""  # the hop the helper is connecting now
-        metrics.TUNNEL_UP.labels(self.member).set(0)
+        #: replaced or removed by a reload: its metastore's gauges belong to someone else now
+        self._retired = False
         metrics.TUNNEL_RECONNECTS.labels(self.member)
 
     @property
@@ -140,6 +141,7 @@ class Tunnel:
 
     # -- the helper ---------------------------------------------------------------------------------------------
     def start(self) -> None:
+        self._gauge()
         self._helper_running = True  # starting: calls wait up to STARTUP_WAIT for it to listen
         self._greenlet = gevent.spawn(self._supervise)
 
@@ -206,7 +208,7 @@ class Tunnel:
                 st.reconnects += 1
                 metrics.TUNNEL_RECONNECTS.labels(self.member).inc()
             st.up, st.state, st.since, st.hop, st.reason = True, "up", time.time(), "", ""
-            metrics.TUNNEL_UP.labels(self.member).set(1)
+            self._gauge()
             log.info("tunnel.up", member=self.member, route=self.route, reconnects=st.reconnects,
                      connect_ms=event.get("ms"))
         elif kind == "down":
@@ -229,9 +231,21 @@ class Tunnel:
         if st.up or st.state == "starting":
             st.since = time.time()
         st.up, st.state, st.hop, st.reason = False, "down", hop, reason
-        if not self._closing:  # a closed tunnel's gauge may already be gone with its metastore
-            metrics.TUNNEL_UP.labels(self.member).set(0)
+        self._gauge()
         return news
+
+    def _gauge(self) -> None:
+        if not self._retired:
+            metrics.TUNNEL_UP.labels(self.member).set(1 if self.status.up else 0)
+
+    def publish(self) -> None:
+        """Own the metastore's tunnel gauge (at start, or when a reload puts this tunnel in service)."""
+        self._retired = False
+        self._gauge()
+
+    def retire(self) -> None:
+        """Out of service after a reload: it closes later, and says nothing more in the metrics."""
+        self._retired = True
 
     def _notify(self) -> None:
         news, self._news = self._news, gevent.event.Event()
