@@ -3,6 +3,7 @@ shedding, and a SIGTERM that drains."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
@@ -14,9 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import WaggleProcess, encode_call
+from conftest import WaggleProcess, encode_call, hive2_client
 from faults import SlowLink
 from hmsclient.genthrift.hive_metastore import ttypes
+from thrift.Thrift import TApplicationException
 
 pytestmark = pytest.mark.integration
 
@@ -129,6 +131,7 @@ def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary,
     ops_uri = f"thrift://127.0.0.1:{link.port}"
     proxy = WaggleProcess(tmp_path, federation(primary.uri), PREFIXED).start()
     loops: list[CallLoop] = []
+    stack = contextlib.ExitStack()
     try:
         loops.append(CallLoop(proxy, lambda c: c.get_database("default"), lambda c: c.get_all_databases()))
         loops[0].start()
@@ -161,6 +164,15 @@ def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary,
         renamed = events(proxy, "config.reloaded")[-1]
         assert renamed["keep_pools"] == ["primary", "analytics", "ops"] and "open_pools" not in renamed
 
+        # a lock granted by ops, held on a connection of its own across ops's removal
+        holder = stack.enter_context(proxy.client())
+        lock = holder.lock(ttypes.LockRequest(
+            component=[ttypes.LockComponent(type=ttypes.LockType.SHARED_READ, level=ttypes.LockLevel.TABLE,
+                                            dbname="tel_telemetry", tablename="events",
+                                            operationType=ttypes.DataOperationType.SELECT)],
+            user="waggle", hostname="test"))
+        assert lock.state == ttypes.LockState.ACQUIRED
+
         # 3. remove a member while a call to it is in flight: the call finishes on the old configuration
         link.delay = 2.0
         caller = TableCall(proxy, "tel_telemetry", "events")
@@ -176,6 +188,11 @@ def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary,
             with pytest.raises(ttypes.NoSuchObjectException):
                 c.get_database("tel_telemetry")
         assert metric(proxy, "waggle_metastore_up", metastore="ops") is None  # its gauge went with it
+        with pytest.raises(TApplicationException, match="granted by metastore 'ops', which is no longer"):
+            holder.check_lock(ttypes.CheckLockRequest(lockid=lock.lockid))
+        assert holder.get_database("default").name == "default"  # and the connection goes on
+        with hive2_client(ops.port) as direct:
+            direct.unlock(ttypes.UnlockRequest(lockid=lock.lockid))
 
         # 4. an invalid edit is rejected, named, counted; the running configuration keeps serving
         invalid = federation(primary.uri, ("analytics", analytics.uri, "analytics_"),
@@ -206,6 +223,7 @@ def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary,
         status, body = request(proxy, "/api/admin/reload", "POST", token="anything-at-all-here")
         assert status == 403 and "admin.token-file" in body["error"]
     finally:
+        stack.close()
         for loop in loops:
             loop.stopping.set()
         proxy.stop()

@@ -438,7 +438,7 @@ def test_hot_reload_opens_keeps_and_closes_a_tunnel(primary: Any, analytics: Any
         assert kept["keep_tunnels"] == ["far"] and "open_tunnels" not in kept
 
         # 3. a new tunnel whose key file is missing is rejected before anything changes (waggle check's rules)
-        missing = hops.work / "no_such_key"
+        missing = tmp_path / "lost_key"
         proc.federation_file.write_text(federation(far.replace("database-prefix: far_", "database-prefix: remote_"),
                                                    tunnel_yaml("lost", analytics.uri, hops, hops.servers[:1],
                                                                str(missing), hops.known_hosts)))
@@ -449,17 +449,25 @@ def test_hot_reload_opens_keeps_and_closes_a_tunnel(primary: Any, analytics: Any
         problem = log_events(proc, "config.reload_failed")[0]["problem"]
         assert str(proc.federation_file) in problem and "'lost'" in problem and str(missing) in problem, problem
         assert wait_generation(3)["metastores"][-1]["name"] == "far"
+        # the key arrives (a Secret mounted after its ConfigMap): the same edit is applied, without another
+        missing.write_bytes(hops.key.read_bytes())
+        missing.chmod(0o600)
+        assert [m["name"] for m in wait_generation(4)["metastores"]] == ["primary", "far", "lost"]
+        with hive2_client(proc.port) as c:
+            assert c.get_table("lost_sales", "orders").dbName == "lost_sales"
+        lost_helper = json.loads(proc.http("/healthz"))["metastores"]["lost"]["tunnel"]["helper_pid"]
 
-        # 4. removed: its helper process ends, its gauges go
+        # 4. removed: their helper processes end, their gauges go
         proc.federation_file.write_text(federation())
-        wait_generation(4)
+        wait_generation(5)
         deadline = time.monotonic() + 15
-        while _pid_alive(helper):
-            assert time.monotonic() < deadline, "the removed member's tunnel helper is still running"
+        while _pid_alive(helper) or _pid_alive(lost_helper):
+            assert time.monotonic() < deadline, "a removed member's tunnel helper is still running"
             time.sleep(0.1)
-        assert log_events(proc, "config.reloaded")[-1]["close_tunnels"] == ["far"]
-        assert 'metastore="far"' not in "".join(line for line in proc.http("/metrics").splitlines()
-                                                if line.startswith(("waggle_tunnel_up", "waggle_metastore_up")))
+        assert log_events(proc, "config.reloaded")[-1]["close_tunnels"] == ["far", "lost"]
+        gauges = [line for line in proc.http("/metrics").splitlines()
+                  if line.startswith(("waggle_tunnel_up{", "waggle_metastore_up{"))]
+        assert not [g for g in gauges if 'metastore="far"' in g or 'metastore="lost"' in g], gauges
         with hive2_client(proc.port) as c:
             assert "default" in c.get_all_databases()
     finally:

@@ -86,6 +86,8 @@ class Reloader:
         #: what the running configuration (or the last rejected edit) was read from: both files' digest, and
         #: that of the files the configuration names (rotating a token or a key is a change too)
         self._seen = (loaded or self.files_digest(), digest_of(named_files(config)))
+        #: whose named files ``_seen`` covers: the running configuration, or an edit rejected for a file it names
+        self._basis = config
         self._lock = gevent.lock.Semaphore()
         self._stop = _Flag()
         self._changed = gevent.event.Event()
@@ -102,7 +104,7 @@ class Reloader:
 
 
     def _current(self) -> tuple[str, str]:
-        return self.files_digest(), digest_of(named_files(self.runtime.config))
+        return self.files_digest(), digest_of(named_files(self._basis))
 
     # -- one reload -------------------------------------------------------------------------------------------
     def reload(self, trigger: str, quiet_if_same: bool = False) -> bool:
@@ -113,11 +115,16 @@ class Reloader:
         """
         with self._lock:
             files = self.files_digest()  # before reading: an edit made meanwhile is seen next time
+            config: WaggleConfig | None = None
             try:
-                config, token = self._validated()
+                config = load(self.server_file, self.federation_file)
+                token = self._check_named_files(config)
             except ConfigError as exc:
-                # retried every RETRY_SECONDS: the cause may be a file the edit names (a key not mounted yet)
-                self._seen, self._retry_at = self._current(), time.monotonic() + RETRY_SECONDS
+                # a file the edit names (a key not mounted yet) is watched from now on; and every
+                # RETRY_SECONDS it is tried again anyway
+                self._basis = config or self.runtime.config
+                self._seen, self._retry_at = (files, digest_of(named_files(self._basis))), \
+                    time.monotonic() + RETRY_SECONDS
                 if quiet_if_same and exc.problems == self.last_error:
                     return False
                 metrics.CONFIG_RELOADS.labels("failed").inc()
@@ -127,6 +134,7 @@ class Reloader:
                               keeping_generation=self.runtime.routes.generation)
                 return False
             plan = self.runtime.reload(config)
+            self._basis = config
             self._seen, self._retry_at = (files, digest_of(named_files(config))), float("inf")
             self.admin_token = token
             self.last_error = []
@@ -143,14 +151,14 @@ class Reloader:
                      members=[m.name for m in config.federation.members], **plan.describe())
             return True
 
-    def _validated(self) -> tuple[WaggleConfig, str | None]:
-        config = load(self.server_file, self.federation_file)
+    def _check_named_files(self, config: WaggleConfig) -> str | None:
+        """What ``waggle check`` adds to loading, for this edit; returns the admin token."""
         token = admin_token(config)
         if plan_reload(self.runtime.config, config).open_tunnels:
             problems = check_in_subprocess(self.server_file, self.federation_file)
             if problems:
                 raise ConfigError(problems)
-        return config, token
+        return token
 
     # -- triggers ---------------------------------------------------------------------------------------------
     def on_signal(self) -> None:
