@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 
 import structlog
 
@@ -39,3 +40,18 @@ def configure(level: str = "info", fmt: str = "auto", stream: object = None) -> 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
     return structlog.get_logger(name)  # type: ignore[no-any-return]
+
+
+class Throttle:
+    """At most one ``allow()`` per key per ``interval`` seconds: for lines that a flood would repeat."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._last: dict[str, float] = {}
+
+    def allow(self, key: str) -> bool:
+        now = time.monotonic()
+        if now - self._last.get(key, -self.interval) < self.interval:
+            return False
+        self._last[key] = now
+        return True

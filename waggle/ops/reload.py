@@ -102,7 +102,6 @@ class Reloader:
     def files_digest(self) -> str:
         return digest_of(self._files())
 
-
     def _current(self) -> tuple[str, str]:
         return self.files_digest(), digest_of(named_files(self._basis))
 
@@ -162,7 +161,13 @@ class Reloader:
 
     # -- triggers ---------------------------------------------------------------------------------------------
     def on_signal(self) -> None:
-        gevent.spawn(self.reload, "SIGHUP")
+        gevent.spawn(self._reload_safely, "SIGHUP")
+
+    def _reload_safely(self, trigger: str, quiet_if_same: bool = False) -> None:
+        try:
+            self.reload(trigger, quiet_if_same)
+        except Exception as exc:  # a defect must not end the watching, nor print a bare traceback
+            log.error("config.reload_crashed", trigger=trigger, error=repr(exc))
 
     def start(self, watch: bool) -> None:
         """Watch the files (``hot-reload``); without it, only SIGHUP and the admin call reload."""
@@ -195,12 +200,9 @@ class Reloader:
             if self._stop.stopped:
                 return
             retry = time.monotonic() >= self._retry_at
-            if self._current() != self._seen or retry:
-                try:
-                    self.reload("retry" if retry and self._current() == self._seen else "file changed",
-                                quiet_if_same=retry)
-                except Exception as exc:  # a defect must not end the watching
-                    log.error("config.reload_crashed", error=repr(exc))
+            changed = self._current() != self._seen
+            if changed or retry:
+                self._reload_safely("file changed" if changed else "retry", quiet_if_same=not changed)
 
     def stop(self) -> None:
         """No more reloads from the files (one under way finishes: a half-applied reload must not be)."""

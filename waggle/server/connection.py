@@ -26,7 +26,7 @@ from waggle.hms.rewrite import call_rewriter
 from waggle.hms.service import METHOD_IO, MethodIO
 from waggle.hms.splice import Splicer
 from waggle.ops import metrics
-from waggle.ops.logging import get_logger
+from waggle.ops.logging import Throttle, get_logger
 from waggle.routing.access import table_visible
 from waggle.routing.federation import Decision, Naming, Refused
 from waggle.server.fanout import FanOut
@@ -498,22 +498,7 @@ class _Abandon(Exception):
 UNKNOWN_METHOD = "(unknown)"
 
 
-class _Throttle:
-    """At most one ``allow()`` per key per ``interval`` seconds."""
-
-    def __init__(self, interval: float) -> None:
-        self.interval = interval
-        self._last: dict[str, float] = {}
-
-    def allow(self, key: str) -> bool:
-        now = time.monotonic()
-        if now - self._last.get(key, -self.interval) < self.interval:
-            return False
-        self._last[key] = now
-        return True
-
-
-_shed_log = _Throttle(1.0)
+_shed_log = Throttle(1.0)
 
 
 def _label(method: str) -> str:

@@ -22,7 +22,7 @@ from gevent.server import StreamServer
 
 from waggle.ops import metrics
 from waggle.ops.http import HttpEndpoint
-from waggle.ops.logging import get_logger
+from waggle.ops.logging import Throttle, get_logger
 from waggle.server.connection import ClientConnection
 from waggle.server.runtime import Runtime
 
@@ -39,6 +39,7 @@ class WaggleServer:
         self.runtime = runtime
         server = runtime.config.server
         self._max_connections = server.max_connections
+        self._refused_log = Throttle(1.0)
         self._pool = Pool(server.max_connections + REFUSERS)
         self._server = StreamServer((server.bind_address, server.port), self._handle, spawn=self._pool,
                                     backlog=1024)
@@ -67,8 +68,9 @@ class WaggleServer:
         conn = ClientConnection(sock, peer, self.runtime)
         if len(self._connections) >= self._max_connections:
             metrics.SHED.labels("connections").inc()
-            log.warning("client.refused", peer=conn.peer, connections=len(self._connections),
-                        limit=self._max_connections)
+            if self._refused_log.allow("connections"):  # at most once a second: the metric counts each one
+                log.warning("client.refused", peer=conn.peer, connections=len(self._connections),
+                            limit=self._max_connections)
             try:
                 conn.refuse(f"waggle is serving {self._max_connections} client connections, its limit "
                             f"(max-connections); try again shortly", REFUSE_TIMEOUT)
