@@ -120,6 +120,31 @@ class WaggleProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def events(self, event: str | None = None, since: int = 0) -> list[dict[str, Any]]:
+        """The JSON log entries (of ``event``, if given) written after character ``since`` of the log."""
+        import json
+
+        found = []
+        for line in self.log()[since:].splitlines():
+            if line.startswith("{") and (event is None or f'"{event}"' in line):
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue  # a line still being written
+                if event is None or entry.get("event") == event:
+                    found.append(entry)
+        return found
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        """The value of the ``/metrics`` sample ``name`` with exactly these labels, or None when absent."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        for family in text_string_to_metric_families(self.http("/metrics")):
+            for sample in family.samples:
+                if sample.name == name and sample.labels == labels:
+                    return float(sample.value)
+        return None
+
     def stop(self) -> int | None:
         if self.proc is None:
             return None

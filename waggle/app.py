@@ -31,7 +31,7 @@ def serve(server_file: str | None, federation_file: str) -> int:
     loaded = digest_of([f for f in (server_file, federation_file) if f])
     try:
         config = load(server_file, federation_file)
-        admin_token(config)  # tunnel files are checked by each tunnel's helper (the proxy never loads paramiko)
+        token = admin_token(config)  # tunnel files are checked by each tunnel's helper (the proxy never loads paramiko)
     except ConfigError as exc:
         configure()
         log = get_logger("waggle")
@@ -53,7 +53,7 @@ def serve(server_file: str | None, federation_file: str) -> int:
     log.info("federation.loaded", primary=config.federation.primary.name,
              members=[m.name for m in config.federation.members],
              resolution=config.server.database_resolution.value)
-    reloader = Reloader(server.runtime, loaded)
+    reloader = Reloader(server.runtime, token, loaded)
     server.http.reloader = reloader
     reloader.start(watch=config.server.hot_reload)
     gevent.spawn(watch_loop)

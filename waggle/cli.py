@@ -79,7 +79,7 @@ def _sync(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from waggle.ops.logging import configure
-    from waggle.sync.runner import SyncConfigError, SyncRun, TableSpec, load_sync_file, pattern_problem, run
+    from waggle.sync.runner import SyncConfigError, SyncRun, TableSpec, load_sync_file, parse_patterns, run
 
     configure()
     try:
@@ -93,10 +93,9 @@ def _sync(args: argparse.Namespace) -> int:
             if missing:
                 print(f"error: waggle sync needs --config FILE, or {', '.join(missing)}", file=sys.stderr)
                 return 1
-            patterns = tuple(p.strip() for p in args.tables.split(",") if p.strip())
-            bad = [f"--tables: '{p}': {why}" for p in patterns if (why := pattern_problem(p))]
+            patterns, bad = parse_patterns(args.tables)
             if bad:
-                raise SyncConfigError(bad)
+                raise SyncConfigError([f"--tables: '{p}': {why}" for p, why in bad])
             sync = SyncRun(args.federation_config, (TableSpec(
                 args.source, patterns, args.mode, args.target_database, args.partition_filter, args.location_root,
                 args.propagate_deletes, args.switch_mode),))

@@ -13,7 +13,6 @@ declared lengths in skipped fields, and nesting deeper than Thrift decodes.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import resource
@@ -184,27 +183,13 @@ def assert_alive(proc: WaggleProcess) -> None:
     assert proc.proc is not None and proc.proc.poll() is None, f"waggle died:\n{proc.log()[-3000:]}"
 
 
-def log_events(proc: WaggleProcess, event: str, since: int = 0) -> list[dict[str, Any]]:
-    """Log entries of ``event`` written after character ``since`` of the log."""
-    found = []
-    for line in proc.log()[since:].splitlines():
-        if line.startswith("{") and f'"{event}"' in line:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if entry.get("event") == event:
-                found.append(entry)
-    return found
-
-
 def wait_for_log(proc: WaggleProcess, event: str, peer: str, within: float = 3.0, since: int = 0
                  ) -> dict[str, Any] | None:
     """The first ``event`` line for ``peer`` after ``since`` (the session's waggle has seen many clients, and an
     ephemeral port comes round again: an older line may name the same peer)."""
     deadline = time.monotonic() + within
     while True:
-        for entry in log_events(proc, event, since):
+        for entry in proc.events(event, since):
             if entry.get("peer") == peer:
                 return entry
         if time.monotonic() > deadline:
@@ -466,7 +451,7 @@ def test_message_beyond_the_size_limit(own):
             assert not replies_in(outcome)
         growth = rss_mb(pid) - before
     assert growth < 50, f"waggle's RSS grew by {growth:.0f} MB for messages cut off at 1 MiB"
-    assert any("exceeds the limit" in e.get("error", "") for e in log_events(proc, "client.protocol_error"))
+    assert any("exceeds the limit" in e.get("error", "") for e in proc.events("client.protocol_error"))
 
 
 def test_framed_transport_refuses_absurd_frame_sizes(own):

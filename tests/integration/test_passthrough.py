@@ -210,7 +210,6 @@ def test_client_sending_garbage_is_disconnected_and_others_are_served(waggle):
 
 
 def test_one_structured_log_line_per_call_at_debug(waggle, seeded):
-    import json
 
     with waggle.client() as w:
         w.set_ugi("log_user", [])
@@ -219,8 +218,8 @@ def test_one_structured_log_line_per_call_at_debug(waggle, seeded):
             w.get_table(seeded, "nope")
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        lines = [json.loads(line) for line in waggle.log().splitlines() if line.startswith("{")]
-        calls = [e for e in lines if e.get("event") == "call" and e.get("db") == seeded and e.get("user") == "log_user"]
+        lines = waggle.events()
+        calls = [e for e in waggle.events("call") if e.get("db") == seeded and e.get("user") == "log_user"]
         if len(calls) >= 2:
             break
         time.sleep(0.1)

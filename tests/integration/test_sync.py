@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import ROOT, java_available, require
+from conftest import ROOT, federation_yaml, java_available, require
 from hive_stubs import HiveStubMetastore
 
 from waggle.hms.methods import METHODS, Access
@@ -44,11 +44,15 @@ class SyncEnv:
     primary: Any
     events_location: str
 
-    def sync(self, *args: str, timeout: float = 600) -> tuple[int, dict[str, Any], str]:
+    def sync(self, *args: str, timeout: float = 600, federation: Path | None = None, sync_file: Path | None = None
+             ) -> tuple[int, dict[str, Any], str]:
+        """``waggle sync`` with these arguments, or with a sync file (which names its own federation file):
+        (exit code, the JSON report, stdout and stderr)."""
         report = self.work / f"report-{uuid.uuid4().hex[:6]}.json"
-        run = subprocess.run(
-            [sys.executable, "-m", "waggle", "sync", "--federation-config", str(self.federation), "--report",
-             str(report), *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        given = ("--config", str(sync_file)) if sync_file else ("--federation-config",
+                                                                 str(federation or self.federation))
+        run = subprocess.run([sys.executable, "-m", "waggle", "sync", *given, "--report", str(report), *args],
+                             capture_output=True, text=True, timeout=timeout, cwd=ROOT)
         data = json.loads(report.read_text()) if report.exists() else {}
         return run.returncode, data, run.stdout + run.stderr
 
@@ -79,9 +83,8 @@ def env(primary: Any, analytics: Any, tmp_path_factory: pytest.TempPathFactory) 
         events_location = c.get_table(SRC, "events").sd.location  # as the metastore spells it
     recorder = HiveStubMetastore("127.0.0.1", primary.port, version="2.3.10").start()
     federation = work / "federation.yml"
-    federation.write_text(f"primary-meta-store:\n  name: primary\n  remote-meta-store-uris: {recorder.uri}\n"
-                          "  access-control-type: READ_AND_WRITE_AND_CREATE\n"
-                          f"federated-meta-stores:\n- name: analytics\n  remote-meta-store-uris: {analytics.uri}\n")
+    federation.write_text(federation_yaml(recorder.uri, "federated-meta-stores:\n- name: analytics\n"
+                                                        f"  remote-meta-store-uris: {analytics.uri}\n"))
     yield SyncEnv(work, federation, recorder, analytics, primary, events_location)
     recorder.stop()
 
@@ -156,13 +159,7 @@ def test_changed_new_and_deleted_source_partitions(env: SyncEnv) -> None:
 
 
 def _small_partitioned(c: Any, table: str) -> None:
-    from waggle.hms.gen.hive_metastore import ttypes
-    from waggle.local.seed import text_sd
-
-    t = ttypes.Table(tableName=table, dbName=SRC, owner="waggle", sd=text_sd(f"file:/tmp/{table}", [("id", "int")]),
-                     partitionKeys=[ttypes.FieldSchema(name="k", type="string")], parameters={"EXTERNAL": "TRUE"},
-                     tableType="EXTERNAL_TABLE")
-    c.create_table(t)
+    ensure_table(c, SRC, table, f"file:/tmp/{table}", [("id", "int")], [("k", "string")])
     c.add_partitions([_partition(c, table, v) for v in "abc"])
 
 
@@ -308,19 +305,16 @@ def test_a_sync_file_runs_many_jobs(env: SyncEnv, tmp_path: Path) -> None:
     sync_file.write_text(f"federation-config: {env.federation}\nsource: analytics\njobs:\n"
                          f"- tables: {SRC}.people, {SRC}.people_view\n  mode: mirror\n  target-database: f1\n"
                          f"- tables: {SRC}.events\n  target-database: f2\n  partition-filter: part < 'p000010'\n")
-    run = subprocess.run([sys.executable, "-m", "waggle", "sync", "--config", str(sync_file), "--report",
-                          str(tmp_path / "r.json")], capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert run.returncode == 0, run.stdout + run.stderr
-    report = json.loads((tmp_path / "r.json").read_text())
+    code, report, out = env.sync(sync_file=sync_file)
+    assert code == 0, out
     assert {t["target"] for t in report["tables"]} == {"f1.people", "f1.people_view", "f2.events"}
     assert table_report(report, "f2.events")["created"] == 10
     bad = tmp_path / "bad.yml"
     bad.write_text(f"federation-config: {env.federation}\nsource: analytics\njobs:\n- tables: nodot\n  mode: clone\n")
-    run = subprocess.run([sys.executable, "-m", "waggle", "sync", "--config", str(bad)], capture_output=True,
-                         text=True, timeout=60, cwd=ROOT)
-    assert run.returncode == 1
-    assert f"{bad}: key 'jobs[0].tables': invalid value 'nodot'" in run.stderr
-    assert f"{bad}: key 'jobs[0].mode': invalid value 'clone': expected mirror or copy" in run.stderr
+    code, _, out = env.sync(sync_file=bad, timeout=60)
+    assert code == 1
+    assert f"{bad}: key 'jobs[0].tables': invalid value 'nodot'" in out
+    assert f"{bad}: key 'jobs[0].mode': invalid value 'clone': expected mirror or copy" in out
 
 
 def test_runs_unchanged_under_spark_submit(env: SyncEnv, tmp_path: Path) -> None:
@@ -359,17 +353,14 @@ def test_incremental_skips_a_table_without_events_and_syncs_one_with_events(env:
     try:
         federation = tmp_path / "federation.yml"
         federation.write_text(env.federation.read_text().replace(env.analytics.uri, stub.uri))
-        args = ("sync", "--federation-config", str(federation), "--source", "analytics", "--tables",
-                f"{SRC}.churn2", "--target-database", "inc1", "--incremental")
         with hms_client("127.0.0.1", env.analytics.port) as c:
             _small_partitioned(c, "churn2")
 
         def sync() -> dict[str, Any]:
-            report = tmp_path / f"{uuid.uuid4().hex}.json"
-            run = subprocess.run([sys.executable, "-m", "waggle", *args, "--report", str(report)],
-                                 capture_output=True, text=True, timeout=300, cwd=ROOT)
-            assert run.returncode == 0, run.stdout + run.stderr
-            return table_report(json.loads(report.read_text()), "inc1.churn2")
+            code, report, out = env.sync("--source", "analytics", "--tables", f"{SRC}.churn2", "--target-database",
+                                         "inc1", "--incremental", federation=federation, timeout=300)
+            assert code == 0, out
+            return table_report(report, "inc1.churn2")
 
         assert sync()["created"] == 3
         with hms_client("127.0.0.1", env.analytics.port) as c:

@@ -33,7 +33,7 @@ def test_what_a_metastore_lacks_is_learned_once_per_pool(compat: CompatFederatio
             assert c.get_database("@hive#v31_compat31").name == "v31_compat31"
     assert stub4.refusals("get_table") == 1  # the first call of the session; every later one went to the bridge
     assert len(stub31.received("get_catalogs")) == 1  # asked once whether it understands catalogs
-    learned = [json.loads(line) for line in compat.waggle.log().splitlines() if '"compat.learned"' in line]
+    learned = compat.waggle.events("compat.learned")
     assert [e for e in learned if e.get("member") == "hive4" and e.get("missing") == "get_table"]
 
 
@@ -173,7 +173,7 @@ def test_spark_builtin_client_over_a_hive4_metastore(hive4_primary: Any, tmp_pat
     assert result["select_partitioned"] == [["hello", "2024-01-02"], ["world", "2024-01-02"]]
     assert result["after_drop_database"] == ["default"]
     assert stub.refusals("get_table") == 1  # learned on Spark's first lookup
-    bridged = [e for e in map(json.loads, (line for line in proc.log().splitlines() if line.startswith("{")))
+    bridged = [e for e in proc.events("call")
                if e.get("method") == "get_table" and e.get("bridge") == "get_table_req" and e.get("outcome") == "ok"]
     assert len(bridged) >= 5, "Spark's get_table calls were not answered through get_table_req"
     spark_get_tables = [c for c in stub.received("get_table_req") if c.args.req.dbName == db]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from waggle.hms.bridges import partition_name
 from waggle.hms.gen.hive_metastore.ttypes import FieldSchema, Partition, SerDeInfo, StorageDescriptor, Table
 from waggle.sync import objects as o
-from waggle.sync.hms import partition_name
 from waggle.sync.runner import SyncConfigError, load_sync_file
 
 
@@ -91,11 +91,7 @@ def test_ownership() -> None:
 def test_partition_names_round_trip_as_hive_escapes_them(values: list[str]) -> None:
     name = partition_name(["k1", "k2"][:len(values)], values)
     assert o.partition_values(name) == values
-    assert "/" not in name.split("=", 1)[1].split("/")[0] or len(values) > 1
-
-
-def test_partition_name_matches_hive() -> None:
-    assert partition_name(["day", "path"], ["2024-01-01", "a/b:c"]) == "day=2024-01-01/path=a%2Fb%3Ac"
+    assert name.count("/") == len(values) - 1  # a "/" in a value is escaped: only the separators remain
 
 
 def test_sync_file_problems_name_file_key_and_value(tmp_path: Path) -> None:

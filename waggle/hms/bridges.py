@@ -227,8 +227,8 @@ def _get_partitions_by_names_req(args: Any, up: Upstream) -> tuple[str, Any]:
                                                                      names=list(r.names or ()))
 
 
-#: Characters Hive escapes in partition names (FileUtils.escapePathName), as %XX.
-_ESCAPED = set('"#%\'*/:=?\\{[]^\x7f') | {chr(c) for c in range(1, 32)}
+#: Characters Hive escapes in partition names (FileUtils.escapePathName: every control character, and these), as %XX.
+_ESCAPED = frozenset('"#%\'*/:=?\\{[]^\x7f') | {chr(c) for c in range(32)}
 
 
 def partition_name(keys: Iterable[str], values: Iterable[str]) -> str:

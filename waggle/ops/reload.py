@@ -75,14 +75,15 @@ def named_files(config: WaggleConfig) -> list[str]:
 
 
 class Reloader:
-    def __init__(self, runtime: Runtime, loaded: str | None = None) -> None:
-        """``loaded``: :func:`digest_of` both files, taken just before the running configuration was read."""
+    def __init__(self, runtime: Runtime, token: str | None, loaded: str | None = None) -> None:
+        """``token``: the running configuration's admin token; ``loaded``: :func:`digest_of` both files, taken
+        just before the running configuration was read."""
         self.runtime = runtime
         config = runtime.config
         self.server_file = config.server_file
         self.federation_file = config.federation_file
         #: the bearer token for state-changing admin calls, read with each configuration
-        self.admin_token = admin_token(config)
+        self.admin_token = token
         #: what the running configuration (or the last rejected edit) was read from: both files' digest, and
         #: that of the files the configuration names (rotating a token or a key is a change too)
         self._seen = (loaded or self.files_digest(), digest_of(named_files(config)))

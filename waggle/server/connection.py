@@ -243,7 +243,7 @@ class ClientConnection:
             return None
         result_class = io.result if io is not None else None
         if result_class is not None:
-            fill, rewrite_reply = _reply_changes(result_class, pool, naming, decision, fill)
+            fill, rewrite_reply = _reply_changes(result_class, naming, decision, fill)
         else:
             fill, rewrite_reply = None, False
         try:
@@ -334,7 +334,7 @@ class ClientConnection:
                                                          f"{result.message}")
             return wrap.result(name, result)
         wrapped = Reply(Header(name, TMessageType.REPLY, header.seqid), raw, 0, 0)
-        fill, rewrite = _reply_changes(io.result, pool, naming, decision, fill)
+        fill, rewrite = _reply_changes(io.result, naming, decision, fill)
         if rewrite:
             self._rewrite_reply(wrapped, io.result, pool, naming, decision, fill)
         else:
@@ -496,13 +496,12 @@ class _Abandon(Exception):
 
 #: the metrics label of every method waggle's IDL does not have (client-chosen names must not become labels)
 UNKNOWN_METHOD = "(unknown)"
-
-
 _shed_log = Throttle(1.0)
 
 
 def _label(method: str) -> str:
     return method if method in METHOD_IO else UNKNOWN_METHOD
+
 
 #: a call's outcome -> the kind of error counted in waggle_call_errors_total (None: not an error; any outcome
 #: not listed is an exception the metastore answered with)
@@ -527,8 +526,8 @@ def _outcome(reply: Reply | None, io: MethodIO | None) -> str:
 
 
 
-def _reply_changes(result_class: type, pool: UpstreamPool, naming: Naming, decision: Decision | None,
-                   fill: str | None) -> tuple[str | None, bool]:
+def _reply_changes(result_class: type, naming: Naming, decision: Decision | None, fill: str | None
+                   ) -> tuple[str | None, bool]:
     """(the catalog to fill in, if this result can hold one; whether the reply must be changed at all)."""
     fill = fill if fill is not None and compat.carries_catalog(result_class) else None
     filters = decision is not None and naming.member.mapped_tables is not None

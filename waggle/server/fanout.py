@@ -21,6 +21,7 @@ from waggle.hms.bridges import DEFAULT_CATALOG
 from waggle.hms.gen.hive_metastore.ttypes import GetAllFunctionsResponse
 from waggle.hms.names import matches, parse, residual_patterns
 from waggle.hms.service import MethodIO
+from waggle.ops import metrics
 from waggle.ops.logging import get_logger
 from waggle.routing.access import table_visible
 from waggle.routing.federation import Naming
@@ -81,7 +82,7 @@ class FanOut:
                     runtime.health.call_failed(outcome.pool.name, exc)
         for outcome in outcomes:
             if outcome.error is not None:
-                runtime.count_omission(name, outcome.pool.name)
+                metrics.FANOUT_OMISSIONS.labels(name, outcome.pool.name).inc()
                 log.warning("fanout.member_omitted", method=name, metastore=outcome.pool.name, error=outcome.error)
         return outcomes
 
@@ -174,7 +175,7 @@ class FanOut:
         unknown = [pool for pool, _ in members if pool.caps.catalogs is None and runtime.health.is_up(pool.name)]
         if unknown:
             jobs = [gevent.spawn(compat.probe_catalogs, pool, self.identity) for pool in unknown]
-            gevent.joinall(jobs, timeout=runtime.config.server.fan_out_timeout_ms / 1000.0)
+            gevent.joinall(jobs, timeout=self.routes.config.server.fan_out_timeout_ms / 1000.0)
 
     def _members(self) -> list[tuple[UpstreamPool, Naming]]:
         planner = self.routes.planner

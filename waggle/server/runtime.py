@@ -12,7 +12,6 @@ did not change; those of removed or changed members are closed once the calls st
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -21,7 +20,6 @@ import gevent.lock
 
 from waggle.config.model import DatabaseResolution, MetastoreConfig, ServerConfig, WaggleConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
-from waggle.ops import metrics
 from waggle.ops.limiter import Limiter
 from waggle.ops.logging import get_logger
 from waggle.routing.databases import ManualMap, PrefixedMap
@@ -110,16 +108,13 @@ class Runtime:
         #: one SSH tunnel per tunnelled metastore, shared by its pool and its health checks
         self.tunnels = {m.name: Tunnel(m) for m in config.federation.members if m.tunnel is not None}
         pools = {m.name: self._pool(m, config.server, self.tunnels) for m in config.federation.members}
-        self.health = Health(config.federation.members, config.server, config.server.upstream_limits,
-                             self.deadlines, self.tunnels)
+        self.health = Health(config.federation.members, config.server, self.deadlines, self.tunnels)
         #: SIGTERM arrived: readiness fails (connections are still served until ``draining``)
         self.stopping = False
         #: connections end after their call in flight
         self.draining = False
         #: Databases created through waggle under *_CREATE_ON_DATABASE_WHITELIST, per member (memory only).
         self.created: dict[str, set[str]] = {}
-        #: Members left out of merged calls, by (method, member).
-        self.omissions: Counter[tuple[str, str]] = Counter()
         self._listings: dict[str, list[str]] = {}
         self._reported_clashes: set[str] = set()
         self._refresher: gevent.Greenlet | None = None
@@ -172,10 +167,6 @@ class Runtime:
                 log.warning("federation.database_clash", database=clash.name, kept=clash.kept,
                             hidden=clash.hidden, detail=text)
         return Planner(federation, mode, dbmap)
-
-    def count_omission(self, method: str, member: str) -> None:
-        self.omissions[(method, member)] += 1
-        metrics.FANOUT_OMISSIONS.labels(method, member).inc()
 
     # -- MANUAL: which member owns each database ------------------------------------------------------------
     def refresh_databases(self) -> None:

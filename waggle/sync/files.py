@@ -158,9 +158,9 @@ def check_one(task: CopyTask) -> CopyResult:
         return CopyResult(task.name, "", False, 0, 0, f"{type(exc).__name__}: {exc}")
 
 
-def copy_partitions(tasks: list[CopyTask], spark: Callable[[], Any] | None) -> list[CopyResult]:
+def copy_partitions(tasks: list[CopyTask], spark: Callable[[], Any]) -> list[CopyResult]:
     """Copy what changed, on Spark's executors (one Spark task per ~16 locations); ``spark`` starts a session
-    when one is needed (None: copy here, for tests of this module)."""
+    when one is needed."""
     if not tasks:
         return []
     if not tasks[0].dry_run:
@@ -177,8 +177,6 @@ def copy_partitions(tasks: list[CopyTask], spark: Callable[[], Any] | None) -> l
             return results + [c for c in checks if c.copied and not c.error]
     if not todo:
         return results
-    session = spark() if spark is not None else None
-    if session is None:
-        return results + [copy_one(t) for t in todo]
+    session = spark()
     slices = max(1, min(len(todo), (len(todo) + 15) // 16))
     return results + list(session.sparkContext.parallelize(todo, slices).map(copy_one).collect())

@@ -13,19 +13,14 @@ from contextlib import contextmanager
 from queue import Empty, Queue
 from typing import Any
 
-from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
-from thrift.protocol.TCompactProtocol import TCompactProtocolAccelerated
-from thrift.transport.TSocket import TSocket
-from thrift.transport.TTransport import TBufferedTransport, TFramedTransport
-
-from waggle.config.model import MetastoreConfig, ProtocolKind, TransportKind
-from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
+from waggle.config.model import MetastoreConfig
 from waggle.hms.gen.hive_metastore.ttypes import (
     NoSuchObjectException,
     NotificationEventRequest,
     Partition,
     Table,
 )
+from waggle.local.client import hms_client
 
 #: Partitions per read (``get_partitions_by_names``) and per write (``add_partitions``/``alter_partitions``).
 PAGE = 500
@@ -34,8 +29,7 @@ PAGE = 500
 class Metastore:
     """One open connection."""
 
-    def __init__(self, name: str, client: Any) -> None:
-        self.name = name
+    def __init__(self, client: Any) -> None:
         self.client = client
 
     # -- reads --------------------------------------------------------------------------------------------
@@ -46,11 +40,14 @@ class Metastore:
             return None
 
     def has_database(self, db: str) -> bool:
+        return self.database_location(db) is not None
+
+    def database_location(self, db: str) -> str | None:
+        """The database's location; None when it does not exist."""
         try:
-            self.client.get_database(db)
-            return True
+            return str(self.client.get_database(db).locationUri or "")
         except NoSuchObjectException:
-            return False
+            return None
 
     def databases(self) -> list[str]:
         return list(self.client.get_all_databases())
@@ -61,10 +58,9 @@ class Metastore:
     def partition_names(self, db: str, table: str) -> list[str]:
         return list(self.client.get_partition_names(db, table, -1))
 
-    def filtered_partition_names(self, db: str, table: str, expr: str, keys: list[str]) -> list[str]:
-        """Names of the partitions that match a partition filter (the metastore evaluates it)."""
-        parts = self.client.get_partitions_by_filter(db, table, expr, -1)
-        return [partition_name(keys, p.values) for p in parts]
+    def filtered_partitions(self, db: str, table: str, expr: str) -> list[Partition]:
+        """The partitions that match a partition filter (the metastore evaluates it)."""
+        return list(self.client.get_partitions_by_filter(db, table, expr, -1))
 
     def current_event_id(self) -> int:
         return int(self.client.get_current_notificationEventId().eventId or 0)
@@ -219,19 +215,6 @@ class WritePool:
         self.close()
 
 
-#: Characters Hive escapes in partition path names (FileUtils.escapePathName), besides control characters.
-_ESCAPED = frozenset('"#%\'*/:=?\\\x7f{[]^')
-
-
-def partition_name(keys: list[str], values: list[str]) -> str:
-    """Hive's partition name (``k1=v1/k2=v2``), path-escaped as ``get_partition_names`` returns it."""
-
-    def escape(text: str) -> str:
-        return "".join(f"%{ord(c):02X}" if c in _ESCAPED or ord(c) < 0x20 else c for c in text)
-
-    return "/".join(f"{escape(k)}={escape(v)}" for k, v in zip(keys, values, strict=True))
-
-
 @contextmanager
 def connect(member: MetastoreConfig, timeout: float = 600.0) -> Iterator[Metastore]:
     """A connection to a federation member, through its SSH tunnel if it has one."""
@@ -243,12 +226,4 @@ def connect(member: MetastoreConfig, timeout: float = 600.0) -> Iterator[Metasto
             host, port = stack.enter_context(local_forward(spec_for(member)))
         else:
             host, port = member.uris[0].host, member.uris[0].port
-        sock = TSocket(host, port)
-        sock.setTimeout(timeout * 1000)
-        framed = member.wire.transport is TransportKind.FRAMED
-        transport = TFramedTransport(sock) if framed else TBufferedTransport(sock)
-        protocol = (TCompactProtocolAccelerated if member.wire.protocol is ProtocolKind.COMPACT
-                    else TBinaryProtocolAccelerated)(transport)
-        transport.open()
-        stack.callback(transport.close)
-        yield Metastore(member.name, ThriftHiveMetastore.Client(protocol))
+        yield Metastore(stack.enter_context(hms_client(host, port, timeout, member.wire)))

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from waggle.hms.bridges import partition_name
 from waggle.hms.gen.hive_metastore.ttypes import Partition, Table
 from waggle.sync import objects as o
 from waggle.sync.files import CopyTask, copy_partitions, remove_tree
@@ -61,7 +62,8 @@ class TableSync:
         self.writers = writers or [target]
         self.db_names = db_names
         self.run_id = run_id
-        self.spark = spark or (lambda: None)
+        #: starts (or returns) the Spark session that copies files; a mirror never needs one
+        self.spark = spark
         self.progress = progress or (lambda n: None)
         self.now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.report = TableReport(f"{plan.source}:{plan.source_db}.{plan.source_table}", f"{plan.db}.{plan.table}",
@@ -110,7 +112,7 @@ class TableSync:
             if self.options.dry_run:
                 self._plan("create table")
             else:
-                self.target.create_table(o.target_table(src, t, self.now, self.db_names))
+                self.target.create_table(o.target_table(src, t, self.now, self.db_names, table_fp))
         self._partitioned(src, existing, params, table_fp, event_id)
 
     def _events_shortcut(self, existing: Table | None, params: Mapping[str, str], table_fp: str) -> int | None:
@@ -138,7 +140,7 @@ class TableSync:
             result = self._copy([CopyTask("", src.sd.location, t.location, params.get(o.FILES), self.run_id,
                                           self.options.dry_run)])[0]
             files = result.files_fingerprint
-        new = o.target_table(src, t, self.now, self.db_names)
+        new = o.target_table(src, t, self.now, self.db_names, table_fp)
         if files is not None:
             new.parameters[o.FILES] = files
         if event_id:
@@ -164,8 +166,8 @@ class TableSync:
         t = self.t
         if self.options.partition_filter:
             keys = [k.name for k in src.partitionKeys]
-            return self.source.filtered_partition_names(t.source_db, t.source_table, self.options.partition_filter,
-                                                        keys)
+            parts = self.source.filtered_partitions(t.source_db, t.source_table, self.options.partition_filter)
+            return [partition_name(keys, p.values) for p in parts]
         return self.source.partition_names(t.source_db, t.source_table)
 
     def _partitioned(self, src: Table, existing: Table | None, params: Mapping[str, str], table_fp: str,
@@ -192,13 +194,14 @@ class TableSync:
                     pool.submit(lambda m, b=batch: m.add_partitions(b))
                     r.created += len(batch)
                 self.progress(len(page))
-        target_names = self.target.partition_names(t.db, t.table) if existing is not None else []
-        # The target's partitions are read only when the combined fingerprint says something differs.
-        recorded: dict[str, tuple[str | None, str | None]] = {}
-        if existing is not None and (t.mode == o.COPY or params.get(o.PARTITIONS) != o.combined(fps.items())):
-            recorded = self._recorded(target_names)
+        # A mirror's combined fingerprint needs no file listing: compare it before reading the target's partitions,
+        # which are read only when something differs.
+        combined = o.combined(fps.items()) if t.mode == o.MIRROR else ""
+        need_recorded = existing is not None and (t.mode == o.COPY or params.get(o.PARTITIONS) != combined)
+        in_scope, recorded = self._target_partitions(src, existing is not None, need_recorded)
         files = self._copy_partitions(names, locations, recorded) if t.mode == o.COPY else {}
-        combined = o.combined((n, fp + files.get(n, "")) for n, fp in fps.items())
+        if t.mode == o.COPY:
+            combined = o.combined((n, fp + files.get(n, "")) for n, fp in fps.items())
         new_names: list[str] = []
         changed_names: list[str] = []
         if existing is None and not fresh:
@@ -211,10 +214,6 @@ class TableSync:
             r.created, r.updated = len(new_names), len(changed_names)
         r.unchanged = len(fps) - r.created - r.updated
         source_set = set(fps)
-        in_scope = target_names
-        if self.options.partition_filter and existing is not None:
-            keys = [k.name for k in src.partitionKeys]
-            in_scope = self.target.filtered_partition_names(t.db, t.table, self.options.partition_filter, keys)
         deleted = sorted(n for n in in_scope if n not in source_set)
         if self.options.propagate_deletes:
             r.dropped = len(deleted)
@@ -240,7 +239,7 @@ class TableSync:
             if t.mode == o.COPY and t.location is not None:
                 for name in deleted:
                     remove_tree(f"{t.location.rstrip('/')}/{name}")
-        final = o.target_table(src, t, self.now, self.db_names)
+        final = o.target_table(src, t, self.now, self.db_names, table_fp)
         final.parameters[o.PARTITIONS] = combined
         if event_id:
             final.parameters[o.LAST_EVENT] = str(event_id)
@@ -251,15 +250,29 @@ class TableSync:
         if written or table_changed or existing is None:
             r.statistics += self.target.copy_statistics(self.source, t.source_db, t.source_table, final, written)
 
-    def _recorded(self, target_names: list[str]) -> dict[str, tuple[str | None, str | None]]:
-        """Each target partition's recorded (fingerprint, files fingerprint), read a page at a time."""
-        by_values = {tuple(o.partition_values(n)): n for n in target_names}
-        out: dict[str, tuple[str | None, str | None]] = {}
-        for page in read_pages(self.writers, self.t.db, self.t.table, target_names):
-            for p in page:
-                params = p.parameters or {}
-                out[by_values[tuple(p.values)]] = (params.get(o.FINGERPRINT), params.get(o.FILES))
-        return out
+    def _target_partitions(self, src: Table, exists: bool, need_recorded: bool
+                           ) -> tuple[list[str], dict[str, tuple[str | None, str | None]]]:
+        """The target's partitions within the partition filter (all without one), and when ``need_recorded``
+        each one's recorded (fingerprint, files fingerprint). Under a filter, the metastore's one filtered read
+        gives both; otherwise the names are listed and the partitions read a page at a time."""
+        t = self.t
+        recorded: dict[str, tuple[str | None, str | None]] = {}
+        if not exists:
+            return [], recorded
+        if self.options.partition_filter:
+            keys = [k.name for k in src.partitionKeys]
+            parts = self.target.filtered_partitions(t.db, t.table, self.options.partition_filter)
+            names = [partition_name(keys, p.values) for p in parts]
+            if need_recorded:
+                recorded = {n: _bookkeeping(p) for n, p in zip(names, parts, strict=True)}
+            return names, recorded
+        names = self.target.partition_names(t.db, t.table)
+        if need_recorded:
+            by_values = {tuple(o.partition_values(n)): n for n in names}
+            for page in read_pages(self.writers, t.db, t.table, names):
+                for p in page:
+                    recorded[by_values[tuple(p.values)]] = _bookkeeping(p)
+        return names, recorded
 
     def _copy_partitions(self, names: list[str], locations: Mapping[str, str],
                          recorded: Mapping[str, tuple[str | None, str | None]]) -> dict[str, str]:
@@ -271,6 +284,7 @@ class TableSync:
         return {res.name: res.files_fingerprint for res in results}
 
     def _copy(self, tasks: list[CopyTask]) -> list[Any]:
+        assert self.spark is not None, "copy mode runs with a Spark session"
         results = copy_partitions(tasks, self.spark)
         failed = [res for res in results if res.error]
         if failed:
@@ -302,3 +316,9 @@ class TableSync:
                     pool.submit(lambda m, b=adds: m.add_partitions(b))
                 if alters:
                     pool.submit(lambda m, b=alters: m.alter_partitions(t.db, t.table, b))
+
+
+def _bookkeeping(p: Partition) -> tuple[str | None, str | None]:
+    """A target partition's recorded (fingerprint, files fingerprint)."""
+    params = p.parameters or {}
+    return params.get(o.FINGERPRINT), params.get(o.FILES)

@@ -148,9 +148,11 @@ def _relocate_path_property(params: dict[str, str] | None, old: str | None, new:
         params["path"] = new
 
 
-def target_table(source: Table, target: Target, now: str, db_names: Mapping[str, str]) -> Table:
+def target_table(source: Table, target: Target, now: str, db_names: Mapping[str, str],
+                 fingerprint: str | None = None) -> Table:
     """The target's table for a source table: renamed, EXTERNAL (its data is never purged by a drop), its
-    location moved for a copy, views' database references translated, with bookkeeping parameters."""
+    location moved for a copy, views' database references translated, with bookkeeping parameters
+    (``fingerprint``: the source's, when the caller has it already)."""
     t = copy.deepcopy(source)
     t.dbName, t.tableName = target.db, target.table
     t.catName = None
@@ -171,7 +173,7 @@ def target_table(source: Table, target: Target, now: str, db_names: Mapping[str,
             t.sd.location = target.location
             if t.sd.serdeInfo is not None:
                 _relocate_path_property(t.sd.serdeInfo.parameters, old, target.location)
-    _bookkeeping(params, target, target.source_object, table_fingerprint(source), now)
+    _bookkeeping(params, target, target.source_object, fingerprint or table_fingerprint(source), now)
     params[MODE] = target.mode
     t.parameters = params
     return t

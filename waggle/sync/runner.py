@@ -13,7 +13,7 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -54,13 +54,6 @@ class SyncRun:
     master: str | None = None
     report: str | None = None
     progress: bool | None = None  # None: a progress bar when stderr is a terminal
-
-
-@dataclass
-class _Resolved:
-    spec: TableSpec
-    target: o.Target
-    options: Options = field(default_factory=Options)
 
 
 class SyncConfigError(ValueError):
@@ -113,13 +106,11 @@ def load_sync_file(path: str) -> SyncRun:
             if key not in _ENTRY_KEYS:
                 problems.append(f"{path}: unknown key '{where}.{key}'")
         tables = job.get("tables")
-        patterns = _patterns(tables if isinstance(tables, str) else ",".join(map(str, tables or [])))
+        patterns, bad = parse_patterns(tables if isinstance(tables, str) else ",".join(map(str, tables or [])))
         if not patterns:
             problems.append(f"{path}: key '{where}.tables' is required")
-        for pattern in patterns:
-            why = pattern_problem(pattern)
-            if why:
-                fail(f"{where}.tables", pattern, why)
+        for pattern, why in bad:
+            fail(f"{where}.tables", pattern, why)
         mode = str(job.get("mode", o.MIRROR))
         if mode not in (o.MIRROR, o.COPY):
             fail(f"{where}.mode", mode, "expected mirror or copy")
@@ -127,7 +118,7 @@ def load_sync_file(path: str) -> SyncRun:
         if not source:
             problems.append(f"{path}: key '{where}.source' is required (or a top-level 'source')")
         specs.append(TableSpec(
-            source=str(source or ""), patterns=tuple(patterns), mode=mode,
+            source=str(source or ""), patterns=patterns, mode=mode,
             target_database=_opt(job.get("target-database")), partition_filter=_opt(job.get("partition-filter")),
             location_root=_opt(job.get("location-root")),
             propagate_deletes=_flag(job, "propagate-deletes", default_deletes, fail, where),
@@ -155,8 +146,10 @@ def _flag(data: Mapping[str, Any], key: str, default: bool, fail: Any, where: st
     return default
 
 
-def _patterns(text: str) -> list[str]:
-    return [p.strip() for p in text.split(",") if p.strip()]
+def parse_patterns(text: str) -> tuple[tuple[str, ...], list[tuple[str, str]]]:
+    """The comma-separated table patterns in ``text``, and (pattern, problem) for each one that is not valid."""
+    patterns = tuple(p.strip() for p in text.split(",") if p.strip())
+    return patterns, [(p, why) for p in patterns if (why := pattern_problem(p))]
 
 
 def pattern_problem(pattern: str) -> str | None:
@@ -191,7 +184,9 @@ def resolve(spec: TableSpec, source: Metastore, target: Metastore, dry_run: bool
             dbs = databases
         matched = False
         for db in dbs:
-            for table in source.tables(db) if source.has_database(db) else []:
+            if literal and not source.has_database(db):
+                continue  # a listed database exists; a named one may not
+            for table in source.tables(db):
                 if rx.fullmatch(f"{db}.{table}"):
                     matched = True
                     if (db, table) not in found:
@@ -200,24 +195,23 @@ def resolve(spec: TableSpec, source: Metastore, target: Metastore, dry_run: bool
             db, table = pattern.split(".", 1)
             found.append((db, table))  # reported as missing by its table sync
     out = []
+    locations: dict[str, str | None] = {}  # target database -> its location (each database looked at once)
     for db, table in found:
         tdb = (spec.target_database or db).lower()
-        if not dry_run and not target.has_database(tdb):
-            create_database(target, tdb, spec, db)
+        if tdb not in locations:
+            locations[tdb] = target.database_location(tdb)
+            if locations[tdb] is None and not dry_run:
+                create_database(target, tdb, spec, db)
+                locations[tdb] = target.database_location(tdb) if spec.mode == o.COPY else ""
         location = None
         if spec.mode == o.COPY:
-            root = spec.location_root or _database_location(target, tdb)
+            root = spec.location_root or locations[tdb]
+            if root is None:  # a dry run did not create the database: where the metastore would put it
+                default = target.database_location("default") or ""
+                root = f"{default.rsplit('/', 1)[0]}/{tdb}.db"
             location = f"{root.rstrip('/')}/{table.lower()}"
         out.append(o.Target(spec.source, db, table, tdb, table.lower(), spec.mode, location))
     return out
-
-
-def _database_location(target: Metastore, db: str) -> str:
-    """The target database's location (where the metastore would put it, when a dry run did not create it)."""
-    if not target.has_database(db):
-        default = target.client.get_database("default").locationUri or ""
-        return f"{default.rsplit('/', 1)[0]}/{db}.db"
-    return str(target.client.get_database(db).locationUri)
 
 
 def create_database(target: Metastore, db: str, spec: TableSpec, source_db: str) -> None:
@@ -271,7 +265,7 @@ def _run_source(member: MetastoreConfig, primary: MetastoreConfig, specs: list[T
                 report: RunReport, spark: _LazySpark, run_id: str, bar: Any) -> None:
     try:
         with connect(member) as source, connect(primary) as target, connect(primary) as second_writer:
-            resolved: list[_Resolved] = []
+            resolved: list[tuple[o.Target, Options]] = []
             for spec in specs:
                 opts = Options(dry_run=sync.dry_run, incremental=sync.incremental,
                                propagate_deletes=spec.propagate_deletes, switch_mode=spec.switch_mode,
@@ -285,13 +279,12 @@ def _run_source(member: MetastoreConfig, primary: MetastoreConfig, specs: list[T
                 if not targets:
                     report.tables.append(TableReport(f"{spec.source}:{','.join(spec.patterns)}", "-", spec.mode,
                                                      status="failed", error="no source table matches"))
-                resolved += [_Resolved(spec, t, opts) for t in targets]
-            db_names = {r.target.source_db: r.target.db for r in resolved}
-            for item in resolved:
-                t = item.target
+                resolved += [(t, opts) for t in targets]
+            db_names = {t.source_db: t.db for t, _ in resolved}
+            for t, opts in resolved:
                 log.info("sync.table_started", source=f"{t.source}:{t.source_object}", target=f"{t.db}.{t.table}",
                          mode=t.mode)
-                job = TableSync(source, target, t, item.options, db_names, run_id,
+                job = TableSync(source, target, t, opts, db_names, run_id,
                                 spark=spark.get if t.mode == o.COPY else None,
                                 progress=bar.update if bar is not None else None,
                                 writers=[target, second_writer])

@@ -5,7 +5,7 @@ Protocol, one JSON object per line:
 - stdin: the :class:`~waggle.tunnel.spec.TunnelSpec`. When stdin closes (the proxy exited or stopped the
   tunnel), the helper exits.
 - stdout, events: ``listening`` (``port``), ``fatal`` (``error``: the helper cannot run and exits),
-  ``connecting`` (``hop``: a hop is being connected), ``up`` (``hops``, ``builds``, ``ms``), ``down``
+  ``connecting`` (``hop``: a hop is being connected), ``up`` (``ms``: how long the build took), ``down``
   (``hop``, ``error``),
   ``closed`` (``conn``: the proxy-side port of a forwarded connection that the tunnel side closed; ``reason``:
   null when the metastore closed it, else the loss naming the hop), ``refused`` (``conn``, ``error``: a

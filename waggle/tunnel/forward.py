@@ -20,7 +20,7 @@ import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -41,10 +41,9 @@ WINDOW = 8 * 1024 * 1024
 class TunnelError(Exception):
     """The tunnel could not carry a connection. ``str()`` names the hop."""
 
-    def __init__(self, where: str, message: str, hop_index: int | None = None) -> None:
+    def __init__(self, where: str, message: str) -> None:
         super().__init__(f"{where}: {message}")
         self.where = where
-        self.hop_index = hop_index
 
 
 class Chain:
@@ -75,8 +74,10 @@ class Chain:
         for t in reversed(self.transports):
             t.close()
 
-    def open_channel(self, dest: tuple[str, int], timeout: float | None) -> paramiko.Channel:
-        return self.transports[-1].open_channel("direct-tcpip", dest, ("127.0.0.1", 0), window_size=WINDOW,
+    def open_channel(self, dest: tuple[str, int], timeout: float | None,
+                     window_size: int | None = WINDOW) -> paramiko.Channel:
+        """A ``direct-tcpip`` channel from the last hop to ``dest`` (``window_size`` None: paramiko's own)."""
+        return self.transports[-1].open_channel("direct-tcpip", dest, ("127.0.0.1", 0), window_size=window_size,
                                                 timeout=timeout)
 
 
@@ -106,16 +107,21 @@ def _load_keys(spec: TunnelSpec, where: str) -> list[paramiko.PKey]:
     try:
         return [read_private_key(path) for path in spec.private_keys]
     except ValueError as exc:
-        raise TunnelError(where, f"private key {exc}", 0) from None
+        raise TunnelError(where, f"private key {exc}") from None
+
+
+class KnownHostsUnreadable(ValueError):
+    """The known_hosts file is missing or unreadable (rather than malformed)."""
 
 
 def read_known_hosts(path: str) -> paramiko.HostKeys:
-    """Load a known_hosts file. Raises ``ValueError`` saying what is wrong with it."""
+    """Load a known_hosts file. Raises ``ValueError`` saying what is wrong with it (:class:`KnownHostsUnreadable`
+    when it cannot be read at all)."""
     known = paramiko.HostKeys()
     try:
         known.load(path)
     except OSError as exc:
-        raise ValueError(f"'{path}' cannot be read: {_describe(exc)}") from None
+        raise KnownHostsUnreadable(f"'{path}' cannot be read: {_describe(exc)}") from None
     except (paramiko.SSHException, ValueError, IndexError) as exc:  # InvalidHostKey is an SSHException
         raise ValueError(f"'{path}' is not a known_hosts file waggle can read: {exc}") from None
     return known
@@ -126,15 +132,15 @@ def _load_known_hosts(spec: TunnelSpec, where: str) -> paramiko.HostKeys:
         return read_known_hosts(spec.known_hosts)
     except ValueError as exc:
         if spec.strict:
-            raise TunnelError(where, f"known-hosts {exc}", 0) from None
+            raise TunnelError(where, f"known-hosts {exc}") from None
         return paramiko.HostKeys()
 
 
-def _verify_host_key(spec: TunnelSpec, hop: Hop, where: str, index: int, transport: paramiko.Transport,
-                     known: paramiko.HostKeys, emit: Emit) -> None:
+def _verify_host_key(spec: TunnelSpec, hop: Hop, where: str, transport: paramiko.Transport,
+                     entry: Mapping[str, paramiko.PKey] | None, emit: Emit) -> None:
+    """``entry``: known-hosts' keys for the hop (None: it has none)."""
     key = transport.get_remote_server_key()
     offered = f"{key.get_name()} {key.fingerprint}"
-    entry = known.lookup(hop.known_hosts_name)
     if entry is not None and entry.get(key.get_name()) == key:
         return
     if entry is None:
@@ -145,7 +151,7 @@ def _verify_host_key(spec: TunnelSpec, hop: Hop, where: str, index: int, transpo
         problem = (f"host key did not match for {hop.host} ({hop.known_hosts_name}): it offered {offered}, "
                    f"known-hosts '{spec.known_hosts}' has {expected}")
     if spec.strict:
-        raise TunnelError(where, problem, index)
+        raise TunnelError(where, problem)
     emit({"event": "host_key_unchecked", "hop": str(hop), "problem": problem})
 
 
@@ -165,7 +171,7 @@ def connect_chain(spec: TunnelSpec, emit: Emit) -> Chain:
             except TunnelError:
                 raise
             except Exception as exc:  # whatever paramiko raises, the hop is named
-                raise TunnelError(where, f"SSH failed: {_describe(exc)}", i) from None
+                raise TunnelError(where, f"SSH failed: {_describe(exc)}") from None
     except BaseException:
         chain.close()
         raise
@@ -180,7 +186,7 @@ def _connect_hop(spec: TunnelSpec, chain: Chain, i: int, hop: Hop, where: str, k
         try:
             sock = socket.create_connection((hop.host, hop.port), timeout=timeout)
         except OSError as exc:
-            raise TunnelError(where, f"unreachable: {_describe(exc)}", i) from None
+            raise TunnelError(where, f"unreachable: {_describe(exc)}") from None
         # Keepalives that go unanswered for this long end the session: a hop that vanished without a reset
         # is noticed in about a minute rather than when TCP gives up.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
@@ -188,10 +194,9 @@ def _connect_hop(spec: TunnelSpec, chain: Chain, i: int, hop: Hop, where: str, k
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 4 * KEEPALIVE_SECONDS * 1000)
     else:
         try:
-            sock = chain.transports[-1].open_channel("direct-tcpip", (hop.host, hop.port), ("127.0.0.1", 0),
-                                                     timeout=timeout)
+            sock = chain.open_channel((hop.host, hop.port), timeout, window_size=None)
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise TunnelError(where, f"unreachable from {spec.hop_label(i - 1)}: {_describe(exc)}", i) from None
+            raise TunnelError(where, f"unreachable from {spec.hop_label(i - 1)}: {_describe(exc)}") from None
     transport = paramiko.Transport(sock)
     chain.transports.append(transport)
     # Prefer the host key types known_hosts holds for this host, as OpenSSH does.
@@ -204,24 +209,24 @@ def _connect_hop(spec: TunnelSpec, chain: Chain, i: int, hop: Hop, where: str, k
     try:
         transport.start_client(timeout=timeout)
     except (paramiko.SSHException, OSError, EOFError) as exc:
-        raise TunnelError(where, f"SSH handshake failed: {_describe(exc)}", i) from None
+        raise TunnelError(where, f"SSH handshake failed: {_describe(exc)}") from None
     if not transport.is_active() or transport.host_key is None:
         # start_client returns without an error when its wait runs out with the session still alive
         raise TunnelError(where, f"SSH handshake failed: no answer within {timeout:g}s" if timeout
-                          else "SSH handshake failed", i)
-    _verify_host_key(spec, hop, where, i, transport, known, emit)
+                          else "SSH handshake failed")
+    _verify_host_key(spec, hop, where, transport, entry, emit)
     for key in keys:
         try:
             transport.auth_publickey(hop.user, key)
         except paramiko.AuthenticationException:
             continue
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise TunnelError(where, f"authentication failed: {_describe(exc)}", i) from None
+            raise TunnelError(where, f"authentication failed: {_describe(exc)}") from None
         if transport.is_authenticated():
             break
     if not transport.is_authenticated():
         paths = ", ".join(f"'{p}'" for p in spec.private_keys)
-        raise TunnelError(where, f"authentication failed for user '{hop.user}' with private key(s) {paths}", i)
+        raise TunnelError(where, f"authentication failed for user '{hop.user}' with private key(s) {paths}")
     transport.set_keepalive(KEEPALIVE_SECONDS)
 
 
@@ -238,7 +243,6 @@ class Forwarder:
         self._chain: Chain | None = None
         self._finished = 0  # connection attempts finished, successful or not
         self._last_error: TunnelError | None = None
-        self.builds = 0
         self._stopped = threading.Event()
 
     # -- the chain ------------------------------------------------------------------------------------------
@@ -264,9 +268,7 @@ class Forwarder:
             finally:
                 self._finished += 1
             self._chain, self._last_error = chain, None
-            self.builds += 1
-            self.emit({"event": "up", "hops": len(chain.transports), "builds": self.builds,
-                       "ms": round(1000 * (time.monotonic() - started), 1)})
+            self.emit({"event": "up", "ms": round(1000 * (time.monotonic() - started), 1)})
             return chain
 
     def _lost(self, chain: Chain) -> None:
@@ -302,7 +304,7 @@ class Forwarder:
                     break  # the session broke under us: rebuild, then try every address again
             else:
                 raise TunnelError(self.spec.hop_label(last_index), "cannot reach the metastore: "
-                                  + "; ".join(errors), last_index)
+                                  + "; ".join(errors))
             if attempt == 1:
                 where, _ = chain.loss()
                 raise TunnelError(where, f"SSH session lost while opening a channel ({'; '.join(errors)})")

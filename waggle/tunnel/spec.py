@@ -59,10 +59,9 @@ class TunnelSpec:
 
     @classmethod
     def from_json(cls, text: str) -> TunnelSpec:
-        d = json.loads(text)
-        return cls(member=d["member"], hops=tuple(Hop(**h) for h in d["hops"]),
-                   private_keys=tuple(d["private_keys"]), known_hosts=d["known_hosts"], strict=d["strict"],
-                   timeout_ms=d["timeout_ms"], targets=tuple((h, p) for h, p in d["targets"]), bind=d["bind"])
+        d = json.loads(text)  # asdict's output: the tuples came back as lists
+        return cls(**{**d, "hops": tuple(Hop(**h) for h in d["hops"]), "private_keys": tuple(d["private_keys"]),
+                      "targets": tuple((h, p) for h, p in d["targets"])})
 
 
 def spec_for(member: MetastoreConfig) -> TunnelSpec:
@@ -84,7 +83,7 @@ def spec_for(member: MetastoreConfig) -> TunnelSpec:
 def check_files(spec: TunnelSpec) -> list[str]:
     """Problems with the files a tunnel reads, as ``waggle check`` reports them (nothing is connected)."""
     # imported here, not at module level: the proxy process imports this module, never paramiko
-    from waggle.tunnel.forward import read_known_hosts, read_private_key
+    from waggle.tunnel.forward import KnownHostsUnreadable, read_known_hosts, read_private_key
 
     where = f"metastore '{spec.member}': metastore-tunnel"
     problems = []
@@ -96,7 +95,7 @@ def check_files(spec: TunnelSpec) -> list[str]:
     try:
         known = read_known_hosts(spec.known_hosts)
     except ValueError as exc:
-        if spec.strict or "cannot be read" not in str(exc):
+        if spec.strict or not isinstance(exc, KnownHostsUnreadable):
             problems.append(f"{where}.known-hosts: {exc}"
                             + (" (strict-host-key-checking is on)" if spec.strict else ""))
         return problems

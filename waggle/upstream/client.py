@@ -184,7 +184,7 @@ def connect(config: MetastoreConfig, limits: Limits, deadlines: Deadlines,
         from waggle.upstream.tunnel import TunnelUnavailable
 
         try:
-            sock, address = tunnel.open(tunnel.open_timeout(timeout))
+            sock, address = tunnel.open(timeout)
         except TunnelUnavailable as exc:
             raise UpstreamError(config.name, str(exc)) from None
         _tune(sock)

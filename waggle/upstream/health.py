@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import gevent
 import gevent.event
 
-from waggle.config.model import Limits, MetastoreConfig, ServerConfig
+from waggle.config.model import MetastoreConfig, ServerConfig
 from waggle.hms.gen.fb303 import FacebookService
 from waggle.ops import metrics
 from waggle.ops.logging import get_logger
@@ -39,14 +39,12 @@ class MemberStatus:
 
 
 class Health:
-    def __init__(self, members: tuple[MetastoreConfig, ...], server: ServerConfig, limits: Limits,
-                 deadlines: Deadlines, tunnels: dict[str, Tunnel] | None = None) -> None:
+    def __init__(self, members: tuple[MetastoreConfig, ...], server: ServerConfig, deadlines: Deadlines,
+                 tunnels: dict[str, Tunnel] | None = None) -> None:
         #: a tunnelled member is checked through its tunnel, which rebuilds a broken tunnel
         self.tunnels = tunnels or {}
         self.members: dict[str, MetastoreConfig] = {}
         self.status: dict[str, MemberStatus] = {}
-        self.server = server
-        self.limits = limits
         self.deadlines = deadlines
         self._wake: dict[str, gevent.event.Event] = {}
         self._loops: dict[str, gevent.Greenlet] = {}

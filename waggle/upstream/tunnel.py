@@ -47,15 +47,22 @@ class TunnelUnavailable(Exception):
 
 @dataclass(slots=True)
 class TunnelStatus:
-    up: bool = False
     state: str = "starting"  # starting, up, down
     since: float = 0.0
     hop: str = ""  # the hop that failed, while down
     reason: str = ""
     builds: int = 0  # times the whole route was connected
-    reconnects: int = 0  # builds after the first one
     helper_starts: int = 0
     helper_pid: int | None = None
+
+    @property
+    def up(self) -> bool:
+        return self.state == "up"
+
+    @property
+    def reconnects(self) -> int:
+        """Builds after the first one."""
+        return max(0, self.builds - 1)
 
 
 class Tunnel:
@@ -80,13 +87,12 @@ class Tunnel:
     def route(self) -> str:
         return " -> ".join(str(h) for h in self.spec.hops)
 
-    def open_timeout(self, connect_timeout: float) -> float:
-        """How long opening a connection may wait: the member's connect timeout, plus rebuilding every hop."""
-        return connect_timeout + len(self.spec.hops) * (self.spec.timeout or 60.0)
-
     # -- the call path ----------------------------------------------------------------------------------------
-    def open(self, timeout: float) -> tuple[socket.socket, HostPort]:
-        """A connected socket that reaches the metastore through the tunnel. Raises :class:`TunnelUnavailable`."""
+    def open(self, connect_timeout: float) -> tuple[socket.socket, HostPort]:
+        """A connected socket that reaches the metastore through the tunnel. Raises :class:`TunnelUnavailable`.
+
+        It may wait for the member's connect timeout plus the time to rebuild every hop."""
+        timeout = connect_timeout + len(self.spec.hops) * (self.spec.timeout or 60.0)
         deadline = time.monotonic() + timeout
         # a helper that is starting gets a moment; one that exited is not waited for
         if not self._listening.is_set() and (
@@ -165,7 +171,6 @@ class Tunnel:
         proc = subprocess.Popen([sys.executable, "-m", "waggle.tunnel"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, close_fds=True)
         self._proc = proc
-        self._helper_running = True
         self.status.helper_starts += 1
         self.status.helper_pid = proc.pid
         stdin: IO[bytes] = proc.stdin  # type: ignore[assignment]
@@ -204,10 +209,9 @@ class Tunnel:
             self._connecting = ""
             st = self.status
             st.builds += 1
-            if st.builds > 1:
-                st.reconnects += 1
+            if st.reconnects:
                 metrics.TUNNEL_RECONNECTS.labels(self.member).inc()
-            st.up, st.state, st.since, st.hop, st.reason = True, "up", time.time(), "", ""
+            st.state, st.since, st.hop, st.reason = "up", time.time(), "", ""
             self._gauge()
             log.info("tunnel.up", member=self.member, route=self.route, reconnects=st.reconnects,
                      connect_ms=event.get("ms"))
@@ -230,7 +234,7 @@ class Tunnel:
         news = st.up or st.reason != reason
         if st.up or st.state == "starting":
             st.since = time.time()
-        st.up, st.state, st.hop, st.reason = False, "down", hop, reason
+        st.state, st.hop, st.reason = "down", hop, reason
         self._gauge()
         return news
 
