@@ -7,13 +7,13 @@ import sys
 
 import gevent
 
+from waggle.common.logging import configure, get_logger
+from waggle.common.loop import watch_loop
 from waggle.config.check import admin_token
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import WaggleConfig
-from waggle.ops.logging import configure, get_logger
-from waggle.ops.loop import watch_loop
-from waggle.ops.reload import Reloader, digest_of
-from waggle.server.runtime import Runtime
+from waggle.reload import Reloader, digest_of
+from waggle.runtime import Runtime
 from waggle.server.server import WaggleServer
 
 

@@ -78,7 +78,7 @@ def _check(args: argparse.Namespace) -> int:
 def _sync(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from waggle.ops.logging import configure
+    from waggle.common.logging import configure
     from waggle.sync.runner import SyncConfigError, SyncRun, TableSpec, load_sync_file, parse_patterns, run
 
     configure()

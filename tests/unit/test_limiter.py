@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gevent
 
-from waggle.ops.limiter import Limiter
+from waggle.common.limiter import Limiter
 
 
 def test_waiters_are_served_in_order_and_refused_after_their_wait():

@@ -136,7 +136,7 @@ def test_a_corrupt_key_file_is_reported_without_its_content(tmp_path: Path) -> N
 def test_the_proxy_never_imports_paramiko() -> None:
     """paramiko runs in the tunnel helper process only: the proxy's modules, tunnels included, do not load it."""
     code = ("import sys\nfrom gevent import monkey\nmonkey.patch_all()\n"
-            "import waggle.app, waggle.server.runtime, waggle.upstream.tunnel, waggle.tunnel.spec\n"
+            "import waggle.app, waggle.runtime, waggle.upstream.tunnel, waggle.tunnel.spec\n"
             "print('paramiko' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import gevent
 
+from waggle.common.logging import configure, get_logger
 from waggle.config.loader import load
 from waggle.local.client import hms_client
 from waggle.local.metastore import LocalMetastore, start_metastores
 from waggle.local.seed import ensure_database, ensure_partitioned_table, ensure_table
-from waggle.ops.logging import configure, get_logger
 
 SAMPLE_ROWS = ["1,alice", "2,bob", "3,carol"]
 

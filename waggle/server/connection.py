@@ -18,6 +18,8 @@ from typing import Any
 import structlog
 from thrift.Thrift import TApplicationException, TMessageType, TType
 
+from waggle.common import metrics
+from waggle.common.logging import Throttle, get_logger
 from waggle.config.model import MetastoreConfig, ProtocolKind, TransportKind
 from waggle.hms.bridges import BRIDGES, DEFAULT_CATALOG, MethodMissing, Wrap, applies_to, strip_catalog
 from waggle.hms.methods import METHODS, Access, MethodSpec, Route, database_of
@@ -25,12 +27,10 @@ from waggle.hms.names import parse
 from waggle.hms.rewrite import call_rewriter
 from waggle.hms.service import METHOD_IO, MethodIO
 from waggle.hms.splice import Splicer
-from waggle.ops import metrics
-from waggle.ops.logging import Throttle, get_logger
 from waggle.routing.access import table_visible
 from waggle.routing.federation import Decision, Naming, Refused
+from waggle.runtime import Routes, Runtime
 from waggle.server.fanout import FanOut
-from waggle.server.runtime import Routes, Runtime
 from waggle.upstream import compat
 from waggle.upstream.client import Identity, Reply, UpstreamError
 from waggle.upstream.pool import Overloaded, UpstreamPool

@@ -17,12 +17,12 @@ from typing import Any
 
 import gevent
 
+from waggle.common import metrics
+from waggle.common.logging import get_logger
 from waggle.hms.bridges import DEFAULT_CATALOG
 from waggle.hms.gen.hive_metastore.ttypes import GetAllFunctionsResponse
 from waggle.hms.names import matches, parse, residual_patterns
 from waggle.hms.service import MethodIO
-from waggle.ops import metrics
-from waggle.ops.logging import get_logger
 from waggle.routing.access import table_visible
 from waggle.routing.federation import Naming
 from waggle.upstream import compat

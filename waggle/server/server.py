@@ -20,11 +20,11 @@ import gevent.monkey
 from gevent.pool import Pool
 from gevent.server import StreamServer
 
-from waggle.ops import metrics
-from waggle.ops.http import HttpEndpoint
-from waggle.ops.logging import Throttle, get_logger
+from waggle.common import metrics
+from waggle.common.logging import Throttle, get_logger
+from waggle.endpoint import HttpEndpoint
+from waggle.runtime import Runtime
 from waggle.server.connection import ClientConnection
-from waggle.server.runtime import Runtime
 
 log = get_logger("waggle.server")
 

@@ -19,10 +19,10 @@ from typing import IO, Any
 
 import yaml
 
+from waggle.common.logging import get_logger
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import MetastoreConfig
 from waggle.hms.gen.hive_metastore.ttypes import Database
-from waggle.ops.logging import get_logger
 from waggle.sync import objects as o
 from waggle.sync.hms import Metastore, connect
 from waggle.sync.job import Options, TableSync, describe

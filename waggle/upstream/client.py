@@ -176,6 +176,11 @@ class UpstreamConnection:
             pass
 
 
+#: How pools and health checks open a connection to a metastore: :func:`connect`, or an in-memory
+#: metastore in tests.
+Connector = Callable[..., "UpstreamConnection"]
+
+
 def connect(config: MetastoreConfig, limits: Limits, deadlines: Deadlines,
             addresses: tuple[HostPort, ...] | None = None, tunnel: Tunnel | None = None) -> UpstreamConnection:
     """Connect to the first of the metastore's URIs that accepts, in order (through ``tunnel``, if given)."""

@@ -22,11 +22,11 @@ from typing import Any
 from gevent.lock import Semaphore
 from thrift.Thrift import TApplicationException, TMessageType, TType
 
+from waggle.common.logging import get_logger
 from waggle.config.model import MetastoreConfig
 from waggle.hms import bridges
 from waggle.hms.bridges import BRIDGES, MethodMissing, Version
 from waggle.hms.service import METHOD_IO
-from waggle.ops.logging import get_logger
 from waggle.upstream.client import Identity, UpstreamError
 
 log = get_logger("waggle.compat")

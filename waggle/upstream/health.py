@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import gevent
 import gevent.event
 
+from waggle.common import metrics
+from waggle.common.logging import get_logger
 from waggle.config.model import MetastoreConfig, ServerConfig
 from waggle.hms.gen.fb303 import FacebookService
-from waggle.ops import metrics
-from waggle.ops.logging import get_logger
-from waggle.upstream.client import UpstreamError, connect
+from waggle.upstream.client import Connector, UpstreamError, connect
 from waggle.upstream.deadlines import Deadlines
 from waggle.upstream.pool import Overloaded
 from waggle.upstream.tunnel import Tunnel
@@ -40,7 +40,8 @@ class MemberStatus:
 
 class Health:
     def __init__(self, members: tuple[MetastoreConfig, ...], server: ServerConfig, deadlines: Deadlines,
-                 tunnels: dict[str, Tunnel] | None = None) -> None:
+                 tunnels: dict[str, Tunnel] | None = None, connector: Connector = connect) -> None:
+        self.connector = connector
         #: a tunnelled member is checked through its tunnel, which rebuilds a broken tunnel
         self.tunnels = tunnels or {}
         self.members: dict[str, MetastoreConfig] = {}
@@ -101,7 +102,7 @@ class Health:
         st = self.status[name]
         st.checks += 1
         try:
-            conn = connect(member, self.limits, self.deadlines, tunnel=self.tunnels.get(name))
+            conn = self.connector(member, self.limits, self.deadlines, tunnel=self.tunnels.get(name))
             try:
                 conn.invoke("getStatus", FacebookService.getStatus_args(), FacebookService.getStatus_result,
                             timeout=timeout)

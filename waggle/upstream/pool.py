@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
+from waggle.common import metrics
+from waggle.common.limiter import Limiter
 from waggle.config.model import Limits, MetastoreConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
-from waggle.ops import metrics
-from waggle.ops.limiter import Limiter
-from waggle.upstream.client import Identity, UpstreamConnection, UpstreamError, connect
+from waggle.upstream.client import Connector, Identity, UpstreamConnection, UpstreamError, connect
 from waggle.upstream.compat import Capabilities
 from waggle.upstream.deadlines import Deadlines
 
@@ -27,8 +27,10 @@ class UpstreamPool:
     MAX_IDENTITIES = 1024
 
     def __init__(self, config: MetastoreConfig, limits: Limits, deadlines: Deadlines,
-                 tunnel: Tunnel | None = None, max_calls: int = 200, queue_wait: float = 1.0) -> None:
+                 tunnel: Tunnel | None = None, max_calls: int = 200, queue_wait: float = 1.0,
+                 connector: Connector = connect) -> None:
         self.config = config
+        self.connector = connector
         #: the metastore's SSH tunnel, shared by every connection of this pool
         self.tunnel = tunnel
         self.limits = limits
@@ -60,7 +62,7 @@ class UpstreamPool:
         self.slots.limit = max_calls
 
     def _open(self, identity: Identity | None) -> UpstreamConnection:
-        conn = connect(self.config, self.limits, self.deadlines, tunnel=self.tunnel)
+        conn = self.connector(self.config, self.limits, self.deadlines, tunnel=self.tunnel)
         self.opened += 1
         if identity is not None:
             try:

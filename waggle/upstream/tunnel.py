@@ -26,9 +26,9 @@ import gevent
 import gevent.event
 from gevent import subprocess
 
+from waggle.common import metrics
+from waggle.common.logging import get_logger
 from waggle.config.model import HostPort, MetastoreConfig
-from waggle.ops import metrics
-from waggle.ops.logging import get_logger
 from waggle.tunnel.spec import TunnelSpec, spec_for
 
 log = get_logger("waggle.tunnel")

@@ -3,7 +3,7 @@
 - ``GET /healthz``: liveness. 200 while the process serves, with each metastore's state (and its tunnel's).
 - ``GET /readyz``: readiness. 200 when a configuration is loaded, the primary answers and waggle is not
   stopping; 503 with the reason otherwise.
-- ``GET /metrics``: Prometheus text from :mod:`waggle.ops.metrics`.
+- ``GET /metrics``: Prometheus text from :mod:`waggle.common.metrics`.
 - ``GET /api/admin/federations``: the live federation, read-only, with each member's status.
 - ``POST /api/admin/reload``: reload the configuration files. Like anything that changes state over HTTP, it
   needs ``Authorization: Bearer <token>`` with the token from ``admin.token-file``; without that key it is off.
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 from gevent.pywsgi import WSGIServer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from waggle.ops import metrics
+from waggle.common import metrics
 
 if TYPE_CHECKING:
-    from waggle.ops.reload import Reloader
-    from waggle.server.runtime import Runtime
+    from waggle.reload import Reloader
+    from waggle.runtime import Runtime
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 _JSON = [("Content-Type", "application/json")]

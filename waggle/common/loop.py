@@ -10,8 +10,8 @@ import time
 
 import gevent
 
-from waggle.ops import metrics
-from waggle.ops.logging import get_logger
+from waggle.common import metrics
+from waggle.common.logging import get_logger
 
 log = get_logger("waggle.loop")
 

@@ -2,7 +2,7 @@
 
 A reload reads both files into a new immutable configuration and validates it as ``waggle check`` would
 (tunnel key files in a ``waggle check`` process, since the proxy never imports paramiko). Only a
-configuration that passes is swapped in (:meth:`~waggle.server.runtime.Runtime.reload`); otherwise every
+configuration that passes is swapped in (:meth:`~waggle.runtime.Runtime.reload`); otherwise every
 problem is logged as ``config.reload_failed`` naming the file, key and value, the failure is counted, and the
 running configuration keeps serving. The files are only ever read.
 
@@ -26,12 +26,12 @@ import gevent
 import gevent.event
 import gevent.lock
 
+from waggle.common import metrics
+from waggle.common.logging import get_logger
 from waggle.config.check import admin_token, check_in_subprocess
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import WaggleConfig
-from waggle.ops import metrics
-from waggle.ops.logging import get_logger
-from waggle.server.runtime import Runtime, plan_reload
+from waggle.runtime import Runtime, plan_reload
 
 log = get_logger("waggle.config")
 

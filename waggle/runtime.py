@@ -18,13 +18,13 @@ from dataclasses import dataclass, replace
 import gevent
 import gevent.lock
 
+from waggle.common.limiter import Limiter
+from waggle.common.logging import get_logger
 from waggle.config.model import DatabaseResolution, MetastoreConfig, ServerConfig, WaggleConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
-from waggle.ops.limiter import Limiter
-from waggle.ops.logging import get_logger
 from waggle.routing.databases import ManualMap, PrefixedMap
 from waggle.routing.federation import Planner
-from waggle.upstream.client import UpstreamError
+from waggle.upstream.client import Connector, UpstreamError, connect
 from waggle.upstream.deadlines import Deadlines
 from waggle.upstream.health import Health
 from waggle.upstream.pool import UpstreamPool
@@ -103,12 +103,14 @@ def _restart_only(old: ServerConfig, new: ServerConfig) -> ServerConfig:
 
 
 class Runtime:
-    def __init__(self, config: WaggleConfig) -> None:
+    def __init__(self, config: WaggleConfig, connector: Connector = connect) -> None:
         self.deadlines = Deadlines()
+        #: how upstream connections are opened (an in-memory metastore in the dispatch tests)
+        self.connector = connector
         #: one SSH tunnel per tunnelled metastore, shared by its pool and its health checks
         self.tunnels = {m.name: Tunnel(m) for m in config.federation.members if m.tunnel is not None}
         pools = {m.name: self._pool(m, config.server, self.tunnels) for m in config.federation.members}
-        self.health = Health(config.federation.members, config.server, self.deadlines, self.tunnels)
+        self.health = Health(config.federation.members, config.server, self.deadlines, self.tunnels, connector)
         #: SIGTERM arrived: readiness fails (connections are still served until ``draining``)
         self.stopping = False
         #: connections end after their call in flight
@@ -126,7 +128,7 @@ class Runtime:
 
     def _pool(self, member: MetastoreConfig, server: ServerConfig, tunnels: Mapping[str, Tunnel]) -> UpstreamPool:
         return UpstreamPool(member, server.upstream_limits, self.deadlines, tunnels.get(member.name),
-                            server.load.max_calls_per_metastore, server.load.queue_wait_seconds)
+                            server.load.max_calls_per_metastore, server.load.queue_wait_seconds, self.connector)
 
     @property
     def config(self) -> WaggleConfig:
