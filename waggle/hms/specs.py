@@ -59,7 +59,7 @@ class Field(NamedTuple):
 
     @property
     def is_string(self) -> bool:
-        return self.ttype == TType.STRING
+        return bool(self.ttype == TType.STRING)
 
     @property
     def is_string_list(self) -> bool:
