@@ -21,7 +21,8 @@ import gevent.lock
 from waggle.common.limiter import Limiter
 from waggle.common.logging import get_logger
 from waggle.config.model import DatabaseResolution, MetastoreConfig, ServerConfig, WaggleConfig
-from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
+from waggle.hms.methods import LIST_ALL_DATABASES
+from waggle.hms.service import METHOD_IO
 from waggle.routing.databases import ManualMap, PrefixedMap
 from waggle.routing.federation import Planner
 from waggle.upstream.client import Connector, UpstreamError, connect
@@ -195,8 +196,9 @@ class Runtime:
     def _list_databases(self, server: ServerConfig, pool: UpstreamPool) -> list[str]:
         timeout = (server.fan_out_timeout_ms + pool.config.latency_ms) / 1000.0
         try:
-            result = pool.invoke(None, "get_all_databases", ThriftHiveMetastore.get_all_databases_args(),
-                                 ThriftHiveMetastore.get_all_databases_result, timeout=timeout)
+            io = METHOD_IO[LIST_ALL_DATABASES.name]
+            assert io.result is not None
+            result = pool.invoke(None, io.name, io.args(), io.result, timeout=timeout)
         except UpstreamError as exc:
             self.health.call_failed(pool.name, exc)
             raise

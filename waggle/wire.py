@@ -336,8 +336,11 @@ class Wire:
     def send(self, name: str, mtype: int, seqid: int, obj: Any) -> None:
         self.send_raw(self.encode(name, mtype, seqid, obj))
 
+    def encode_application_error(self, name: str, seqid: int, kind: int, message: str) -> bytes:
+        return self.encode(name, TMessageType.EXCEPTION, seqid, _AppError(kind, message))
+
     def send_application_error(self, name: str, seqid: int, kind: int, message: str) -> None:
-        self.send_raw(self.encode(name, TMessageType.EXCEPTION, seqid, _AppError(kind, message)))
+        self.send_raw(self.encode_application_error(name, seqid, kind, message))
 
 
 class _AppError:

@@ -35,7 +35,7 @@ DB_ISH_FIELD = re.compile(
 # Method arguments: also bare patterns (get_databases(pattern) is one, get_tables(pattern) is not).
 DB_ISH_ARG = re.compile(DB_ISH_FIELD.pattern + r"|pattern", re.IGNORECASE)
 
-FANOUT = {"get_all_databases", "get_databases", "get_table_meta", "get_all_functions", "set_ugi"}
+FANOUT = {"get_all_databases", "get_databases", "get_table_meta", "get_all_functions"}
 READ_PREFIXES = ("get_", "list_", "show_", "fetch_", "find_", "is", "validate_")
 WRITE_PREFIXES = ("create_", "alter_", "drop_", "add_", "append_", "rename_", "truncate_", "update_", "delete_",
                   "set_", "grant_", "revoke_", "mark_", "seed_", "exchange_", "compact", "abort_", "remove_",
@@ -236,6 +236,55 @@ def test_primary_methods_carry_no_database_arguments_and_explain_database_struct
 def test_fanout_methods() -> None:
     assert {name for name, spec in METHODS.items() if spec.route is Route.FANOUT} == FANOUT
     assert all(METHODS[name].access is Access.READ for name in FANOUT)
+    assert all(METHODS[name].merge is not None for name in FANOUT)
+    assert all(spec.merge is None for name, spec in METHODS.items() if name not in FANOUT)
+
+
+def test_set_ugi_has_its_own_route_and_is_never_shed() -> None:
+    # answered by the primary and remembered for the connection: not a fan-out
+    assert METHODS["set_ugi"].route is Route.IDENTITY
+    assert [name for name, spec in METHODS.items() if spec.never_shed] == ["set_ugi"]
+
+
+def test_lock_facts_come_from_the_idl() -> None:
+    assert METHODS["lock"].lock_components == ("rqst", "component")
+    assert METHODS["lock"].granted_lock == ("success", "lockid")
+    assert METHODS["check_lock"].lock_id == ("rqst", "lockid")
+    assert METHODS["unlock"].lock_id == ("rqst", "lockid")
+    assert METHODS["heartbeat"].lock_id == ("ids", "lockid")
+    assert [name for name, spec in METHODS.items() if spec.releases_lock] == ["unlock"]
+    for name, spec in METHODS.items():  # every LOCK_ID method knows where its lock id is
+        assert (spec.route is Route.LOCK_ID) == bool(spec.lock_id), name
+
+
+def test_table_and_catalog_facts_come_from_the_idl() -> None:
+    ref = METHODS["get_table"].table_refs
+    assert [(r.db, r.table) for r in ref] == [(("dbname",), ("tbl_name",))]
+    assert [(r.db, r.table) for r in METHODS["drop_table"].table_refs] == [(("dbname",), ("name",))]
+    assert [(r.db, r.table) for r in METHODS["get_table_req"].table_refs] == [(("req", "dbName"), ("req", "tblName"))]
+    assert METHODS["get_table_req"].catalog_fields == (("req", "catName"),)
+    assert METHODS["get_database"].table_refs == () and METHODS["get_database"].catalog_fields == ()
+    assert METHODS["get_table"].bridge is not None and METHODS["get_database"].bridge is None
+
+
+_DISPATCH_ROOMS = ("waggle/server", "waggle/routing", "waggle/call")
+
+
+def test_dispatch_and_routing_name_no_hms_method() -> None:
+    """Dispatch reads the method table; a method name written into it would be a rule the table cannot see."""
+    import ast
+    from pathlib import Path
+
+    from waggle.hms.service import METHOD_IO
+
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for room in _DISPATCH_ROOMS:
+        for path in sorted((root / room).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in METHOD_IO:
+                    found.append(f"{path.relative_to(root)}:{node.lineno}: {node.value!r}")
+    assert found == []
 
 
 def test_special_access_kinds() -> None:

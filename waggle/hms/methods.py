@@ -31,25 +31,32 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
 from thrift.Thrift import TType
 
+from waggle.hms import specs
+from waggle.hms.bridges import BRIDGES, Bridge
 from waggle.hms.gen.fb303 import FacebookService
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.hms.gen.hive_metastore.ttypes import HiveObjectType
 
 __all__ = [
+    "CATALOG_ATTRS",
+    "LIST_ALL_DATABASES",
     "METHODS",
     "NOT_DB_FIELDS",
     "STRUCT_DB_FIELDS",
     "Access",
     "DbField",
+    "Merge",
     "MethodSpec",
     "NameForm",
+    "Path",
     "Route",
+    "TableRef",
     "database_of",
 ]
 
@@ -60,6 +67,7 @@ class Access(enum.Enum):
     READ = "read"  # never refused
     WRITE = "write"  # needs write access on every database it names
     CREATE_DATABASE = "create_database"  # primary only, needs a *_CREATE* access type
+    CREATE_CATALOG = "create_catalog"  # a catalog namespace change: primary only, needs a *_CREATE* access type
     LOCK = "lock"  # per LockComponent: SHARED_READ is a read; EXCLUSIVE / SHARED_WRITE / EXCL_WRITE are writes
 
 
@@ -68,8 +76,19 @@ class Route(enum.Enum):
 
     DATABASE = "database"  # the one metastore that owns the database name(s) found in the call
     PRIMARY = "primary"  # always the primary: no database context
-    FANOUT = "fanout"  # every member in parallel, results merged
+    FANOUT = "fanout"  # every member in parallel, results merged (see :class:`Merge`)
     LOCK_ID = "lock_id"  # the member that granted the lock id on this client connection, else the primary
+    #: the connection's identity: answered by the primary, remembered for the connection, and replayed to
+    #: each member when waggle first connects to it as that user
+    IDENTITY = "identity"
+
+
+class Merge(enum.Enum):
+    """How the answers of a fan-out are merged (members in federation order, the primary first)."""
+
+    DATABASE_NAMES = "database names"  # success is a list of database names, cut by the client's pattern
+    TABLE_METAS = "table metas"  # success is a list of TableMeta, cut by the client's pattern and mapped-tables
+    FUNCTIONS = "functions"  # success.functions; only the primary's unless query-functions-across-all-metastores
 
 
 class NameForm(enum.Enum):
@@ -89,6 +108,18 @@ class DbField:
     is_list: bool = False  # list<string> or set<string> of such names
 
 
+#: attribute names from a decoded ``<method>_args`` (or ``_result``) object down to one field
+Path = tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TableRef:
+    """Where a call names one table: the paths to its database and to its table name."""
+
+    db: Path
+    table: Path
+
+
 @dataclass(frozen=True, slots=True)
 class MethodSpec:
     name: str
@@ -98,6 +129,16 @@ class MethodSpec:
     result_names: NameForm | None = None  # when `success` itself is a list<string> of database names
     note: str = ""  # short reason for anything non-obvious (shown in generated docs)
     lists_tables: bool = False  # `success` is a list<string> of table names (filtered by mapped-tables)
+    merge: Merge | None = None  # Route.FANOUT: how the members' answers are merged
+    never_shed: bool = False  # answered even when limits.max-in-flight-calls are taken
+    releases_lock: bool = False  # a success releases the lock id it names (the connection forgets its owner)
+    # -- derived from the IDL when the table is built (see _derive); never written by hand ------------------
+    lock_id: Path = ()  # args path to the lock id (Route.LOCK_ID)
+    lock_components: Path = ()  # args path to the list of LockComponent (Access.LOCK)
+    granted_lock: Path = ()  # result path to the lock id a successful Access.LOCK call was granted
+    table_refs: tuple[TableRef, ...] = ()  # (database, table) pairs checked against mapped-tables
+    catalog_fields: tuple[Path, ...] = ()  # args paths to catalog names inside request structs
+    bridge: Bridge | None = None  # how an upstream of another Hive release answers it (waggle.hms.bridges)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -158,14 +199,20 @@ def _primary_write(name: str, note: str = "") -> MethodSpec:
     return MethodSpec(name, Access.WRITE, Route.PRIMARY, note=f"{note}; {_NO_DB}" if note else _NO_DB)
 
 
+def _catalog(name: str, note: str) -> MethodSpec:
+    """Catalog namespace change: primary only, gated like database creation; names no database."""
+    return MethodSpec(name, Access.CREATE_CATALOG, Route.PRIMARY, note=note)
+
+
 def _create(name: str, note: str) -> MethodSpec:
     """Database (namespace) creation: primary only, needs a *_CREATE* access type."""
     return MethodSpec(name, Access.CREATE_DATABASE, Route.PRIMARY, note=note)
 
 
-def _fanout(name: str, *db_args: DbField, result_names: NameForm | None = None, note: str = "") -> MethodSpec:
-    """Sent to every member in parallel; results merged."""
-    return MethodSpec(name, Access.READ, Route.FANOUT, db_args, result_names, note)
+def _fanout(name: str, merge: Merge, *db_args: DbField, result_names: NameForm | None = None, note: str = ""
+            ) -> MethodSpec:
+    """Sent to every member in parallel; results merged by ``merge``."""
+    return MethodSpec(name, Access.READ, Route.FANOUT, db_args, result_names, note, merge=merge)
 
 
 # Reasons shared by several entries.
@@ -206,16 +253,19 @@ _SPECS: tuple[MethodSpec, ...] = (
     _primary_read("get_properties", "Hive 4 property store"),
     _primary_write("set_properties", "Hive 4 property store"),
     _primary_read("get_config_value"),
-    _fanout("set_ugi", note="identity of the connection: replayed to every member; result is the group list"),
+    MethodSpec("set_ugi", Access.READ, Route.IDENTITY, never_shed=True,
+               note="identity of the connection: answered by the primary (its group list) and replayed to each "
+                    "member when waggle first connects to it as that user; never shed, so that no call runs "
+                    "upstream as waggle's own user"),
     _primary_read("flushCache", "clears the primary's object cache only; changes no metadata"),
     _primary_read("get_metastore_db_uuid", "the primary's backing-database uuid"),
     # ---- catalogs ------------------------------------------------------------------------------------------------
-    _create("create_catalog", "catalog namespace change: gated like database creation (primary with a *_CREATE* "
+    _catalog("create_catalog", "catalog namespace change: gated like database creation (primary with a *_CREATE* "
                               "access type); names no database"),
-    _create("alter_catalog", "catalog namespace change: gated like database creation; names no database"),
+    _catalog("alter_catalog", "catalog namespace change: gated like database creation; names no database"),
     _primary_read("get_catalog"),
     _primary_read("get_catalogs"),
-    _create("drop_catalog", "catalog namespace change: gated like database creation; names no database"),
+    _catalog("drop_catalog", "catalog namespace change: gated like database creation; names no database"),
     # ---- databases -----------------------------------------------------------------------------------------------
     _create("create_database", "always the primary; Database.name is the new database"),
     _create("create_database_req", "Hive 4; always the primary; CreateDatabaseRequest.databaseName is the new "
@@ -224,9 +274,9 @@ _SPECS: tuple[MethodSpec, ...] = (
     _read("get_database_req", note="Hive 4; GetDatabaseRequest.name"),
     _write("drop_database", db("name")),
     _write("drop_database_req", note="Hive 4; DropDatabaseRequest.name"),
-    _fanout("get_databases", db_pattern("pattern"), result_names=NameForm.NAME,
+    _fanout("get_databases", Merge.DATABASE_NAMES, db_pattern("pattern"), result_names=NameForm.NAME,
             note="Hive 3/4 clients send get_databases('@hive#') for all databases"),
-    _fanout("get_all_databases", result_names=NameForm.NAME),
+    _fanout("get_all_databases", Merge.DATABASE_NAMES, result_names=NameForm.NAME),
     _write("alter_database", db("dbname"), note="also Database.name of the new definition"),
     _write("alter_database_req", note="Hive 4; AlterDatabaseRequest.oldDbName and newDb.name"),
     # ---- data connectors (Hive 4) --------------------------------------------------------------------------------
@@ -266,7 +316,7 @@ _SPECS: tuple[MethodSpec, ...] = (
     _primary_read("get_all_materialized_view_objects_for_rewriting",
                   "no database argument: only the primary's materialized views are offered for rewriting"),
     _listing("get_materialized_views_for_rewriting", db("db_name")),
-    _fanout("get_table_meta", db_pattern("db_patterns"),
+    _fanout("get_table_meta", Merge.TABLE_METAS, db_pattern("db_patterns"),
             note="db_patterns may be '@cat#pattern'; TableMeta.dbName rewritten per member"),
     _listing("get_all_tables", db("db_name")),
     _read("get_tables_ext", note="Hive 4; GetTablesExtRequest.database is an exact name"),
@@ -377,7 +427,7 @@ _SPECS: tuple[MethodSpec, ...] = (
     _write("alter_function", db("dbName"), note="also newFunc.dbName"),
     _read("get_functions", db("dbName")),
     _read("get_function", db("dbName")),
-    _fanout("get_all_functions", note="Hive session start; Function.dbName rewritten per member"),
+    _fanout("get_all_functions", Merge.FUNCTIONS, note="Hive session start; Function.dbName rewritten per member"),
     # ---- roles and privileges --------------------------------------------------------------------------------
     _primary_write("create_role", "roles are global"),
     _primary_write("drop_role", "roles are global"),
@@ -437,7 +487,8 @@ _SPECS: tuple[MethodSpec, ...] = (
                note="LockComponent.dbname of every component; all components must live in one member; "
                     "SHARED_READ components need read access only"),
     MethodSpec("check_lock", Access.READ, Route.LOCK_ID, note=_LOCK_ID),
-    MethodSpec("unlock", Access.READ, Route.LOCK_ID, note=f"releasing a granted lock; {_LOCK_ID}"),
+    MethodSpec("unlock", Access.READ, Route.LOCK_ID, note=f"releasing a granted lock; {_LOCK_ID}",
+               releases_lock=True),
     _read("show_locks", note="ShowLocksRequest.dbname is an optional filter (none: the primary's locks)"),
     MethodSpec("heartbeat", Access.READ, Route.LOCK_ID,
                note=f"keep-alive by lock / txn id, needed by readers too; {_LOCK_ID}"),
@@ -543,16 +594,103 @@ _SPECS: tuple[MethodSpec, ...] = (
 )
 
 
-def _by_name(specs: tuple[MethodSpec, ...]) -> Mapping[str, MethodSpec]:
+# --------------------------------------------------------------------------------------------------------------
+# Facts derived from the IDL, once, when the table is built: where each method carries lock ids, lock
+# components, table names and catalog names. Dispatch reads them from the entry; nothing guesses at call time.
+# --------------------------------------------------------------------------------------------------------------
+
+#: fields that carry a catalog name
+CATALOG_ATTRS = ("catName", "catalogName")
+_DB_ATTRS = ("dbname", "db_name", "dbName")
+_TABLE_ATTRS = ("tbl_name", "tblName", "tableName", "table_name", "tablename", "tbl")
+_ARGS_TABLE_ATTRS = (*_TABLE_ATTRS, "name")  # drop_table(dbname, name)
+
+
+def _io_classes(name: str) -> tuple[type | None, type | None]:
+    for service in (ThriftHiveMetastore, FacebookService):
+        args = getattr(service, f"{name}_args", None)
+        if isinstance(args, type):
+            return args, getattr(service, f"{name}_result", None)
+    return None, None
+
+
+def _string_attr(cls: type, candidates: tuple[str, ...]) -> str | None:
+    names = {f.attr for f in specs.fields(cls) if f.is_string}
+    return next((a for a in candidates if a in names), None)
+
+
+def _struct_args(args: type) -> list[tuple[str, type]]:
+    """The struct-typed arguments of an args class (request structs), with their classes."""
+    return [(f.attr, f.type_args[0]) for f in specs.fields(args) if f.ttype == TType.STRUCT]
+
+
+def _table_refs(args: type) -> tuple[TableRef, ...]:
+    refs = []
+    db_attr, table_attr = _string_attr(args, _DB_ATTRS), _string_attr(args, _ARGS_TABLE_ATTRS)
+    if db_attr and table_attr:
+        refs.append(TableRef((db_attr,), (table_attr,)))
+    for attr, struct in _struct_args(args):
+        db_attr, table_attr = _string_attr(struct, _DB_ATTRS), _string_attr(struct, _TABLE_ATTRS)
+        if db_attr and table_attr:
+            refs.append(TableRef((attr, db_attr), (attr, table_attr)))
+    return tuple(refs)
+
+
+def _lock_id(args: type) -> Path:
+    for attr, struct in _struct_args(args):
+        if specs.field_named(struct, "lockid") is not None:
+            return attr, "lockid"
+    return ()
+
+
+def _lock_components(args: type) -> Path:
+    for attr, struct in _struct_args(args):
+        for f in specs.fields(struct):
+            if f.struct is not None and f.struct.__name__ == "LockComponent":
+                return attr, f.attr
+    return ()
+
+
+def _granted_lock(result: type | None) -> Path:
+    success = specs.field_named(result, "success") if result is not None else None
+    if success is not None and success.struct is not None and specs.field_named(success.struct, "lockid"):
+        return "success", "lockid"
+    return ()
+
+
+def _catalog_fields(args: type) -> tuple[Path, ...]:
+    return tuple((attr, f.attr) for attr, struct in _struct_args(args)
+                 for f in specs.fields(struct) if f.is_string and f.attr in CATALOG_ATTRS)
+
+
+def _derive(spec: MethodSpec) -> MethodSpec:
+    args, result = _io_classes(spec.name)
+    if args is None:
+        return spec
+    return replace(
+        spec,
+        lock_id=_lock_id(args) if spec.route is Route.LOCK_ID else (),
+        lock_components=_lock_components(args) if spec.access is Access.LOCK else (),
+        granted_lock=_granted_lock(result) if spec.access is Access.LOCK else (),
+        table_refs=_table_refs(args),
+        catalog_fields=_catalog_fields(args),
+        bridge=BRIDGES.get(spec.name),
+    )
+
+
+def _by_name(entries: tuple[MethodSpec, ...]) -> Mapping[str, MethodSpec]:
     table: dict[str, MethodSpec] = {}
-    for spec in specs:
+    for spec in entries:
         if spec.name in table:
             raise ValueError(f"method {spec.name!r} is listed twice in the method table")
-        table[spec.name] = spec
+        table[spec.name] = _derive(spec)
     return MappingProxyType(table)
 
 
 METHODS: Mapping[str, MethodSpec] = _by_name(_SPECS)
+
+#: the listing of one metastore's databases (MANUAL mode learns which member owns which database with it)
+LIST_ALL_DATABASES = METHODS["get_all_databases"]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -751,24 +889,18 @@ NOT_DB_FIELDS: Mapping[str, str] = MappingProxyType({
 # --------------------------------------------------------------------------------------------------------------
 
 _MAX_DEPTH = 4
-_STRUCT_CONTAINERS = (TType.LIST, TType.SET)
 
 
 @dataclass(frozen=True, slots=True)
 class _Path:
     """Attributes to follow from an args object to a database-bearing field (lists: their first element)."""
 
-    attrs: tuple[str, ...]
+    attrs: Path
     field: DbField
 
 
-def _struct_of(ttype: int, type_args: Any) -> type | None:
-    """The struct class of a field that is a struct or a list/set of structs."""
-    if ttype == TType.STRUCT:
-        return type_args[0]  # type: ignore[no-any-return]
-    if ttype in _STRUCT_CONTAINERS and type_args[0] == TType.STRUCT:
-        return type_args[1][0]  # type: ignore[no-any-return]
-    return None
+def _db_field(cls: type, f: specs.Field) -> DbField | None:
+    return next((d for d in STRUCT_DB_FIELDS.get(cls.__name__, ()) if d.attr == f.attr), None)
 
 
 def _paths(args_class: type, spec: MethodSpec, max_depth: int = _MAX_DEPTH) -> tuple[_Path, ...]:
@@ -777,36 +909,16 @@ def _paths(args_class: type, spec: MethodSpec, max_depth: int = _MAX_DEPTH) -> t
     ``max_depth`` bounds how many structs deep the walk goes; the generated docs pass a larger one to list every
     path, which the per-path revisit guard keeps finite.
     """
-    found = [_Path((f.attr,), f) for f in spec.db_args]
-    level: list[tuple[tuple[str, ...], type, frozenset[type]]] = []
-    for entry in getattr(args_class, "thrift_spec", None) or ():
-        if entry:
-            struct = _struct_of(entry[1], entry[3])
-            if struct is not None:
-                level.append(((entry[2],), struct, frozenset((struct,))))
-    depth = 0
-    while level and depth < max_depth:
-        deeper: list[tuple[tuple[str, ...], type, frozenset[type]]] = []
-        for prefix, struct, seen in level:
-            found.extend(_Path((*prefix, f.attr), f) for f in STRUCT_DB_FIELDS.get(struct.__name__, ()))
-            for entry in getattr(struct, "thrift_spec", None) or ():
-                if entry:
-                    inner = _struct_of(entry[1], entry[3])
-                    if inner is not None and inner not in seen:
-                        deeper.append(((*prefix, entry[2]), inner, seen | {inner}))
-        level = deeper
-        depth += 1
-    return tuple(found)
+    found = specs.paths(args_class, _db_field, max_depth, own=tuple(((f.attr,), f) for f in spec.db_args))
+    return tuple(_Path(attrs, f) for attrs, f in found)
 
 
 def _args_paths() -> dict[type, tuple[_Path, ...]]:
     out: dict[type, tuple[_Path, ...]] = {}
     for name, spec in METHODS.items():
-        for service in (ThriftHiveMetastore, FacebookService):
-            args_class = getattr(service, f"{name}_args", None)
-            if isinstance(args_class, type):
-                out[args_class] = _paths(args_class, spec)
-                break
+        args_class, _ = _io_classes(name)
+        if args_class is not None:
+            out[args_class] = _paths(args_class, spec)
     return out
 
 

@@ -16,10 +16,10 @@ import textwrap
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from thrift.Thrift import TType
 
+from waggle.hms import specs
 from waggle.hms.gen.fb303 import FacebookService
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.hms.methods import (
@@ -32,7 +32,6 @@ from waggle.hms.methods import (
     Route,
     _Path,
     _paths,
-    _struct_of,
 )
 
 __all__ = ["DOC_PATH", "render"]
@@ -50,12 +49,16 @@ _ROUTES = {
     "fanout": ("fan-out", "every metastore in parallel; the results are merged"),
     "lock_id": ("lock id", "the metastore that granted the lock id, as remembered for the client's connection; "
                            "the primary when waggle did not see it granted"),
+    "identity": ("identity", "the connection's identity: the primary answers, and each metastore gets it when "
+                             "waggle first connects to it as that user"),
 }
 _ACCESSES = {
     "read": ("read", "never refused"),
     "write": ("write", "needs write access on every database the call names. A `write` routed to `primary` names "
                        "no database, so per-database access control cannot apply to it; its note says so"),
     "create_database": ("create-database", "primary only, and only with a `..._CREATE...` access type"),
+    "create_catalog": ("create-catalog", "a catalog change: primary only, and only with a `..._CREATE...` access "
+                                         "type"),
     "lock": ("lock", "judged per lock component. `SHARED_READ` components are reads; `EXCLUSIVE`, `SHARED_WRITE` "
                      "and `EXCL_WRITE` components are writes"),
 }
@@ -93,6 +96,10 @@ Columns:
   - A suffix says when a value is not a plain database name:
 {{forms}}
   - `returns database names` marks calls whose result is itself a list of database names.
+- **Handling**: what dispatch does besides routing, all read from the table entry: how a fan-out is merged,
+  where lock ids and lock components travel and whether a success grants or releases a lock id for the
+  connection, calls that are never shed, the version bridge, the (database, table) pairs `mapped-tables`
+  checks, and where a request struct names a catalog.
 - **Note**: why anything non-obvious is the way it is.
 """
 
@@ -121,24 +128,16 @@ def _args_class(name: str) -> type:
     return cls
 
 
-def _entry(cls: type, attr: str) -> tuple[int, Any]:
-    for entry in getattr(cls, "thrift_spec", None) or ():
-        if entry and entry[2] == attr:
-            return entry[1], entry[3]
-    raise LookupError(f"{cls.__name__} has no field {attr!r}")
-
-
 def _follow(root: type, path: _Path) -> tuple[str, str]:
     """The path as written on the page (``new_parts[].dbName``), and the struct that owns its last field."""
     cls = root
     steps: list[str] = []
     for attr in path.attrs[:-1]:
-        ttype, type_args = _entry(cls, attr)
-        inner = _struct_of(ttype, type_args)
-        if inner is None:
+        field = specs.field_named(cls, attr)
+        if field is None or field.struct is None:
             raise LookupError(f"{cls.__name__}.{attr} is not a struct")
-        steps.append(f"{attr}[]" if ttype != TType.STRUCT else attr)
-        cls = inner
+        steps.append(f"{attr}[]" if field.ttype != TType.STRUCT else attr)
+        cls = field.struct
     steps.append(_field_text(path.field))
     return ".".join(steps), cls.__name__
 
@@ -195,6 +194,31 @@ def _where(spec: MethodSpec) -> str:
     return ", ".join(parts) or "-"
 
 
+def _handling(spec: MethodSpec) -> str:
+    """What dispatch does besides routing: merge, lock bookkeeping, shedding, bridge, mapped-tables checks."""
+    parts = []
+    if spec.merge is not None:
+        parts.append(f"merges {spec.merge.value}")
+    if spec.lock_id:
+        parts.append(f"lock id in `{'.'.join(spec.lock_id)}`")
+    if spec.lock_components:
+        parts.append(f"lock components in `{'.'.join(spec.lock_components)}[]`")
+    if spec.granted_lock:
+        parts.append(f"remembers the lock id in `{'.'.join(spec.granted_lock)}`")
+    if spec.releases_lock:
+        parts.append("forgets the lock id")
+    if spec.never_shed:
+        parts.append("never shed")
+    if spec.bridge is not None:
+        parts.append(f"bridge: {spec.bridge.via}")
+    if spec.table_refs:
+        tables = ", ".join(f"`{'.'.join(r.db)}`/`{'.'.join(r.table)}`" for r in spec.table_refs)
+        parts.append(f"mapped-tables checks {tables}")
+    if spec.catalog_fields:
+        parts.append("catalog in " + ", ".join(f"`{'.'.join(p)}`" for p in spec.catalog_fields))
+    return "; ".join(parts) or "-"
+
+
 def _cell(text: str) -> str:
     """Plain text for a table cell: pipes would end the cell, asterisks would start emphasis."""
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*")
@@ -231,10 +255,11 @@ def _summary() -> str:
 
 
 def _methods_table() -> list[str]:
-    rows = ["## Methods", "", "| Method | Route | Access | Database names in | Note |", "|---|---|---|---|---|"]
+    rows = ["## Methods", "", "| Method | Route | Access | Database names in | Handling | Note |",
+            "|---|---|---|---|---|---|"]
     for spec in METHODS.values():
         rows.append(f"| `{spec.name}` | {_route(spec.route)} | {_access(spec.access)} | {_where(spec)} "
-                    f"| {_cell(spec.note)} |")
+                    f"| {_cell(_handling(spec))} | {_cell(spec.note)} |")
     return rows
 
 

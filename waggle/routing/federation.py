@@ -7,7 +7,7 @@ Given the database names a call carries (as the client wrote them), :func:`decid
   allow, names owned by several members), with the exception type and message the client gets;
 * how names translate between the client's view and the member's (:class:`Naming`), in both directions.
 
-Fan-out calls (listings) are planned by :mod:`waggle.server.fanout` with the same :class:`Naming`.
+Fan-out calls (listings) are planned by :mod:`waggle.call.merge` with the same :class:`Naming`.
 """
 
 from __future__ import annotations
@@ -185,14 +185,13 @@ class Planner:
         access = spec.access
         if access is Access.READ:
             return None
+        if access is Access.CREATE_CATALOG:
+            if not member.access_control_type.primary_only:
+                return (f"{spec.name} is not allowed: the primary metastore '{member.name}' has "
+                        f"access-control-type {member.access_control_type.value}")
+            return None
         if access is Access.CREATE_DATABASE:
-            shown = own[0].shown if own else ""
-            if not own and spec.name.endswith("_catalog"):
-                if not member.access_control_type.primary_only:
-                    return (f"{spec.name} is not allowed: the primary metastore '{member.name}' has "
-                            f"access-control-type {member.access_control_type.value}")
-                return None
-            return create_refusal(member, shown)
+            return create_refusal(member, own[0].shown if own else "")
         writable = created.get(member.name, frozenset())
         if access is Access.LOCK:
             for name, lock_type in locks:

@@ -24,7 +24,7 @@ from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
 from waggle.endpoint import HttpEndpoint
 from waggle.runtime import Runtime
-from waggle.server.connection import ClientConnection
+from waggle.server.driver import ClientDriver
 
 log = get_logger("waggle.server")
 
@@ -43,7 +43,7 @@ class WaggleServer:
         self._pool = Pool(server.max_connections + REFUSERS)
         self._server = StreamServer((server.bind_address, server.port), self._handle, spawn=self._pool,
                                     backlog=1024)
-        self._connections: dict[gevent.Greenlet, ClientConnection] = {}
+        self._connections: dict[gevent.Greenlet, ClientDriver] = {}
         self._stopped = gevent.event.Event()
         self.http = HttpEndpoint(runtime, server.bind_address, server.endpoint_port)
 
@@ -65,7 +65,7 @@ class WaggleServer:
 
     def _handle(self, sock: socket.socket, peer: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = ClientConnection(sock, peer, self.runtime)
+        conn = ClientDriver(sock, peer, self.runtime)
         if len(self._connections) >= self._max_connections:
             metrics.SHED.labels("connections").inc()
             if self._refused_log.allow("connections"):  # at most once a second: the metric counts each one

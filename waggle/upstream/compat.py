@@ -25,9 +25,10 @@ from thrift.Thrift import TApplicationException, TMessageType, TType
 from waggle.common.logging import get_logger
 from waggle.config.model import MetastoreConfig
 from waggle.hms import bridges
-from waggle.hms.bridges import BRIDGES, MethodMissing, Version
+from waggle.hms.bridges import BRIDGES, MethodMissing, Version, Wrap
 from waggle.hms.service import METHOD_IO
-from waggle.upstream.client import Identity, UpstreamError
+from waggle.upstream.client import Identity, Reply, UpstreamError
+from waggle.wire import Header, decode_message
 
 log = get_logger("waggle.compat")
 
@@ -115,6 +116,29 @@ class Bridged:
                 raise MethodMissing(method)
             raise ApplicationError(self.pool.name, f"answered {method} with an application error: {result.message}")
         return result
+
+
+def wrapped(pool: Any, identity: Identity | None, header: Header, wrap: Wrap, args: Any, bridged: Bridged
+            ) -> Reply | Any:
+    """A :class:`~waggle.hms.bridges.Wrap` bridge over binary Thrift: the older call's reply re-framed as
+    ``header``'s method (a :class:`Reply`, to be relayed, spliced or rewritten like any reply), or, when the
+    older call answered with an exception, ``header``'s result struct built from it."""
+    older, older_args = wrap.request(args, bridged)
+    older_io = METHOD_IO[older]
+    assert older_io.result is not None
+    reply = pool.forward(identity, Header(older, TMessageType.CALL, header.seqid), older_args, None,
+                         pool.config.wire.protocol)
+    assert reply is not None
+    raw = wrap_reply(reply.raw, older, header.name, wrap.field) \
+        if reply.header.mtype == TMessageType.REPLY and reply.first_field == 0 else None
+    if raw is not None:
+        return Reply(Header(header.name, TMessageType.REPLY, header.seqid), raw, 0, 0)
+    _, result = decode_message(reply.raw, pool.config.wire.protocol, older_io.result, pool.limits)
+    if isinstance(result, TApplicationException):
+        if is_unknown_method(result):
+            raise MethodMissing(older)
+        raise ApplicationError(pool.name, f"answered {older} with an application error: {result.message}")
+    return wrap.result(header.name, result)
 
 
 def probe_catalogs(pool: Any, identity: Identity | None) -> bool | None:

@@ -8,15 +8,19 @@ calls always travel on a connection that carries the client's own identity.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from thrift.Thrift import TMessageType
 
 from waggle.common import metrics
 from waggle.common.limiter import Limiter
-from waggle.config.model import Limits, MetastoreConfig
+from waggle.config.model import Limits, MetastoreConfig, ProtocolKind
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
-from waggle.upstream.client import Connector, Identity, UpstreamConnection, UpstreamError, connect
+from waggle.upstream.client import Connector, Identity, Reply, UpstreamConnection, UpstreamError, connect
 from waggle.upstream.compat import Capabilities
 from waggle.upstream.deadlines import Deadlines
+from waggle.wire import Header
 
 if TYPE_CHECKING:
     from waggle.upstream.tunnel import Tunnel
@@ -164,6 +168,32 @@ class UpstreamPool:
             raise
         finally:
             self.release(conn)
+
+    def forward(self, identity: Identity | None, header: Header, args: Any, raw: bytes | None,
+                protocol: ProtocolKind, sink: Callable[[bytes], None] | None = None, stream_after: int = 0,
+                known: bool = True) -> Reply | None:
+        """Send one client call as it is (``raw``, encoded in ``protocol``, when that is this metastore's) or
+        encoded from ``args``, and return the reply. With a ``sink``, a reply longer than ``stream_after`` bytes
+        is passed to it while it arrives: the sink is the driver's, and only the driver writes to a client.
+        ``known``: the method is in waggle's IDL (an unknown oneway call may be answered anyway: its connection
+        is not reused).
+        """
+        oneway = header.mtype == TMessageType.ONEWAY
+        upstream = self.acquire(identity)
+        try:
+            if raw is None or upstream.wire.format.protocol is not protocol:
+                if args is None:
+                    raise UpstreamError(self.name, f"cannot translate unknown method '{header.name}'")
+                raw = upstream.wire.encode(header.name, header.mtype, header.seqid, args)
+            reply = upstream.call(raw, oneway, sink, stream_after)
+            if oneway and not known:
+                upstream.broken = True
+            return reply
+        except BaseException:
+            upstream.broken = True
+            raise
+        finally:
+            self.release(upstream)
 
     def idle_count(self) -> int:
         return len(self._lru)

@@ -1,0 +1,162 @@
+"""Fan-outs (``Route.FANOUT``): which members to ask with what, and how their answers merge. Pure.
+
+The method table names each fan-out's :class:`~waggle.hms.methods.Merge`; this module has one planner and one
+merger per kind, never per method. In PREFIXED mode a listing pattern is cut per member to the part that can
+match names behind its prefix (``names.residual_patterns``); a member whose prefix cannot match is not asked.
+Every merged name is checked against the client's pattern again, so hidden databases and aliases come out
+right. Members are merged in federation order; one that is down, failed or was late is left out (the driver
+logs and counts it), and only when no member answered does the client get an error.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence, Set
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from thrift.Thrift import TMessageType
+
+from waggle.call.values import Answer, Call, Encoder, Kind, NeedCatalogs, Plan
+from waggle.hms.bridges import DEFAULT_CATALOG
+from waggle.hms.gen.hive_metastore.ttypes import GetAllFunctionsResponse
+from waggle.hms.methods import Merge, MethodSpec, NameForm
+from waggle.hms.names import QualifiedName, matches, parse, residual_patterns
+from waggle.routing.access import table_visible
+from waggle.routing.federation import Naming
+
+if TYPE_CHECKING:
+    from waggle.runtime import Routes
+    from waggle.upstream.pool import UpstreamPool
+
+
+@dataclass(slots=True)
+class Outcome:
+    """One member's part of a fan-out: its decoded result, or why it is left out."""
+
+    pool: UpstreamPool
+    naming: Naming
+    args: Any
+    result: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What the merge needs to know of the request."""
+
+    merge: Merge
+    pattern: str | None  # the client's database pattern, without its catalog
+    catalog: str | None  # the catalog the client named
+
+
+def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> Plan | NeedCatalogs:
+    assert spec.merge is not None
+    attr = next((f.attr for f in spec.db_args if f.form is NameForm.PATTERN), None)
+    text = getattr(call.args, attr) if attr is not None else None
+    qualified = parse(text) if text is not None else None
+    catalog = qualified.catalog if qualified is not None else None
+    planner, pools = routes.planner, routes.pools
+    members = [(pools[m.name], planner.naming(m)) for m in planner.federation.members]
+    if spec.merge is Merge.FUNCTIONS and not routes.config.server.query_functions_across_all_metastores:
+        members = members[:1]
+    if catalog is not None:
+        unknown = tuple(p.name for p, _ in members if p.caps.catalogs is None and p.name not in asked)
+        if unknown:
+            return NeedCatalogs(unknown, bounded=True)
+    facts = _Facts(spec.merge, qualified.db if qualified is not None else None, catalog)
+    jobs = []
+    for pool, naming in members:
+        args = copy.copy(call.args)
+        if spec.merge is not Merge.FUNCTIONS:
+            member_pattern = _member_pattern(naming, facts.pattern)
+            if member_pattern is None:
+                continue
+            if attr is not None and qualified is not None:
+                setattr(args, attr, _requalify_pattern(qualified, member_pattern, pool))
+        jobs.append((pool, naming, args))
+    return Plan(Kind.FANOUT, call, routes.primary, jobs=jobs, merge_facts=facts)
+
+
+def merge(plan: Plan, outcomes: Sequence[Outcome], encoder: Encoder, failure: Callable[[str], Answer]) -> Answer:
+    """The client's answer from the members' outcomes (``failure`` builds the error when none answered)."""
+    call = plan.call
+    answered = [o for o in outcomes if o.error is None]
+    fields = {"metastores": [o.pool.name for o in answered],
+              "omitted": [o.pool.name for o in outcomes if o.error is not None]}
+    if outcomes and not answered:
+        answer = failure("; ".join(str(o.error) for o in outcomes))
+        answer.fields.update(fields)
+        return answer
+    facts: _Facts = plan.merge_facts
+    assert call.io is not None and call.io.result is not None
+    result = call.io.result(success=_MERGES[facts.merge](answered, facts))
+    raw = encoder.encode(call.name, TMessageType.REPLY, call.header.seqid, result)
+    return Answer(raw, "ok", "*", fields)
+
+
+def _database_names(outcomes: Sequence[Outcome], facts: _Facts) -> list[str]:
+    merged: list[str] = []
+    seen: set[str] = set()
+    for outcome in outcomes:
+        for db in outcome.result.success or ():
+            for shown in outcome.naming.client_names(db):
+                if shown not in seen and matches(facts.pattern, shown):
+                    seen.add(shown)
+                    merged.append(shown)
+    return merged
+
+
+def _table_metas(outcomes: Sequence[Outcome], facts: _Facts) -> list[Any]:
+    merged = []
+    for outcome in outcomes:
+        member = outcome.naming.member  # routing settings of the call's own configuration
+        for meta in outcome.result.success or ():
+            if not table_visible(member, meta.dbName or "", meta.tableName or ""):
+                continue
+            shown = [n for n in outcome.naming.client_names(meta.dbName or "") if matches(facts.pattern, n)]
+            if facts.catalog is not None and meta.catName is None:
+                meta.catName = facts.catalog  # a metastore without catalogs: what a Hive 3+ one would say
+            for i, db in enumerate(shown):
+                item = meta if i == 0 else copy.copy(meta)
+                item.dbName = db
+                merged.append(item)
+    return merged
+
+
+def _functions(outcomes: Sequence[Outcome], facts: _Facts) -> GetAllFunctionsResponse:
+    merged = []
+    for outcome in outcomes:
+        if outcome.result.success is None:
+            continue
+        for function in outcome.result.success.functions or ():
+            shown = outcome.naming.client_names(function.dbName or "")
+            if shown:
+                function.dbName = shown[0]
+                merged.append(function)
+    return GetAllFunctionsResponse(functions=merged)
+
+
+_MERGES: dict[Merge, Callable[[Sequence[Outcome], _Facts], Any]] = {
+    Merge.DATABASE_NAMES: _database_names,
+    Merge.TABLE_METAS: _table_metas,
+    Merge.FUNCTIONS: _functions,
+}
+
+
+def _member_pattern(naming: Naming, client_pattern: str | None) -> str | None:
+    """The pattern to send this member, or None when none of its databases can match."""
+    if naming.member.database_name_mapping:
+        return "*"  # aliases can match where real names do not: ask for all, filter here
+    if not naming.prefix:
+        return client_pattern if client_pattern is not None else "*"
+    residuals = residual_patterns(client_pattern, naming.prefix)
+    return None if residuals is None else "|".join(residuals)
+
+
+def _requalify_pattern(qualified: QualifiedName, pattern: str, pool: UpstreamPool) -> str:
+    """The member's pattern in the catalog the client named: plain for a metastore that may lack catalogs."""
+    catalog = qualified.catalog
+    if catalog is None or (catalog.lower() == DEFAULT_CATALOG and pool.caps.catalogs is not True):
+        return pattern
+    return f"@{catalog}#{pattern}"

@@ -1,0 +1,175 @@
+"""Plan one call: which metastore, what to send, and what the reply needs. Pure: no sockets, no waiting.
+
+Everything that depends on the method comes from its entry in the method table (:mod:`waggle.hms.methods`):
+its route, access, where it carries database names, lock ids, lock components, table references and catalog
+names, and its bridge. Nothing here names an HMS method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Set
+from typing import TYPE_CHECKING, Any
+
+from waggle.call import merge
+from waggle.call.values import Call, Kind, NeedCatalogs, Plan
+from waggle.config.model import TransportKind
+from waggle.hms.bridges import DEFAULT_CATALOG, strip_catalog
+from waggle.hms.methods import MethodSpec, Path, Route
+from waggle.hms.names import parse
+from waggle.hms.rewrite import Rewriter, call_rewriter
+from waggle.routing.federation import Decision, Naming, Planner, Refused
+from waggle.upstream import compat
+from waggle.wire import strings_in
+
+if TYPE_CHECKING:
+    from waggle.runtime import Routes
+    from waggle.upstream.pool import UpstreamPool
+
+#: the one rewriter of whole calls (plans are cached per struct class)
+REWRITER: Rewriter = call_rewriter()
+
+
+def value_at(obj: Any, path: Path) -> Any:
+    """The value at an attribute path of a decoded object (None where any step is missing)."""
+    for attr in path:
+        obj = getattr(obj, attr, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], asked: Set[str] = frozenset()
+         ) -> Plan | NeedCatalogs:
+    """What to do with ``call`` under ``routes``. ``created``: databases created through waggle per member (the
+    whitelist); ``asked``: members whose catalog support was asked for already (whatever the answer)."""
+    spec, planner = call.spec, routes.planner
+    if spec is None or call.io is None or call.args is None:
+        return _unknown(call, routes)
+    if spec.route is Route.IDENTITY:
+        return Plan(Kind.IDENTITY, call, routes.primary)
+    if spec.route is Route.FANOUT:
+        return merge.plan(call, spec, routes, asked)
+    names: list[str] = []
+    if spec.route is Route.LOCK_ID:
+        decision = _lock_owner(call, spec, routes)
+    else:
+        names = REWRITER.names_in(call.args)
+        locks = [(c.dbname or "", c.type) for c in value_at(call.args, spec.lock_components) or ()] \
+            if spec.lock_components else ()
+        tables = _table_refs(call.args, spec) if routes.mapped_tables else ()
+        decision = planner.decide(spec, names, locks, created, tables)
+    pool = routes.pools[decision.member.name]
+    if decision.refusal is not None:
+        return _refuse(call, pool, decision.refusal, decision.refused_as, decision)
+    naming = planner.naming(decision.member)
+    # Catalogs: a metastore without them (Hive 2) gets plain names, and its replies get the catalog the client
+    # named.
+    fill = None
+    strip = False
+    catalog = _catalog_named(names, call.args, spec) if pool.caps.catalogs is not True else None
+    if catalog is not None:
+        if pool.caps.catalogs is None and pool.name not in asked:
+            return NeedCatalogs((pool.name,))
+        catalogs = pool.caps.catalogs
+        if catalogs is False and catalog.lower() != DEFAULT_CATALOG:
+            return _refuse(call, pool, f"catalog '{catalog}' does not exist in metastore '{pool.name}' (a Hive 2 "
+                                       f"metastore has only '{DEFAULT_CATALOG}')",
+                           Refused.NO_SUCH_OBJECT, decision)
+        strip = catalogs is not True and any(n.startswith("@") for n in names)
+        fill = catalog if catalogs is False else None
+    raw: bytes | None = call.raw
+    if decision.rewrite_request or strip:
+        to_member = naming.to_member
+        REWRITER.rewrite(call.args, (lambda n: strip_catalog(to_member(n))) if strip else to_member)
+        raw = None
+    kind = Kind.BRIDGE if spec.bridge is not None and pool.caps.bridges(call.name, call.args) else Kind.SEND
+    return _to(kind, call, pool, naming, decision, raw, fill)
+
+
+def _to(kind: Kind, call: Call, pool: UpstreamPool, naming: Naming, decision: Decision | None, raw: bytes | None,
+        fill: str | None) -> Plan:
+    result_class = call.io.result if call.io is not None else None
+    rewrite_reply = False
+    if result_class is not None:
+        fill, rewrite_reply = reply_changes(result_class, naming, decision, fill)
+    else:
+        fill = None
+    stream = not rewrite_reply and pool.config.wire == call.wire and call.wire.transport is TransportKind.BUFFERED
+    return Plan(kind, call, pool, naming, decision, raw, fill=fill, rewrite_reply=rewrite_reply, stream=stream)
+
+
+def reply_changes(result_class: type, naming: Naming, decision: Decision | None, fill: str | None
+                  ) -> tuple[str | None, bool]:
+    """(the catalog to fill in, if this result can hold one; whether the reply must be changed at all)."""
+    fill = fill if fill is not None and compat.carries_catalog(result_class) else None
+    filters = decision is not None and naming.member.mapped_tables is not None
+    return fill, (not naming.identity and REWRITER.touches(result_class)) or filters or fill is not None
+
+
+def _refuse(call: Call, pool: UpstreamPool, refusal: str, refused_as: Refused, decision: Decision | None) -> Plan:
+    return Plan(Kind.REFUSE, call, pool, decision=decision, refusal=refusal, refused_as=refused_as.value)
+
+
+def _lock_owner(call: Call, spec: MethodSpec, routes: Routes) -> Decision:
+    """A call that carries only a lock id goes where the lock was granted on this connection."""
+    held = value_at(call.args, spec.lock_id)
+    held = -1 if held is None else int(held)
+    owner = call.session.lock_owners.get(held)
+    if owner is None:
+        return Decision(routes.planner.primary)
+    if owner.name in routes.pools:
+        return Decision(routes.config.federation.member(owner.name))
+    return Decision(owner, f"lock {held} was granted by metastore '{owner.name}', which is no longer in the "
+                           f"federation")
+
+
+def _table_refs(args: Any, spec: MethodSpec) -> list[tuple[str, str]]:
+    """(database, table) pairs a call names, for ``mapped-tables``."""
+    out = []
+    for ref in spec.table_refs:
+        db, table = value_at(args, ref.db), value_at(args, ref.table)
+        if isinstance(db, str) and isinstance(table, str) and table:
+            out.append((db, table))
+    return out
+
+
+def _catalog_named(names: list[str], args: Any, spec: MethodSpec) -> str | None:
+    """The catalog a call names: in an ``@cat#db`` string, or in a request struct's catalog field."""
+    for name in names:
+        if name.startswith("@"):
+            catalog = parse(name).catalog
+            if catalog:
+                return catalog
+    for path in spec.catalog_fields:
+        value = value_at(args, path)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _unknown(call: Call, routes: Routes) -> Plan:
+    """A method waggle's IDL does not have: the primary answers, byte for byte, unless it names a database
+    that is not the primary's to answer for."""
+    planner = routes.planner
+    foreign = _foreign_database(*strings_in(call.raw, call.wire.protocol), planner)
+    if foreign is not None:
+        return Plan(Kind.REFUSE, call, routes.primary, unknown_method=True, foreign=foreign,
+                    refusal=f"Invalid method name: '{call.name}' (waggle does not know this method, and it names "
+                            f"{foreign}; waggle cannot route it)")
+    return _to(Kind.SEND, call, routes.primary, planner.naming(planner.primary), None, call.raw, None)
+
+
+def _foreign_database(first: str | None, strings: list[str], planner: Planner) -> str | None:
+    """The database, if any, that an unknown call names and that the primary cannot answer for as it is.
+
+    Without an IDL nothing says which strings are database names: the first argument (where every HMS method
+    puts its database) and ``@cat#db`` strings anywhere are taken as such."""
+    candidates = [first] if first else []
+    candidates += [text for text in strings if text.startswith("@")]
+    for text in candidates:
+        for candidate in {text, text.partition(".")[0]}:
+            found = planner.lookup(candidate) if candidate else None
+            if found is not None and found.target is not None and (
+                    not found.target.member.primary or found.target.db != (parse(candidate).db or "").lower()):
+                return f"database '{found.shown}' of metastore '{found.target.member.name}'"
+    return None

@@ -1,0 +1,128 @@
+"""The values one call is made of: what arrived, what to do, and what to answer."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from waggle.config.model import MetastoreConfig, WireFormat
+from waggle.hms.methods import MethodSpec
+from waggle.hms.service import MethodIO
+from waggle.routing.federation import Decision, Naming
+from waggle.upstream.client import Identity
+from waggle.wire import Header
+
+if TYPE_CHECKING:
+    from waggle.upstream.pool import UpstreamPool
+
+
+class Encoder(Protocol):
+    """How an answer is encoded for the client (its wire format); encoding is pure."""
+
+    def encode(self, name: str, mtype: int, seqid: int, obj: Any) -> bytes: ...
+
+    def encode_application_error(self, name: str, seqid: int, kind: int, message: str) -> bytes: ...
+
+
+@dataclass(slots=True)
+class Session:
+    """What one client connection remembers between its calls."""
+
+    #: the identity from the connection's set_ugi, if any: every call travels upstream as this user
+    identity: Identity | None = None
+    #: lock id -> the federated member that granted it (locks granted by the primary are not recorded)
+    lock_owners: dict[int, MetastoreConfig] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Call:
+    """One client call as it arrived. ``args`` is None for a method waggle's IDL does not have."""
+
+    header: Header
+    spec: MethodSpec | None
+    io: MethodIO | None
+    args: Any
+    raw: bytes
+    session: Session
+    #: the client's wire format
+    wire: WireFormat
+
+    @property
+    def name(self) -> str:
+        return self.header.name
+
+    @property
+    def oneway(self) -> bool:
+        return self.header.mtype == 4  # TMessageType.ONEWAY
+
+
+class Kind(enum.Enum):
+    """What the driver does with a plan."""
+
+    REFUSE = "refuse"  # answer with ``refusal``; nothing is sent upstream
+    SEND = "send"  # send to ``pool`` (relayed, or rewritten), then :func:`waggle.call.finish.reply`
+    BRIDGE = "bridge"  # answer through the method's bridge on ``pool``
+    FANOUT = "fanout"  # send to every member in ``jobs``, then :func:`waggle.call.merge.merge`
+    IDENTITY = "identity"  # take the call's identity for the connection; the primary answers
+
+
+@dataclass(frozen=True, slots=True)
+class NeedCatalogs:
+    """Planning needs to know whether these metastores understand catalogs: ask them, then plan again."""
+
+    members: tuple[str, ...]
+    #: ask in parallel within the fan-out timeout (a fan-out); else ask the one member and wait for it
+    bounded: bool = False
+
+
+@dataclass(slots=True)
+class Plan:
+    kind: Kind
+    call: Call
+    pool: UpstreamPool
+    naming: Naming | None = None
+    decision: Decision | None = None
+    #: the request to send: raw bytes when it travels unchanged, else None (encode ``call.args``)
+    raw: bytes | None = None
+    #: the answer's text and how it is raised (Kind.REFUSE), or an unknown method's refusal
+    refusal: str | None = None
+    refused_as: str = "MetaException"
+    unknown_method: bool = False
+    #: an unknown method's refusal: the database it names, and whose it is (for the log line)
+    foreign: str | None = None
+    #: the catalog to put into the reply's empty catalog fields (the metastore has none)
+    fill: str | None = None
+    #: the reply needs names rewritten, tables filtered or catalogs filled
+    rewrite_reply: bool = False
+    #: the reply may stream to the client while it arrives (unchanged, same wire format, unframed)
+    stream: bool = False
+    #: Kind.FANOUT: (pool, naming, args) per member asked, and the merge's own facts
+    jobs: list[tuple[UpstreamPool, Naming, Any]] = field(default_factory=list)
+    merge_facts: Any = None
+
+    @property
+    def metastore(self) -> str:
+        return self.pool.name
+
+
+@dataclass(slots=True)
+class Answer:
+    """What the client gets, and how the call is recorded."""
+
+    raw: bytes | None  # the message to write (None: nothing, a oneway call)
+    outcome: str  # ok, sent, refused, shed, member_down, upstream_error, ... or a declared exception's class
+    metastore: str  # the member that answered ("*" for a fan-out, "-" when none was chosen)
+    fields: dict[str, Any] = field(default_factory=dict)  # more for the log line (error, bridge, omitted ...)
+    #: the reply was UNKNOWN_METHOD for a method with a bridge: the pool learns it, and the bridge answers
+    bridge_instead: bool = False
+    #: a refusal's reason and whether it is logged at info (MetaException refusals and unknown methods)
+    reason: str | None = None
+    loud: bool = False
+    #: False: not counted or logged (a set_ugi refused for its size)
+    record: bool = True
+
+
+#: a name as the member spells it -> as the client sees it
+NameFn = Callable[[str], str]

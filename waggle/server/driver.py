@@ -1,0 +1,325 @@
+"""One client connection: the only code that reads from and writes to a client.
+
+For each message: read it (:class:`~waggle.wire.Wire`), admit it or shed it, make it a
+:class:`~waggle.call.values.Call`, let the call core plan it (:func:`waggle.call.plan.plan`), do the plan's
+I/O with the upstream side (a pooled call, a bridge, a fan-out, a catalog probe), let the core finish it into
+an :class:`~waggle.call.values.Answer`, write that answer, and record it once (log line and metrics).
+
+Errors are typed by side. A client that sends garbage (:class:`~waggle.wire.WireError`), times out or hangs
+up is disconnected and logged, and nobody else notices; a client that hangs up while a reply streams to it
+raises :class:`ClientGone` from the driver's own sink, so it never counts against the metastore. An upstream
+failure is answered with a ``MetaException`` naming the metastore, and the client's connection stays usable.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import time
+from typing import Any
+
+import structlog
+from thrift.Thrift import TMessageType
+
+from waggle.call import finish, merge
+from waggle.call.plan import plan
+from waggle.call.values import Answer, Call, Kind, NeedCatalogs, Plan, Session
+from waggle.common import metrics
+from waggle.common.logging import Throttle, get_logger
+from waggle.config.model import ProtocolKind
+from waggle.hms.bridges import MethodMissing, Wrap
+from waggle.hms.methods import METHODS, database_of
+from waggle.hms.service import METHOD_IO
+from waggle.runtime import Routes, Runtime
+from waggle.upstream import compat, fanout
+from waggle.upstream.client import Reply, UpstreamError
+from waggle.upstream.pool import Overloaded
+from waggle.wire import Header, PeerClosed, Wire, WireError
+
+log = get_logger("waggle.call")
+_ids = itertools.count(1)
+#: set_ugi identities are remembered by the upstream pools: bound what one may cost.
+MAX_IDENTITY_CHARS = 65536
+#: the metrics label of every method waggle's IDL does not have (client-chosen names must not become labels)
+UNKNOWN_METHOD = "(unknown)"
+_shed_log = Throttle(1.0)
+
+
+class ClientGone(Exception):
+    """The client hung up while its answer was being written: the connection ends, no metastore is blamed."""
+
+
+class _Abandon(Exception):
+    """The client connection can no longer be answered (half a reply was sent); close it."""
+
+
+class ClientDriver:
+    __slots__ = ("calls", "conn_id", "idle", "peer", "runtime", "session", "sock", "wire")
+
+    def __init__(self, sock: socket.socket, peer: Any, runtime: Runtime) -> None:
+        self.sock = sock
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.runtime = runtime
+        self.conn_id = next(_ids)
+        self.session = Session()
+        self.idle = True
+        server = runtime.config.server
+        self.wire = Wire(sock, server.wire, server.limits)
+        self.calls = 0
+
+    def serve(self) -> None:
+        structlog.contextvars.bind_contextvars(conn=self.conn_id, peer=self.peer)
+        wire = self.wire
+        try:
+            while not self.runtime.draining:
+                self.idle = True
+                try:
+                    header = wire.read_begin()
+                except PeerClosed:
+                    return
+                self.idle = False
+                self._one(header)
+                self.calls += 1
+        except _Abandon:
+            pass
+        except ClientGone as exc:
+            log.info("client.disconnected", error=str(exc), calls=self.calls)
+        except WireError as exc:
+            log.warning("client.protocol_error", error=str(exc), calls=self.calls)
+        except TimeoutError:
+            log.info("client.timeout", calls=self.calls)
+        except OSError as exc:
+            log.info("client.disconnected", error=str(exc), calls=self.calls)
+        finally:
+            self.idle = True
+
+    def refuse(self, message: str, timeout: float) -> None:
+        """Answer the connection's first call with ``message`` and close (a connection over the limit)."""
+        self.sock.settimeout(timeout)
+        try:
+            header = self.wire.read_begin()
+            if header.mtype in (TMessageType.CALL, TMessageType.ONEWAY):
+                self.wire.skip_struct()
+                self.wire.read_end()
+                self._write(finish.failure(header, METHOD_IO.get(header.name), message, self.wire, "shed", "-"))
+        except (WireError, PeerClosed, OSError):
+            pass
+
+    # -- one call ----------------------------------------------------------------------------------------
+    def _one(self, header: Header) -> None:
+        """Read, admit, answer and record one call. ``limits.max-in-flight-calls`` sheds what waits too long."""
+        if header.mtype not in (TMessageType.CALL, TMessageType.ONEWAY):
+            raise WireError(f"expected a call, got message type {header.mtype} for '{header.name}'")
+        spec = METHODS.get(header.name)
+        if spec is not None and spec.never_shed:
+            self._answer(self._read(header))
+            return
+        slots = self.runtime.call_slots
+        if not slots.acquire(self.runtime.config.server.load.queue_wait_seconds):
+            started = time.perf_counter()
+            self.wire.skip_struct()
+            self.wire.read_end()
+            metrics.SHED.labels("calls").inc()
+            self._finish(header, None, started, finish.failure(
+                header, METHOD_IO.get(header.name), f"waggle is overloaded: {slots.limit} calls are in flight "
+                f"(limits.max-in-flight-calls); try again shortly", self.wire, "shed", "-"))
+            return
+        metrics.CALLS_IN_FLIGHT.inc()
+        try:
+            self._answer(self._read(header))
+        finally:
+            metrics.CALLS_IN_FLIGHT.dec()
+            slots.release()
+
+    def _read(self, header: Header) -> Call:
+        wire = self.wire
+        name = header.name
+        io = METHOD_IO.get(name)
+        if io is None:
+            wire.skip_struct()
+            args = None
+        else:
+            if (header.mtype == TMessageType.ONEWAY) != (io.result is None):
+                # a reply nobody reads (or a reply never sent) would put the metastore connection out of step
+                raise WireError(f"'{name}' sent as {'oneway' if header.mtype == TMessageType.ONEWAY else 'call'}"
+                                f", but the method is {'oneway' if io.result is None else 'not oneway'}")
+            args = wire.read_struct(io.args)
+        raw = wire.read_end()
+        return Call(header, METHODS.get(name), io, args, raw, self.session, wire.format)
+
+    def _answer(self, call: Call) -> None:
+        started = time.perf_counter()
+        routes = self.runtime.routes  # one configuration and map for the whole call, even if a reload swaps them
+        asked: set[str] = set()
+        step = plan(call, routes, self.runtime.created, asked)
+        while isinstance(step, NeedCatalogs):
+            self._learn_catalogs(routes, step)
+            asked.update(step.members)
+            step = plan(call, routes, self.runtime.created, asked)
+        if step.kind is Kind.REFUSE:
+            answer = finish.refusal(step, self.wire)
+        elif step.kind is Kind.IDENTITY:
+            answer = self._identity(step)
+        elif step.kind is Kind.FANOUT:
+            answer = self._fan_out(step, routes)
+        elif step.kind is Kind.BRIDGE:
+            answer = self._bridge(step)
+        else:
+            answer = self._send(step, started)
+            if answer.bridge_instead:
+                step.pool.caps.learn_missing(call.name)
+                answer = self._bridge(step)
+        self._finish(call.header, call.args, started, answer)
+
+    def _learn_catalogs(self, routes: Routes, need: NeedCatalogs) -> None:
+        health, pools = self.runtime.health, [routes.pools[name] for name in need.members]
+        if need.bounded:
+            fanout.learn_catalogs(health, pools, self.session.identity,
+                                  routes.config.server.fan_out_timeout_ms / 1000.0)
+        else:
+            for pool in pools:
+                if health.is_up(pool.name):
+                    compat.probe_catalogs(pool, self.session.identity)
+
+    # -- the plan's I/O ------------------------------------------------------------------------------------
+    def _down(self, step: Plan) -> Answer | None:
+        health = self.runtime.health
+        if health.is_up(step.pool.name):
+            return None
+        return finish.failure(step.call.header, step.call.io, health.down_message(step.pool.name), self.wire,
+                              "member_down", step.pool.name)
+
+    def _send(self, step: Plan, started: float) -> Answer:
+        call, pool = step.call, step.pool
+        down = self._down(step)
+        if down is not None:
+            return down
+        server = self.runtime.config.server
+        try:
+            reply = pool.forward(self.session.identity, call.header, call.args, step.raw, call.wire.protocol,
+                                 self._sink if step.stream else None, server.stream_after_bytes,
+                                 known=call.io is not None)
+        except UpstreamError as exc:
+            self.runtime.health.call_failed(pool.name, exc)
+            if exc.partial_reply_sent:
+                log.warning("call.failed_mid_reply", method=call.name, metastore=pool.name, error=exc.detail)
+                metrics.observe_call(_label(call.name), pool.name, time.perf_counter() - started, "upstream")
+                raise _Abandon() from exc
+            return finish.failure(call.header, call.io, str(exc), self.wire,
+                                  "shed" if isinstance(exc, Overloaded) else "upstream_error", pool.name,
+                                  error=exc.detail)
+        return finish.reply(step, reply, self.wire, self.runtime.created)
+
+    def _bridge(self, step: Plan) -> Answer:
+        """Answer a method the member lacks (or cannot take as it is) through its bridge."""
+        call, pool = step.call, step.pool
+        assert call.spec is not None and call.spec.bridge is not None and call.io is not None
+        bridge = call.spec.bridge
+        down = self._down(step)
+        if down is not None:
+            return down
+        identity = self.session.identity
+        try:
+            bridged = compat.Bridged(pool, identity, call.header.seqid)
+            if isinstance(bridge.run, Wrap) and call.wire.protocol is ProtocolKind.BINARY and \
+                    pool.config.wire.protocol is ProtocolKind.BINARY:
+                got = compat.wrapped(pool, identity, call.header, bridge.run, call.args, bridged)
+                if isinstance(got, Reply):
+                    assert call.io.result is not None
+                    raw = finish.rewritten(step, got, call.io.result, self.wire) if step.rewrite_reply else got.raw
+                    return Answer(raw, "ok", pool.name, {"bridge": bridge.via})
+                return finish.bridged(step, got, self.wire, bridge.via)
+            return finish.bridged(step, bridged.run(call.name, call.args), self.wire, bridge.via)
+        except MethodMissing as exc:
+            return finish.failure(call.header, call.io, f"metastore '{pool.name}' has neither {call.name} nor "
+                                  f"{exc.method}", self.wire, "no_equivalent", pool.name, bridge=bridge.via)
+        except UpstreamError as exc:
+            if not isinstance(exc, compat.ApplicationError):  # that one answered: it is up
+                self.runtime.health.call_failed(pool.name, exc)
+            return finish.failure(call.header, call.io, str(exc), self.wire,
+                                  "shed" if isinstance(exc, Overloaded) else "upstream_error", pool.name,
+                                  bridge=bridge.via)
+        except (WireError, OSError, _Abandon, ClientGone):
+            raise
+        except Exception as exc:  # a defect in a bridge must not cost the client its connection
+            log.error("bridge.failed", method=call.name, metastore=pool.name, error=repr(exc))
+            return finish.failure(call.header, call.io, f"waggle could not answer {call.name} for metastore "
+                                  f"'{pool.name}' through {bridge.via}: {exc!r}", self.wire, "bridge_error",
+                                  pool.name, bridge=bridge.via)
+
+    def _fan_out(self, step: Plan, routes: Routes) -> Answer:
+        call = step.call
+        assert call.io is not None and call.io.result is not None
+        outcomes = fanout.gather(self.runtime.health, routes.config.server, self.session.identity, call.name,
+                                 call.header.seqid, call.io.result, step.jobs)
+        return merge.merge(step, outcomes, self.wire, lambda message: finish.failure(
+            call.header, call.io, message, self.wire, "upstream_error", "*"))
+
+    def _identity(self, step: Plan) -> Answer:
+        """Remember the client's identity; every later call travels on a connection opened as this user."""
+        call, pool = step.call, step.pool
+        assert call.io is not None and call.io.result is not None
+        identity = (str(call.args.user_name or ""), tuple(str(g) for g in call.args.group_names or ()))
+        size = len(identity[0]) + sum(len(g) for g in identity[1])
+        if size > MAX_IDENTITY_CHARS:
+            answer = finish.failure(call.header, call.io, f"{call.name} refused: the user and groups are {size} "
+                                    f"characters long; the limit is {MAX_IDENTITY_CHARS}", self.wire, "refused",
+                                    pool.name)
+            answer.record = False
+            return answer
+        self.session.identity = identity
+        structlog.contextvars.bind_contextvars(user=identity[0])
+        try:
+            groups = pool.set_ugi_reply(identity)
+        except UpstreamError as exc:
+            return finish.failure(call.header, call.io, str(exc), self.wire, "upstream_error", pool.name,
+                                  error=exc.detail)
+        result = call.io.result(success=groups)
+        return Answer(self.wire.encode(call.name, TMessageType.REPLY, call.header.seqid, result), "ok", pool.name)
+
+    # -- writing and recording ---------------------------------------------------------------------------
+    def _sink(self, chunk: bytes) -> None:
+        """Where a streamed reply goes while it arrives (owned here: upstream code never holds the client)."""
+        try:
+            self.wire.send_raw(chunk)
+        except OSError as exc:
+            raise ClientGone(str(exc)) from exc
+
+    def _write(self, answer: Answer) -> None:
+        if answer.raw is not None:
+            self.wire.send_raw(answer.raw)
+
+    def _finish(self, header: Header, args: Any, started: float, answer: Answer) -> None:
+        self._write(answer)
+        if answer.record:
+            self._record(header.name, args, started, answer)
+
+    def _record(self, method: str, args: Any, started: float, answer: Answer) -> None:
+        """Count one answered call (metrics) and log it.
+
+        At debug, every call is logged. Otherwise a call that failed upstream is logged at info, shed calls at
+        most once a second per limit (the metrics count each one), and refusals that are MetaExceptions.
+        """
+        seconds = time.perf_counter() - started
+        outcome, metastore = answer.outcome, answer.metastore
+        kind = finish.ERROR_KINDS.get(outcome, "exception")
+        metrics.observe_call(_label(method), metastore, seconds, kind)
+        debug = self.runtime.log_calls
+        if outcome == "refused":
+            if debug or answer.loud:
+                where = {"db": database_of(args)} if args is not None else {}
+                log.info("call.refused", method=method[:200], **where, metastore=metastore, reason=answer.reason,
+                         **answer.fields)
+            return
+        if debug:
+            level = log.debug
+        elif outcome == "upstream_error" or (kind == "shed" and _shed_log.allow(metastore)):
+            level = log.info
+        else:
+            return
+        level("call", method=method[:200], db=database_of(args) if args is not None else None, metastore=metastore,
+              outcome=outcome, duration_ms=round(1000 * seconds, 3), **answer.fields)
+
+
+def _label(method: str) -> str:
+    return method if method in METHOD_IO else UNKNOWN_METHOD
