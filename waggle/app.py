@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 
 import gevent
 
@@ -17,11 +18,13 @@ from waggle.runtime import Runtime
 from waggle.server.server import WaggleServer
 
 
-def start(config: WaggleConfig) -> WaggleServer:
-    """Start serving in the background; the caller owns the hub."""
+def start(config: WaggleConfig, reloading: Callable[[Runtime], Reloader] | None = None) -> WaggleServer:
+    """Start serving in the background; the caller owns the hub. ``reloading`` builds the reloader that the
+    HTTP side's reload call and the signals use."""
     runtime = Runtime(config)
+    reloader = reloading(runtime) if reloading is not None else None
     runtime.start()
-    server = WaggleServer(runtime)
+    server = WaggleServer(runtime, reloader)
     server.start()
     return server
 
@@ -45,7 +48,7 @@ def serve(server_file: str | None, federation_file: str) -> int:
     for warning in config.warnings:
         log.warning("config.warning", warning=warning)
     try:
-        server = start(config)
+        server = start(config, lambda runtime: Reloader(runtime, token, loaded))
     except OSError as exc:
         log.error("server.cannot_listen", port=config.server.port, http_port=config.server.endpoint_port,
                   error=str(exc))
@@ -53,8 +56,8 @@ def serve(server_file: str | None, federation_file: str) -> int:
     log.info("federation.loaded", primary=config.federation.primary.name,
              members=[m.name for m in config.federation.members],
              resolution=config.server.database_resolution.value)
-    reloader = Reloader(server.runtime, token, loaded)
-    server.http.reloader = reloader
+    reloader = server.http.reloader
+    assert reloader is not None
     reloader.start(watch=config.server.hot_reload)
     gevent.spawn(watch_loop)
 

@@ -80,9 +80,9 @@ def federation_view(runtime: Runtime, reloader: Reloader | None) -> dict[str, An
 
 
 class HttpEndpoint:
-    def __init__(self, runtime: Runtime, bind: str, port: int) -> None:
+    def __init__(self, runtime: Runtime, bind: str, port: int, reloader: Reloader | None = None) -> None:
         self.runtime = runtime
-        self.reloader: Reloader | None = None
+        self.reloader = reloader
         self._server = WSGIServer((bind, port), self.app, log=None, error_log=None)
 
     @property

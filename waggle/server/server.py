@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 import gevent.event
@@ -26,6 +26,9 @@ from waggle.endpoint import HttpEndpoint
 from waggle.runtime import Runtime
 from waggle.server.driver import ClientDriver
 
+if TYPE_CHECKING:
+    from waggle.reload import Reloader
+
 log = get_logger("waggle.server")
 
 #: connections over the limit being answered at once
@@ -35,7 +38,7 @@ REFUSE_TIMEOUT = 5.0
 
 
 class WaggleServer:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, reloader: Reloader | None = None) -> None:
         self.runtime = runtime
         server = runtime.config.server
         self._max_connections = server.max_connections
@@ -45,7 +48,7 @@ class WaggleServer:
                                     backlog=1024)
         self._connections: dict[gevent.Greenlet, ClientDriver] = {}
         self._stopped = gevent.event.Event()
-        self.http = HttpEndpoint(runtime, server.bind_address, server.endpoint_port)
+        self.http = HttpEndpoint(runtime, server.bind_address, server.endpoint_port, reloader)
 
     @property
     def address(self) -> tuple[str, int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gevent.lock import Semaphore
 from thrift.Thrift import TApplicationException, TMessageType, TType
@@ -29,6 +29,9 @@ from waggle.hms.bridges import BRIDGES, MethodMissing, Version, Wrap
 from waggle.hms.service import METHOD_IO
 from waggle.upstream.client import Identity, Reply, UpstreamError
 from waggle.wire import Header, decode_message
+
+if TYPE_CHECKING:
+    from waggle.upstream.pool import UpstreamPool
 
 log = get_logger("waggle.compat")
 
@@ -79,7 +82,7 @@ class ApplicationError(UpstreamError):
 class Bridged:
     """The :class:`waggle.hms.bridges.Upstream` of one call: decoded calls on one pool, as one identity."""
 
-    def __init__(self, pool: Any, identity: Identity | None, seqid: int) -> None:
+    def __init__(self, pool: UpstreamPool, identity: Identity | None, seqid: int) -> None:
         self.pool = pool
         self.caps: Capabilities = pool.caps
         self.identity = identity
@@ -118,7 +121,7 @@ class Bridged:
         return result
 
 
-def wrapped(pool: Any, identity: Identity | None, header: Header, wrap: Wrap, args: Any, bridged: Bridged
+def wrapped(pool: UpstreamPool, identity: Identity | None, header: Header, wrap: Wrap, args: Any, bridged: Bridged
             ) -> Reply | Any:
     """A :class:`~waggle.hms.bridges.Wrap` bridge over binary Thrift: the older call's reply re-framed as
     ``header``'s method (a :class:`Reply`, to be relayed, spliced or rewritten like any reply), or, when the
@@ -141,7 +144,7 @@ def wrapped(pool: Any, identity: Identity | None, header: Header, wrap: Wrap, ar
     return wrap.result(header.name, result)
 
 
-def probe_catalogs(pool: Any, identity: Identity | None) -> bool | None:
+def probe_catalogs(pool: UpstreamPool, identity: Identity | None) -> bool | None:
     """Whether the metastore understands catalogs, asked once (Hive 3+ has ``get_catalogs``).
 
     Concurrent first calls share one probe. When the metastore cannot be reached the answer stays unknown, and
