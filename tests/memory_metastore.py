@@ -63,7 +63,7 @@ from waggle.hms.gen.hive_metastore.ttypes import (
     TableMeta,
 )
 from waggle.runtime import Runtime
-from waggle.server.connection import ClientConnection
+from waggle.server.driver import ClientDriver
 from waggle.upstream.client import UpstreamConnection, UpstreamError
 
 HIVE4_0_1_MISSING = frozenset({"get_table", "get_table_objects_by_name"})
@@ -75,7 +75,7 @@ HIVE2_MISSING = frozenset({"get_catalogs", "get_catalog", "get_database_req", "g
 # -- the client-side driver: THE one place that builds it ------------------------------------------------------
 def serve_client(runtime: Runtime, sock: gevent.socket.socket, peer: Any) -> None:
     """Serve one client connection with waggle's client-side driver until the client closes it."""
-    ClientConnection(sock, peer, runtime).serve()
+    ClientDriver(sock, peer, runtime).serve()
 
 
 # -- Thrift over a gevent socket ------------------------------------------------------------------------------
