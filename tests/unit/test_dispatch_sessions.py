@@ -8,9 +8,10 @@ from typing import Any
 
 import gevent
 import pytest
-from memory_metastore import Harness, MemoryMetastore, elapsed, failure, harnesses, wait_until
+from memory_metastore import Harness, MemoryMetastore, elapsed, encode_call, failure, harnesses, wait_until
 from thrift.Thrift import TApplicationException
 
+from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.hms.gen.hive_metastore.ttypes import (
     CheckLockRequest,
     HeartbeatRequest,
@@ -208,3 +209,21 @@ def test_a_call_to_a_member_that_is_down_fails_naming_it_and_the_connection_stay
     assert refused.message.startswith("metastore 'fed' is unavailable since ")
     assert client.ok("get_database", name="default").name == "default"
     assert fed.calls == [] and primary.methods() == ["get_database"]
+
+
+# -- a client that hangs up ---------------------------------------------------------------------------------------
+def test_a_client_that_hangs_up_mid_stream_never_counts_against_the_metastore(make):
+    """The reply streams to the client through the driver's sink; the client is gone, the metastore is fine."""
+    harness, primary, _ = federation(make, server={"limits.stream-replies-after-bytes": 1024})
+    primary.add_table("default", *(f"table_with_a_long_name_{i:05d}" for i in range(20000)))
+    status = harness.runtime.health.status["primary"]
+    client = harness.client()
+    assert len(client.ok("get_all_tables", db_name="default")) == 20000  # streams, whole, to a client that reads
+    checks = status.checks
+    args = ThriftHiveMetastore.get_all_tables_args(db_name="default")
+    client.sock.sendall(encode_call("get_all_tables", args, 99))
+    client.sock.close()  # gone before the reply
+    client.driver.join(timeout=2)
+    gevent.sleep(0.3)  # a failed call would have woken the health check by now
+    assert status.checks == checks and status.up
+    assert harness.client().ok("get_all_tables", db_name="default")[:1] == ["table_with_a_long_name_00000"]
