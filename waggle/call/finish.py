@@ -16,7 +16,7 @@ from typing import Any
 from thrift.Thrift import TApplicationException, TMessageType
 
 from waggle.call.plan import REWRITER, value_at
-from waggle.call.values import Answer, Encoder, Kind, NameFn, Plan
+from waggle.call.values import Answer, Encoder, NameFn, Plan
 from waggle.config.model import MetastoreConfig, ProtocolKind
 from waggle.hms import specs
 from waggle.hms.bridges import applies_to
@@ -86,7 +86,7 @@ def reply(plan: Plan, reply: Reply | None, encoder: Encoder, created: MutableMap
     if reply.streamed:
         raw = reply.raw  # the rest of a reply whose head is already on its way
     elif reply.header.mtype == TMessageType.EXCEPTION and io is not None and plan.decision is not None and \
-            plan.kind is Kind.SEND and call.spec is not None and call.spec.bridge is not None and \
+            call.spec is not None and call.spec.bridge is not None and \
             applies_to(call.name, call.args) and _unknown_method(reply, io, pool.config.wire.protocol,
                                                                             pool.limits):
         return Answer(None, "bridge", pool.name, bridge_instead=True)

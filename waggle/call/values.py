@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from thrift.Thrift import TMessageType
+
 from waggle.config.model import MetastoreConfig, WireFormat
 from waggle.hms.methods import MethodSpec
 from waggle.hms.service import MethodIO
@@ -55,7 +57,7 @@ class Call:
 
     @property
     def oneway(self) -> bool:
-        return self.header.mtype == 4  # TMessageType.ONEWAY
+        return bool(self.header.mtype == TMessageType.ONEWAY)
 
 
 class Kind(enum.Enum):

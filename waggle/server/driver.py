@@ -28,7 +28,7 @@ from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
 from waggle.config.model import ProtocolKind
 from waggle.hms.bridges import MethodMissing, Wrap
-from waggle.hms.methods import METHODS, database_of
+from waggle.hms.methods import METHODS, MethodSpec, database_of
 from waggle.hms.service import METHOD_IO
 from waggle.runtime import Routes, Runtime
 from waggle.upstream import compat, fanout
@@ -112,7 +112,7 @@ class ClientDriver:
             raise WireError(f"expected a call, got message type {header.mtype} for '{header.name}'")
         spec = METHODS.get(header.name)
         if spec is not None and spec.never_shed:
-            self._answer(self._read(header))
+            self._answer(self._read(header, spec))
             return
         slots = self.runtime.call_slots
         if not slots.acquire(self.runtime.config.server.load.queue_wait_seconds):
@@ -126,12 +126,12 @@ class ClientDriver:
             return
         metrics.CALLS_IN_FLIGHT.inc()
         try:
-            self._answer(self._read(header))
+            self._answer(self._read(header, spec))
         finally:
             metrics.CALLS_IN_FLIGHT.dec()
             slots.release()
 
-    def _read(self, header: Header) -> Call:
+    def _read(self, header: Header, spec: MethodSpec | None) -> Call:
         wire = self.wire
         name = header.name
         io = METHOD_IO.get(name)
@@ -145,7 +145,7 @@ class ClientDriver:
                                 f", but the method is {'oneway' if io.result is None else 'not oneway'}")
             args = wire.read_struct(io.args)
         raw = wire.read_end()
-        return Call(header, METHODS.get(name), io, args, raw, self.session, wire.format)
+        return Call(header, spec, io, args, raw, self.session, wire.format)
 
     def _answer(self, call: Call) -> None:
         started = time.perf_counter()
