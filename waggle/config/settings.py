@@ -366,7 +366,8 @@ class SyncJob:
                           "`DB.TABLE` regexes, comma-separated or a YAML list (like `--tables`).", _REQUIRED)
     SOURCE = SYNC_JOB.add("source", None, optional_text(), "The member to read from (like `--source`).",
                           "top-level `source`")
-    MODE = SYNC_JOB.add("mode", "mirror", one_of(("mirror", "copy"), "mirror or copy"), "`mirror` or `copy`.")
+    MODE = SYNC_JOB.add("mode", "mirror", one_of(("mirror", "copy"), "mirror or copy", strings_only=False),
+                        "`mirror` (metadata only) or `copy` (the data files too), like `--mode`.")
     TARGET_DATABASE = SYNC_JOB.add("target-database", None, optional_text(),
                                    "Like `--target-database`.", "the source's name")
     PARTITION_FILTER = SYNC_JOB.add("partition-filter", None, optional_text(), "Like `--partition-filter`.")

@@ -120,12 +120,14 @@ def optional_text() -> Validator[str | None]:
     return Validator("a string", lambda v: None if v is None or v == "" else str(v))
 
 
-def one_of(names: Iterable[str], expect: str, fold: Callable[[str], str] = str) -> Validator[str]:
-    """One of ``names`` after ``fold`` (e.g. ``str.lower``); a refused value is named folded."""
+def one_of(names: Iterable[str], expect: str, fold: Callable[[str], str] = str,
+           strings_only: bool = True) -> Validator[str]:
+    """One of ``names`` after ``fold`` (e.g. ``str.lower``); a refused value is named folded. With
+    ``strings_only``, a map or list is refused as not a string; without, it is compared as text."""
     allowed = tuple(names)
 
     def convert(v: object) -> str:
-        if isinstance(v, (Mapping, list)):
+        if strings_only and isinstance(v, (Mapping, list)):
             raise Invalid("expected a string")
         s = fold(str(v))
         if s not in allowed:
