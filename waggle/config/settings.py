@@ -346,9 +346,11 @@ _FLAG = "true or false"
 class Sync:
     """Top-level keys of a sync file."""
 
-    FEDERATION_CONFIG = SYNC.add("federation-config", "", None,
-                                 "The proxy's federation file, relative to the sync file; its primary is the target.",
-                                 _REQUIRED)
+    FEDERATION_CONFIG = SYNC.add(
+        "federation-config", "", None,
+        "The proxy's federation file (a relative path is relative to the sync file); its primary is the target. "
+        "`--federation-config` wins.", _REQUIRED,
+    )
     SOURCE = SYNC.add("source", None, optional_text(), "Default `source` of every job.")
     MASTER = SYNC.add("master", None, optional_text(),
                       "Spark master for copies (default `local[*]`, or what `spark-submit` set); `--master` wins.")
@@ -369,7 +371,7 @@ class SyncJob:
     MODE = SYNC_JOB.add("mode", "mirror", one_of(("mirror", "copy"), "mirror or copy", strings_only=False),
                         "`mirror` (metadata only) or `copy` (the data files too), like `--mode`.")
     TARGET_DATABASE = SYNC_JOB.add("target-database", None, optional_text(),
-                                   "Like `--target-database`.", "the source's name")
+                                   "Like `--target-database`.", "the source database's name")
     PARTITION_FILTER = SYNC_JOB.add("partition-filter", None, optional_text(), "Like `--partition-filter`.")
     LOCATION_ROOT = SYNC_JOB.add("location-root", None, optional_text(), "Like `--location-root`.",
                                  "the target database's location")
