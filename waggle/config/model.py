@@ -1,6 +1,8 @@
 """Immutable, validated configuration objects.
 
 A reload builds a whole new :class:`WaggleConfig` and swaps one reference; nothing here is ever mutated.
+Every default is its setting's in the registry (:mod:`waggle.config.settings`), never restated here; the enums
+live in :mod:`waggle.config.kinds` and are re-exported.
 """
 
 from __future__ import annotations
