@@ -21,6 +21,7 @@ from gevent.pywsgi import WSGIServer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from waggle.common import metrics
+from waggle.config.timing import ENDPOINT_STOP_SECONDS
 
 if TYPE_CHECKING:
     from waggle.reload import Reloader
@@ -131,7 +132,7 @@ class HttpEndpoint:
         self._server.start()
 
     def stop(self) -> None:
-        self._server.stop(timeout=1)
+        self._server.stop(timeout=ENDPOINT_STOP_SECONDS)
 
 
 def _answer(start_response: StartResponse, status: str, body: dict[str, Any]) -> Iterable[bytes]:

@@ -9,9 +9,10 @@ running configuration keeps serving. The files are only ever read.
 The watcher watches the files' directories, not the files: editors replace files by renaming, and Kubernetes
 updates a mounted ConfigMap by swapping a symlink. Any event there makes waggle compare the files' contents
 with what it last read (and the files the configuration names: the admin token, tunnel keys), so unrelated
-events cost a few small reads. The same comparison also runs every :data:`POLL_SECONDS`, for file systems that
-send no events; a rejected edit is retried every :data:`RETRY_SECONDS`, since its cause may be a file it names
-that was not there yet.
+events cost a few small reads. The same comparison also runs every
+:data:`~waggle.config.timing.RELOAD_POLL_SECONDS`, for file systems that send no events; a rejected edit is
+retried every :data:`~waggle.config.timing.RELOAD_RETRY_SECONDS`, since its cause may be a file it names that
+was not there yet.
 """
 
 from __future__ import annotations
@@ -31,14 +32,11 @@ from waggle.common.logging import get_logger
 from waggle.config.check import admin_token, check_in_subprocess
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import WaggleConfig
+from waggle.config.timing import RELOAD_POLL_SECONDS, RELOAD_RETRY_SECONDS
 from waggle.runtime import Runtime, plan_reload
 
 log = get_logger("waggle.config")
 
-#: the files are compared with what was last read at least this often, events or not
-POLL_SECONDS = 5.0
-#: a rejected edit is tried again this often (quietly while it fails the same way)
-RETRY_SECONDS = 30.0
 
 
 class _Flag:
@@ -121,10 +119,10 @@ class Reloader:
                 token = self._check_named_files(config)
             except ConfigError as exc:
                 # a file the edit names (a key not mounted yet) is watched from now on; and every
-                # RETRY_SECONDS it is tried again anyway
+                # RELOAD_RETRY_SECONDS it is tried again anyway
                 self._basis = config or self.runtime.config
                 self._seen, self._retry_at = (files, digest_of(named_files(self._basis))), \
-                    time.monotonic() + RETRY_SECONDS
+                    time.monotonic() + RELOAD_RETRY_SECONDS
                 if quiet_if_same and exc.problems == self.last_error:
                     return False
                 metrics.CONFIG_RELOADS.labels("failed").inc()
@@ -188,15 +186,15 @@ class Reloader:
             for _ in watchfiles.watch(*dirs, watch_filter=None, debounce=200, step=50, recursive=False,
                                       stop_event=self._stop, raise_interrupt=False):
                 hub.loop.run_callback_threadsafe(self._changed.set)
-        except Exception as exc:  # the server goes on: the files are still compared every POLL_SECONDS
+        except Exception as exc:  # the server goes on: the files are still compared every RELOAD_POLL_SECONDS
             hub.loop.run_callback_threadsafe(functools.partial(
-                log.error, "config.watch_failed", error=repr(exc), fallback=f"polling every {POLL_SECONDS}s"))
+                log.error, "config.watch_failed", error=repr(exc), fallback=f"polling every {RELOAD_POLL_SECONDS}s"))
 
     def _apply_changes(self) -> None:
         while not self._stop.stopped:
-            # also every POLL_SECONDS without an event: an edit made before the watch began, or one that a
+            # also every RELOAD_POLL_SECONDS without an event: an edit made before the watch began, or one that a
             # file system without inotify events (NFS, some overlays) never reports, still arrives
-            self._changed.wait(POLL_SECONDS)
+            self._changed.wait(RELOAD_POLL_SECONDS)
             self._changed.clear()
             if self._stop.stopped:
                 return

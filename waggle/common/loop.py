@@ -12,21 +12,17 @@ import gevent
 
 from waggle.common import metrics
 from waggle.common.logging import get_logger
+from waggle.config.timing import LOOP_BLOCKED_SECONDS, LOOP_REPORT_SECONDS, LOOP_WATCH_INTERVAL
 
 log = get_logger("waggle.loop")
 
-#: a lag above this counts as blocked; one above ``REPORT`` is also logged
-BLOCKED = 0.1
-REPORT = 1.0
-
-
-def watch_loop(interval: float = 0.25) -> None:
+def watch_loop(interval: float = LOOP_WATCH_INTERVAL) -> None:
     while True:
         due = time.perf_counter() + interval
         gevent.sleep(interval)
         lag = max(0.0, time.perf_counter() - due)
         metrics.LOOP_LAG.observe(lag)
-        if lag > BLOCKED:
+        if lag > LOOP_BLOCKED_SECONDS:
             metrics.LOOP_BLOCKED.inc()
-            if lag > REPORT:
+            if lag > LOOP_REPORT_SECONDS:
                 log.warning("loop.blocked", seconds=round(lag, 3))

@@ -12,6 +12,7 @@ import sys
 
 from waggle.config.loader import ConfigError
 from waggle.config.model import WaggleConfig
+from waggle.config.timing import CHECK_SUBPROCESS_SECONDS
 
 
 def tunnel_problems(config: WaggleConfig) -> list[str]:
@@ -48,7 +49,8 @@ def file_problems(config: WaggleConfig) -> list[str]:
     return problems
 
 
-def check_in_subprocess(server_file: str | None, federation_file: str, timeout: float = 60.0) -> list[str]:
+def check_in_subprocess(server_file: str | None, federation_file: str,
+                        timeout: float = CHECK_SUBPROCESS_SECONDS) -> list[str]:
     """The problems ``waggle check`` finds, run in its own process (empty when it passes)."""
     cmd = [sys.executable, "-m", "waggle.cli", "check", "--federation-config", federation_file]
     if server_file:

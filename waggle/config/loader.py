@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import getpass
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
 
 from waggle.config.keys import KeyConflict, normalize
 from waggle.config.model import (
-    AccessControlType,
-    DatabaseResolution,
+    UPSTREAM_MAX_CONTAINER_ITEMS,
+    UPSTREAM_MAX_STRING_BYTES,
     Federation,
     HostPort,
     Limits,
@@ -33,16 +32,15 @@ from waggle.config.model import (
     TunnelConfig,
     WaggleConfig,
     WireFormat,
+    seconds,
 )
-from waggle.config.settings import METASTORE_SETTINGS, SERVER_SETTINGS, Setting
+from waggle.config.reader import MISSING, Reader
+from waggle.config.settings import METASTORE, SERVER, Section, Setting
+from waggle.config.settings import Metastore as M
+from waggle.config.settings import Server as S
+from waggle.config.validators import string
 from waggle.hms.bridges import parse_version
 
-T = TypeVar("T")
-_MISSING = object()
-_TIME_UNITS = {
-    "NANOSECONDS": 1e-9, "MICROSECONDS": 1e-6, "MILLISECONDS": 1e-3, "SECONDS": 1.0,
-    "MINUTES": 60.0, "HOURS": 3600.0, "DAYS": 86400.0,
-}
 _HOP = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>[A-Za-z0-9._\-\[\]:]+)$")
 
 
@@ -54,137 +52,36 @@ class ConfigError(ValueError):
         self.problems = problems
 
 
-class _Reader:
-    """Typed access to one normalized mapping, collecting problems instead of stopping at the first."""
-
-    def __init__(self, file: str, data: Mapping[str, Any], prefix: str, problems: list[str]) -> None:
-        self.file, self.data, self.prefix, self.problems = file, data, prefix, problems
-
-    def path(self, key: str) -> str:
-        return f"{self.prefix}{key}"
-
-    def fail(self, key: str, value: Any, reason: str) -> None:
-        self.problems.append(f"{self.file}: key '{self.path(key)}': invalid value {value!r}: {reason}")
-
-    def raw(self, key: str) -> Any:
-        node: Any = self.data
-        for part in key.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return _MISSING
-            node = node[part]
-        return node
-
-    def get(self, key: str, default: T, convert: Callable[[Any], T], expect: str) -> T:
-        value = self.raw(key)
-        if value is _MISSING or value is None:
-            return default
+def _regex_list(r: Reader, setting: Setting[object]) -> tuple[re.Pattern[str], ...] | None:
+    """A list of case-insensitive regexes (or one comma-separated string); None when not given."""
+    key = setting.key
+    value = r.raw(key)
+    if value is MISSING or value is None:
+        return None
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list):
+        r.fail(key, value, "expected a list of regular expressions")
+        return None
+    out = []
+    for i, item in enumerate(value):
         try:
-            return convert(value)
-        except (TypeError, ValueError) as exc:
-            detail = f": {exc}" if str(exc) else ""
-            self.fail(key, value, f"expected {expect}{detail}")
-            return default
-
-    def integer(self, key: str, default: int, low: int = 0, high: int | None = None) -> int:
-        def conv(v: Any) -> int:
-            if isinstance(v, bool) or not isinstance(v, (int, str)):
-                raise TypeError
-            n = int(v)
-            if n < low or (high is not None and n > high):
-                raise ValueError(f"out of range {low}..{high if high is not None else 'inf'}")
-            return n
-
-        expect = f"an integer >= {low}" if high is None else f"an integer between {low} and {high}"
-        return self.get(key, default, conv, expect)
-
-    def boolean(self, key: str, default: bool) -> bool:
-        def conv(v: Any) -> bool:
-            if isinstance(v, bool):
-                return v
-            s = str(v).strip().lower()
-            if s in ("true", "yes", "on", "1"):
-                return True
-            if s in ("false", "no", "off", "0"):
-                return False
-            raise ValueError
-        return self.get(key, default, conv, "true or false")
-
-    def choice(self, key: str, default: T, enum_type: type[T]) -> T:
-        names = [e.value for e in enum_type]  # type: ignore[attr-defined]
-
-        def conv(v: Any) -> T:
-            s = str(v).strip()
-            for e in enum_type:  # type: ignore[attr-defined]
-                if e.value.lower() == s.lower():
-                    return e  # type: ignore[no-any-return]
-            raise ValueError
-
-        return self.get(key, default, conv, "one of " + ", ".join(names))
-
-    def string(self, key: str, default: str) -> str:
-        def conv(v: Any) -> str:
-            if isinstance(v, (Mapping, list)):
-                raise TypeError
-            return str(v)
-        return self.get(key, default, conv, "a string")
-
-    def regex_list(self, key: str) -> tuple[re.Pattern[str], ...] | None:
-        value = self.raw(key)
-        if value is _MISSING or value is None:
-            return None
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(value, list):
-            self.fail(key, value, "expected a list of regular expressions")
-            return None
-        out = []
-        for i, item in enumerate(value):
-            try:
-                out.append(re.compile(str(item), re.IGNORECASE))
-            except re.error as exc:
-                self.fail(f"{key}[{i}]", item, f"not a regular expression: {exc}")
-        return tuple(out)
-
-    def string_map(self, key: str) -> Mapping[str, str]:
-        value = self.raw(key)
-        if value is _MISSING or value is None:
-            return MappingProxyType({})
-        if not isinstance(value, Mapping):
-            self.fail(key, value, "expected a map")
-            return MappingProxyType({})
-        return MappingProxyType({str(k): _scalar(v) for k, v in value.items()})
+            out.append(re.compile(str(item), re.IGNORECASE))
+        except re.error as exc:
+            r.fail(f"{key}[{i}]", item, f"not a regular expression: {exc}")
+    return tuple(out)
 
 
-def _scalar(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v)
-
-
-def _warn_unknown(reader: _Reader, settings: tuple[Setting, ...], warnings: list[str], what: str) -> None:
-    """Warn, by name, about every key that is not a setting or that waggle does not implement.
-
-    Nested maps are followed down to the settings' own keys, so ``logging: {level: debug}`` is the implemented
-    ``logging.level`` while ``logging: {config: ...}`` is the unimplemented ``logging.config``.
-    """
-    by_key = {s.key: s for s in settings}
-
-    def walk(data: Mapping[str, Any], prefix: str) -> None:
-        for key, value in data.items():
-            full = f"{prefix}{key}"
-            setting = by_key.get(full)
-            if setting is None and isinstance(value, Mapping) and any(k.startswith(full + ".") for k in by_key):
-                walk(value, full + ".")
-                continue
-            if setting is None:
-                warnings.append(f"{reader.file}: unknown {what} key '{reader.path(full)}' is ignored")
-            elif not setting.implemented:
-                warnings.append(
-                    f"{reader.file}: key '{reader.path(full)}' is not implemented by waggle and is ignored "
-                    f"({setting.doc.rstrip('.')})"
-                )
-
-    walk(reader.data, "")
+def _warn_unknown(r: Reader, section: Section, warnings: list[str], what: str) -> None:
+    """Warn, by name, about every key that is not a setting of ``section`` or that waggle does not implement."""
+    for key, setting in r.unknown(section):
+        if setting is None:
+            warnings.append(f"{r.file}: unknown {what} key '{r.path(key)}' is ignored")
+        else:
+            warnings.append(
+                f"{r.file}: key '{r.path(key)}' is not implemented by waggle and is ignored "
+                f"({setting.doc.rstrip('.')})"
+            )
 
 
 def _load_yaml(path: str, what: str) -> Mapping[str, Any]:
@@ -212,18 +109,13 @@ def _hive_flag(props: Mapping[str, str], key: str) -> bool | None:
     return None if value is None else value.strip().lower() == "true"
 
 
-_DEFAULT_WIRE = WireFormat()
-
-
-def _wire(reader: _Reader, props: Mapping[str, str], default: WireFormat = _DEFAULT_WIRE) -> WireFormat:
+def _wire(r: Reader, props: Mapping[str, str]) -> WireFormat:
+    """``transport`` and ``protocol``, defaulting to the Hive properties that set them, then to the settings'."""
     framed = _hive_flag(props, "hive.metastore.thrift.framed.transport.enabled")
     compact = _hive_flag(props, "hive.metastore.thrift.compact.protocol.enabled")
-    transport = default.transport if framed is None else (TransportKind.FRAMED if framed else TransportKind.BUFFERED)
-    protocol = default.protocol if compact is None else (ProtocolKind.COMPACT if compact else ProtocolKind.BINARY)
-    return WireFormat(
-        transport=reader.choice("transport", transport, TransportKind),
-        protocol=reader.choice("protocol", protocol, ProtocolKind),
-    )
+    transport = S.TRANSPORT.default if framed is None else (TransportKind.FRAMED if framed else TransportKind.BUFFERED)
+    protocol = S.PROTOCOL.default if compact is None else (ProtocolKind.COMPACT if compact else ProtocolKind.BINARY)
+    return WireFormat(transport=r.get(S.TRANSPORT, transport), protocol=r.get(S.PROTOCOL, protocol))
 
 
 def _hive_duration_ms(value: str) -> int:
@@ -236,69 +128,54 @@ def _hive_duration_ms(value: str) -> int:
 
 
 def parse_server(path: str | None, data: Mapping[str, Any], problems: list[str], warnings: list[str]) -> ServerConfig:
-    r = _Reader(path or "(server defaults)", data, "", problems)
-    _warn_unknown(r, SERVER_SETTINGS, warnings, "server")
-    props = r.string_map("configuration-properties")
+    r = Reader(path or "(server defaults)", data, "", problems)
+    _warn_unknown(r, SERVER, warnings, "server")
+    props = r.get(S.CONFIGURATION_PROPERTIES)
     max_threads = props.get("hive.metastore.server.max.threads")
-    default_conns = int(max_threads) if max_threads and max_threads.isdigit() else 1000
-    unit_name = r.string("status-polling-delay-time-unit", "MINUTES").upper()
-    if unit_name not in _TIME_UNITS:
-        r.fail("status-polling-delay-time-unit", unit_name, "expected one of " + ", ".join(_TIME_UNITS))
-        unit_name = "MINUTES"
-    level = r.string("logging.level", "info").lower()
-    if level not in ("debug", "info", "warning", "error"):
-        r.fail("logging.level", level, "expected debug, info, warning or error")
-        level = "info"
-    fmt = r.string("logging.format", "auto").lower()
-    if fmt not in ("auto", "json", "console"):
-        r.fail("logging.format", fmt, "expected auto, json or console")
-        fmt = "auto"
-    defaults = ServerConfig()
+    default_conns = int(max_threads) if max_threads and max_threads.isdigit() else S.MAX_CONNECTIONS.default
+    unit = r.get(S.STATUS_POLLING_DELAY_UNIT)
+    level = r.get(S.LOG_LEVEL)
+    fmt = r.get(S.LOG_FORMAT)
     return ServerConfig(
-        port=r.integer("port", defaults.port, 0, 65535),
-        bind_address=r.string("bind-address", defaults.bind_address),
-        database_resolution=r.choice("database-resolution", defaults.database_resolution, DatabaseResolution),
+        port=r.get(S.PORT),
+        bind_address=r.get(S.BIND_ADDRESS),
+        database_resolution=r.get(S.DATABASE_RESOLUTION),
         wire=_wire(r, props),
-        max_connections=r.integer("max-connections", default_conns, 1),
-        graceful_stop_seconds=float(r.integer("thrift-server-stop-timeout-val-in-seconds", 60, 0)),
-        shutdown_delay_seconds=float(r.integer("shutdown-delay", 0, 0, 3600)),
-        hot_reload=r.boolean("hot-reload", True),
-        admin_token_file=r.string("admin.token-file", "") or None,
+        max_connections=r.get(S.MAX_CONNECTIONS, default_conns),
+        graceful_stop_seconds=float(r.get(S.STOP_TIMEOUT)),
+        shutdown_delay_seconds=float(r.get(S.SHUTDOWN_DELAY)),
+        hot_reload=r.get(S.HOT_RELOAD),
+        admin_token_file=r.get(S.ADMIN_TOKEN_FILE),
         load=LoadLimits(
-            max_in_flight_calls=r.integer("limits.max-in-flight-calls", defaults.load.max_in_flight_calls, 1),
-            max_calls_per_metastore=r.integer("limits.max-calls-per-metastore",
-                                              defaults.load.max_calls_per_metastore, 1),
-            queue_wait_seconds=r.integer("limits.queue-wait-ms", int(defaults.load.queue_wait_seconds * 1000), 0)
-            / 1000.0,
+            max_in_flight_calls=r.get(S.MAX_IN_FLIGHT_CALLS),
+            max_calls_per_metastore=r.get(S.MAX_CALLS_PER_METASTORE),
+            queue_wait_seconds=r.get(S.QUEUE_WAIT_MS) / 1000.0,
         ),
         limits=Limits(
-            max_message_bytes=r.integer("limits.max-message-bytes", defaults.limits.max_message_bytes, 1024),
-            max_string_bytes=r.integer("limits.max-string-bytes", defaults.limits.max_string_bytes, 1),
-            max_container_items=r.integer("limits.max-container-items", defaults.limits.max_container_items, 1),
+            max_message_bytes=r.get(S.MAX_MESSAGE_BYTES),
+            max_string_bytes=r.get(S.MAX_STRING_BYTES),
+            max_container_items=r.get(S.MAX_CONTAINER_ITEMS),
         ),
-        upstream_limits=replace(
-            defaults.upstream_limits,
-            max_message_bytes=r.integer(
-                "limits.max-upstream-message-bytes", defaults.upstream_limits.max_message_bytes, 1024, 2**31 - 1
-            ),
-        ),
-        stream_after_bytes=r.integer("limits.stream-replies-after-bytes", defaults.stream_after_bytes, 0),
-        query_functions_across_all_metastores=r.boolean("query-functions-across-all-metastores", True),
-        status_polling_delay_seconds=r.integer("status-polling-delay", 5, 1) * _TIME_UNITS[unit_name],
-        fan_out_timeout_ms=r.integer("fan-out-timeout", defaults.fan_out_timeout_ms, 1),
-        down_retry_seconds=r.integer("down-member-retry", int(defaults.down_retry_seconds), 1),
-        database_refresh_seconds=r.integer("database-resolution-refresh", int(defaults.database_refresh_seconds), 1),
-        endpoint_port=r.integer("endpoint.port", defaults.endpoint_port, 0, 65535),
+        upstream_limits=Limits(r.get(S.MAX_UPSTREAM_MESSAGE_BYTES), UPSTREAM_MAX_STRING_BYTES,
+                               UPSTREAM_MAX_CONTAINER_ITEMS),
+        stream_after_bytes=r.get(S.STREAM_AFTER_BYTES),
+        query_functions_across_all_metastores=r.get(S.QUERY_FUNCTIONS_ACROSS_ALL),
+        status_polling_delay_seconds=seconds(r.get(S.STATUS_POLLING_DELAY), unit),
+        fan_out_timeout_ms=r.get(S.FAN_OUT_TIMEOUT),
+        down_retry_seconds=r.get(S.DOWN_MEMBER_RETRY),
+        database_refresh_seconds=r.get(S.DATABASE_RESOLUTION_REFRESH),
+        endpoint_port=r.get(S.ENDPOINT_PORT),
         log_level=level,
         log_format=fmt,
         configuration_properties=props,
     )
 
 
-def _uris(r: _Reader) -> tuple[HostPort, ...]:
-    value = r.raw("remote-meta-store-uris")
-    if value is _MISSING or value is None or str(value).strip() == "":
-        r.problems.append(f"{r.file}: key '{r.path('remote-meta-store-uris')}' is required")
+def _uris(r: Reader) -> tuple[HostPort, ...]:
+    key = M.URIS.key
+    value = r.raw(key)
+    if value is MISSING or value is None or str(value).strip() == "":
+        r.require(key)
         return ()
     out = []
     for part in str(value).split(","):
@@ -309,67 +186,63 @@ def _uris(r: _Reader) -> tuple[HostPort, ...]:
                 raise ValueError
             out.append(HostPort(u.hostname, u.port))
         except ValueError:
-            r.fail("remote-meta-store-uris", value, f"'{part}' is not a thrift://host:port URI")
+            r.fail(key, value, f"'{part}' is not a thrift://host:port URI")
     return tuple(out)
 
 
-def _tunnel(r: _Reader) -> TunnelConfig | None:
-    value = r.raw("metastore-tunnel")
-    if value is _MISSING or value is None:
+def _tunnel(r: Reader) -> TunnelConfig | None:
+    value = r.raw(M.TUNNEL.key)
+    if value is MISSING or value is None:
         return None
     if not isinstance(value, Mapping):
-        r.fail("metastore-tunnel", value, "expected a map with 'route', 'private-keys', ...")
+        r.fail(M.TUNNEL.key, value, "expected a map with 'route', 'private-keys', ...")
         return None
-    t = _Reader(r.file, value, r.path("metastore-tunnel."), r.problems)
-    route_text = t.string("route", "")
+    route_text = r.get(M.TUNNEL_ROUTE)
     hops: list[tuple[str, str]] = []
     if not route_text.strip():
-        t.problems.append(f"{t.file}: key '{t.path('route')}' is required")
+        r.require(M.TUNNEL_ROUTE.key)
     for part in route_text.split("->") if route_text.strip() else []:
         m = _HOP.match(part.strip())
         if not m:
-            t.fail("route", route_text, f"hop '{part.strip()}' is not [user@]host")
+            r.fail(M.TUNNEL_ROUTE.key, route_text, f"hop '{part.strip()}' is not [user@]host")
             continue
         hops.append((m.group("user") or getpass.getuser(), m.group("host")))
-    keys = tuple(k.strip() for k in t.string("private-keys", "").split(",") if k.strip())
+    keys = tuple(k.strip() for k in r.get(M.TUNNEL_PRIVATE_KEYS).split(",") if k.strip())
     if not keys:
-        t.problems.append(f"{t.file}: key '{t.path('private-keys')}' is required")
-    strict_raw = t.raw("strict-host-key-checking")
-    strict = True
-    if strict_raw is not _MISSING and strict_raw is not None:
-        s = _scalar(strict_raw).strip().lower()
-        if s in ("yes", "true"):
-            strict = True
-        elif s in ("no", "false"):
-            strict = False
-        else:
-            t.fail("strict-host-key-checking", strict_raw, "expected yes or no")
-    known = t.string("known-hosts", "") or None
+        r.require(M.TUNNEL_PRIVATE_KEYS.key)
+    strict = r.get(M.TUNNEL_STRICT_HOST_KEY_CHECKING)
+    known = r.get(M.TUNNEL_KNOWN_HOSTS)
     return TunnelConfig(
         route=tuple(hops),
         private_keys=keys,
         known_hosts=known,
-        port=t.integer("port", 22, 1, 65535),
-        localhost=t.string("localhost", "localhost"),
-        timeout_ms=t.integer("timeout", 60000, 0),
+        port=r.get(M.TUNNEL_PORT),
+        localhost=r.get(M.TUNNEL_LOCALHOST),
+        timeout_ms=r.get(M.TUNNEL_TIMEOUT),
         strict_host_key_checking=strict,
     )
 
 
-def _mapped_tables(r: _Reader) -> tuple[MappedTables, ...] | None:
-    value = r.raw("mapped-tables")
-    if value is _MISSING or value is None:
+#: The ``database`` of one ``mapped-tables`` entry (its ``mapped-tables`` is a regex list like the setting's).
+_ENTRY_DATABASE = Setting("database", "", "The database whose tables are mapped.", string())
+
+
+def _mapped_tables(r: Reader) -> tuple[MappedTables, ...] | None:
+    key = M.MAPPED_TABLES.key
+    value = r.raw(key)
+    if value is MISSING or value is None:
         return None
     if not isinstance(value, list):
-        r.fail("mapped-tables", value, "expected a list of {database, mapped-tables}")
+        r.fail(key, value, "expected a list of {database, mapped-tables}")
         return None
     out = []
     for i, entry in enumerate(value):
-        er = _Reader(r.file, entry if isinstance(entry, Mapping) else {}, r.path(f"mapped-tables[{i}]."), r.problems)
-        if not isinstance(entry, Mapping) or not er.string("database", ""):
-            r.fail(f"mapped-tables[{i}]", entry, "expected {database: <db>, mapped-tables: [regex, ...]}")
+        er = Reader(r.file, entry if isinstance(entry, Mapping) else {}, r.path(f"{key}[{i}]."), r.problems)
+        database = er.get(_ENTRY_DATABASE)
+        if not isinstance(entry, Mapping) or not database:
+            r.fail(f"{key}[{i}]", entry, "expected {database: <db>, mapped-tables: [regex, ...]}")
             continue
-        out.append(MappedTables(er.string("database", "").lower(), er.regex_list("mapped-tables") or ()))
+        out.append(MappedTables(database.lower(), _regex_list(er, M.MAPPED_TABLES) or ()))
     return tuple(out)
 
 
@@ -379,57 +252,57 @@ def parse_metastore(
     if not isinstance(data, Mapping):
         problems.append(f"{file}: key '{where}': invalid value {data!r}: expected a map")
         return None
-    r = _Reader(file, data, f"{where}.", problems)
-    _warn_unknown(r, METASTORE_SETTINGS, warnings, "metastore")
-    name = r.string("name", "").strip()
+    r = Reader(file, data, f"{where}.", problems)
+    _warn_unknown(r, METASTORE, warnings, "metastore")
+    name = r.get(M.NAME).strip()
     if not name:
-        problems.append(f"{file}: key '{r.path('name')}' is required and must not be blank")
-    access = r.choice("access-control-type", AccessControlType.READ_ONLY, AccessControlType)
+        r.require(M.NAME.key, " and must not be blank")
+    access = r.get(M.ACCESS_CONTROL_TYPE)
     if access.primary_only and not primary:
-        r.fail("access-control-type", access.value, "this access type is allowed on the primary metastore only")
+        r.fail(M.ACCESS_CONTROL_TYPE.key, access.value, "this access type is allowed on the primary metastore only")
     default_prefix = "" if primary else f"{name}_"
-    props = r.string_map("configuration-properties")
-    read_default = 600000
+    props = r.get(M.CONFIGURATION_PROPERTIES)
+    read_default = M.READ_TIMEOUT.default
     if "hive.metastore.client.socket.timeout" in props:
         try:
             read_default = _hive_duration_ms(props["hive.metastore.client.socket.timeout"])
         except ValueError:
             r.fail("configuration-properties.hive.metastore.client.socket.timeout",
                    props["hive.metastore.client.socket.timeout"], "expected a duration such as 600s")
-    aliases = r.string_map("database-name-mapping")
+    aliases = r.get(M.DATABASE_NAME_MAPPING)
     lowered = {k.lower(): v.lower() for k, v in aliases.items()}
     seen: dict[str, str] = {}
     for k, v in lowered.items():
         if v in seen:
-            r.fail("database-name-mapping", dict(aliases), f"'{seen[v]}' and '{k}' both map to alias '{v}'")
+            r.fail(M.DATABASE_NAME_MAPPING.key, dict(aliases), f"'{seen[v]}' and '{k}' both map to alias '{v}'")
         seen[v] = k
     return MetastoreConfig(
         name=name,
         uris=_uris(r),
         primary=primary,
-        database_prefix=r.string("database-prefix", default_prefix).lower(),
+        database_prefix=r.get(M.DATABASE_PREFIX, default_prefix).lower(),
         access_control_type=access,
-        writable_database_white_list=r.regex_list("writable-database-white-list") or (),
-        mapped_databases=r.regex_list("mapped-databases"),
+        writable_database_white_list=_regex_list(r, M.WRITABLE_DATABASES) or M.WRITABLE_DATABASES.default,
+        mapped_databases=_regex_list(r, M.MAPPED_DATABASES),
         mapped_tables=_mapped_tables(r),
         database_name_mapping=MappingProxyType(lowered),
-        latency_ms=r.integer("latency", 0, 0),
+        latency_ms=r.get(M.LATENCY),
         tunnel=_tunnel(r),
         configuration_properties=props,
         hive_version=_hive_version(r),
-        connect_timeout_ms=r.integer("connect-timeout", 2000, 1),
-        read_timeout_ms=r.integer("read-timeout", read_default, 1),
+        connect_timeout_ms=r.get(M.CONNECT_TIMEOUT),
+        read_timeout_ms=r.get(M.READ_TIMEOUT, read_default),
         wire=_wire(r, props),
-        pool_max_idle=r.integer("pool-max-idle", 16, 0),
+        pool_max_idle=r.get(M.POOL_MAX_IDLE),
     )
 
 
-def _hive_version(r: Any) -> str | None:
-    text = r.string("hive-version", "") or None
+def _hive_version(r: Reader) -> str | None:
+    text = r.get(M.HIVE_VERSION)
     try:
         parse_version(text)
     except ValueError as exc:
-        r.fail("hive-version", text, str(exc))
+        r.fail(M.HIVE_VERSION.key, text, str(exc))
     return text
 
 

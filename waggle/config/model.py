@@ -1,50 +1,40 @@
 """Immutable, validated configuration objects.
 
 A reload builds a whole new :class:`WaggleConfig` and swaps one reference; nothing here is ever mutated.
+Every default is its setting's in the registry (:mod:`waggle.config.settings`), never restated here; the enums
+live in :mod:`waggle.config.kinds` and are re-exported.
 """
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
+
+from waggle.config.kinds import TIME_UNITS
+from waggle.config.kinds import AccessControlType as AccessControlType
+from waggle.config.kinds import DatabaseResolution as DatabaseResolution
+from waggle.config.kinds import ProtocolKind as ProtocolKind
+from waggle.config.kinds import TransportKind as TransportKind
+from waggle.config.settings import Metastore as M
+from waggle.config.settings import Server as S
+
+#: Bounds on a metastore's replies besides ``limits.max-upstream-message-bytes``: not settings.
+UPSTREAM_MAX_STRING_BYTES = 256 * 1024 * 1024
+UPSTREAM_MAX_CONTAINER_ITEMS = 50_000_000
 
 
-class DatabaseResolution(enum.Enum):
-    MANUAL = "MANUAL"
-    PREFIXED = "PREFIXED"
-
-
-class AccessControlType(enum.Enum):
-    READ_ONLY = "READ_ONLY"
-    READ_AND_WRITE_AND_CREATE = "READ_AND_WRITE_AND_CREATE"
-    READ_AND_WRITE_ON_DATABASE_WHITELIST = "READ_AND_WRITE_ON_DATABASE_WHITELIST"
-    READ_AND_WRITE_AND_CREATE_ON_DATABASE_WHITELIST = "READ_AND_WRITE_AND_CREATE_ON_DATABASE_WHITELIST"
-
-    @property
-    def primary_only(self) -> bool:
-        """Waggle Dance allows the ``..._CREATE...`` variants on the primary metastore only."""
-        return "CREATE" in self.value
-
-
-class TransportKind(enum.Enum):
-    BUFFERED = "buffered"
-    FRAMED = "framed"
-
-
-class ProtocolKind(enum.Enum):
-    BINARY = "binary"
-    COMPACT = "compact"
+def seconds(value: int, unit: str = "SECONDS") -> float:
+    """A setting's number of ``unit`` (a ``TimeUnit`` name), in seconds."""
+    return value * TIME_UNITS[unit]
 
 
 @dataclass(frozen=True, slots=True)
 class WireFormat:
     """How messages are framed and encoded on one socket. Equal formats allow byte-for-byte relaying."""
 
-    transport: TransportKind = TransportKind.BUFFERED
-    protocol: ProtocolKind = ProtocolKind.BINARY
+    transport: TransportKind = S.TRANSPORT.default
+    protocol: ProtocolKind = S.PROTOCOL.default
 
     def describe(self) -> str:
         return f"{self.transport.value}/{self.protocol.value}"
@@ -63,9 +53,9 @@ class Limits:
 class LoadLimits:
     """How much work waggle takes on at once before it sheds load with a clear error."""
 
-    max_in_flight_calls: int = 500
-    max_calls_per_metastore: int = 200
-    queue_wait_seconds: float = 1.0
+    max_in_flight_calls: int = S.MAX_IN_FLIGHT_CALLS.default
+    max_calls_per_metastore: int = S.MAX_CALLS_PER_METASTORE.default
+    queue_wait_seconds: float = S.QUEUE_WAIT_MS.default / 1000.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +72,10 @@ class TunnelConfig:
     route: tuple[tuple[str, str], ...]  # (user, host) per hop
     private_keys: tuple[str, ...]
     known_hosts: str | None
-    port: int = 22
-    localhost: str = "localhost"
-    timeout_ms: int = 60000
-    strict_host_key_checking: bool = True
+    port: int = M.TUNNEL_PORT.default
+    localhost: str = M.TUNNEL_LOCALHOST.default
+    timeout_ms: int = M.TUNNEL_TIMEOUT.default
+    strict_host_key_checking: bool = M.TUNNEL_STRICT_HOST_KEY_CHECKING.default
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,19 +92,19 @@ class MetastoreConfig:
     uris: tuple[HostPort, ...]
     primary: bool
     database_prefix: str
-    access_control_type: AccessControlType = AccessControlType.READ_ONLY
-    writable_database_white_list: tuple[re.Pattern[str], ...] = ()
-    mapped_databases: tuple[re.Pattern[str], ...] | None = None
-    mapped_tables: tuple[MappedTables, ...] | None = None
-    database_name_mapping: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    latency_ms: int = 0
-    tunnel: TunnelConfig | None = None
-    configuration_properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    hive_version: str | None = None
-    connect_timeout_ms: int = 2000
-    read_timeout_ms: int = 600000
+    access_control_type: AccessControlType = M.ACCESS_CONTROL_TYPE.default
+    writable_database_white_list: tuple[re.Pattern[str], ...] = M.WRITABLE_DATABASES.default
+    mapped_databases: tuple[re.Pattern[str], ...] | None = M.MAPPED_DATABASES.default
+    mapped_tables: tuple[MappedTables, ...] | None = M.MAPPED_TABLES.default
+    database_name_mapping: Mapping[str, str] = field(default_factory=lambda: M.DATABASE_NAME_MAPPING.default)
+    latency_ms: int = M.LATENCY.default
+    tunnel: TunnelConfig | None = M.TUNNEL.default
+    configuration_properties: Mapping[str, str] = field(default_factory=lambda: M.CONFIGURATION_PROPERTIES.default)
+    hive_version: str | None = M.HIVE_VERSION.default
+    connect_timeout_ms: int = M.CONNECT_TIMEOUT.default
+    read_timeout_ms: int = M.READ_TIMEOUT.default
     wire: WireFormat = WireFormat()
-    pool_max_idle: int = 16
+    pool_max_idle: int = M.POOL_MAX_IDLE.default
 
     def upstream_key(self) -> tuple[object, ...]:
         """What a pool's connections depend on: members equal here can keep their pool across a reload."""
@@ -128,28 +118,31 @@ class MetastoreConfig:
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
-    port: int = 48869
-    bind_address: str = "0.0.0.0"
-    database_resolution: DatabaseResolution = DatabaseResolution.MANUAL
+    """The server file; every default is its setting's (:class:`waggle.config.settings.Server`)."""
+
+    port: int = S.PORT.default
+    bind_address: str = S.BIND_ADDRESS.default
+    database_resolution: DatabaseResolution = S.DATABASE_RESOLUTION.default
     wire: WireFormat = WireFormat()
-    max_connections: int = 1000
-    graceful_stop_seconds: float = 60.0
-    shutdown_delay_seconds: float = 0.0
-    hot_reload: bool = True
-    admin_token_file: str | None = None
+    max_connections: int = S.MAX_CONNECTIONS.default
+    graceful_stop_seconds: float = float(S.STOP_TIMEOUT.default)
+    shutdown_delay_seconds: float = float(S.SHUTDOWN_DELAY.default)
+    hot_reload: bool = S.HOT_RELOAD.default
+    admin_token_file: str | None = S.ADMIN_TOKEN_FILE.default
     load: LoadLimits = LoadLimits()
-    limits: Limits = Limits(100 * 1024 * 1024, 16 * 1024 * 1024, 1_000_000)
-    upstream_limits: Limits = Limits(2 * 1024 * 1024 * 1024 - 1, 256 * 1024 * 1024, 50_000_000)
-    stream_after_bytes: int = 65536
-    query_functions_across_all_metastores: bool = True
-    status_polling_delay_seconds: float = 300.0
-    fan_out_timeout_ms: int = 5000
-    down_retry_seconds: float = 2.0
-    database_refresh_seconds: float = 60.0
-    endpoint_port: int = 18000
-    log_level: str = "info"
-    log_format: str = "auto"
-    configuration_properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    limits: Limits = Limits(S.MAX_MESSAGE_BYTES.default, S.MAX_STRING_BYTES.default, S.MAX_CONTAINER_ITEMS.default)
+    upstream_limits: Limits = Limits(S.MAX_UPSTREAM_MESSAGE_BYTES.default, UPSTREAM_MAX_STRING_BYTES,
+                                     UPSTREAM_MAX_CONTAINER_ITEMS)
+    stream_after_bytes: int = S.STREAM_AFTER_BYTES.default
+    query_functions_across_all_metastores: bool = S.QUERY_FUNCTIONS_ACROSS_ALL.default
+    status_polling_delay_seconds: float = seconds(S.STATUS_POLLING_DELAY.default, S.STATUS_POLLING_DELAY_UNIT.default)
+    fan_out_timeout_ms: int = S.FAN_OUT_TIMEOUT.default
+    down_retry_seconds: float = float(S.DOWN_MEMBER_RETRY.default)
+    database_refresh_seconds: float = float(S.DATABASE_RESOLUTION_REFRESH.default)
+    endpoint_port: int = S.ENDPOINT_PORT.default
+    log_level: str = S.LOG_LEVEL.default
+    log_format: str = S.LOG_FORMAT.default
+    configuration_properties: Mapping[str, str] = field(default_factory=lambda: S.CONFIGURATION_PROPERTIES.default)
 
 
 @dataclass(frozen=True, slots=True)

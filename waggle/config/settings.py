@@ -1,208 +1,415 @@
-"""Every configuration key waggle reads, with its default and meaning, in one registry.
+"""Every configuration key waggle reads, declared once: key, default, validator and meaning.
 
-The loader validates against it and the configuration reference in the README is generated from it
-(``python -m waggle.config.settings``), so the two cannot drift apart.
+The registry drives everything else. The loaders (:mod:`waggle.config.loader` for the server and federation
+files, :mod:`waggle.sync.runner` for sync files) read and validate each setting with its validator and fall back
+to its default; the frozen :mod:`waggle.config.model` objects take their defaults from here; a key that is not
+declared, or that waggle does not implement, is reported by name (:meth:`Section.unknown`); and the
+configuration reference in the README is generated from it (``python -m waggle.config.settings``, and
+``python -m waggle.config.settings sync`` for the sync file), so none of them can drift apart.
+
+Settings are kept in declaration order, which is the order of the docs.
 """
 
 from __future__ import annotations
 
+import enum
+import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Generic, TypeVar
+
+from waggle.config.kinds import TIME_UNITS, AccessControlType, DatabaseResolution, ProtocolKind, TransportKind
+from waggle.config.validators import (
+    Validator,
+    boolean,
+    choice,
+    integer,
+    one_of,
+    optional_string,
+    optional_text,
+    string,
+    string_map,
+    yes_no,
+)
+
+V = TypeVar("V", covariant=True)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class Setting:
+class Setting(Generic[V]):
+    """One key of one section. ``parse`` is None for values with a structure of their own, read by the loader's
+    own function for them (URIs, regex lists, the tunnel route, ...), and for keys waggle does not implement."""
+
     key: str
-    default: str
+    default: V
     doc: str
+    parse: Validator[V] | None = None
     implemented: bool = True
+    shown: str | None = None  # the default as the docs show it, when not the default value itself
+
+    @property
+    def shown_default(self) -> str:
+        if self.shown is not None:
+            return self.shown
+        value: object = self.default
+        if value is None:
+            return "none"
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, enum.Enum):
+            return str(value.value)
+        if isinstance(value, Mapping):
+            return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
+        if isinstance(value, tuple):
+            return "[" + ", ".join(map(str, value)) + "]"
+        return str(value)
 
 
-SERVER_SETTINGS: tuple[Setting, ...] = (
-    Setting("port", "48869", "Thrift port that clients put in `hive.metastore.uris`."),
-    Setting("bind-address", "0.0.0.0", "Address the Thrift port listens on (waggle addition)."),
-    Setting(
-        "database-resolution", "MANUAL",
+class Section:
+    """The settings of one part of one file, in declaration order."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._settings: list[Setting[object]] = []
+
+    def add(self, key: str, default: T, parse: Validator[T] | None, doc: str, shown: str | None = None) -> Setting[T]:
+        setting = Setting(key, default, doc, parse, True, shown)
+        self._settings.append(setting)
+        return setting
+
+    def ignored(self, key: str, shown: str, doc: str) -> None:
+        """A Waggle Dance key that waggle accepts with a warning and does not implement."""
+        self._settings.append(Setting(key, shown, doc, None, False))
+
+    def __iter__(self) -> Iterator[Setting[object]]:
+        return iter(self._settings)
+
+    @property
+    def settings(self) -> tuple[Setting[object], ...]:
+        return tuple(self._settings)
+
+    def keys(self) -> list[str]:
+        return [s.key for s in self._settings]
+
+    def unknown(self, data: Mapping[str, object]) -> list[tuple[str, Setting[object] | None]]:
+        """Every key of ``data`` that is not a setting (with None) or not implemented (with its setting).
+
+        Nested maps are followed down to the settings' own keys, so ``logging: {level: debug}`` is the implemented
+        ``logging.level`` while ``logging: {config: ...}`` is the unimplemented ``logging.config``.
+        """
+        by_key = {s.key: s for s in self._settings}
+        found: list[tuple[str, Setting[object] | None]] = []
+
+        def walk(node: Mapping[str, object], prefix: str) -> None:
+            for key, value in node.items():
+                full = f"{prefix}{key}"
+                setting = by_key.get(full)
+                if setting is None and isinstance(value, Mapping) and any(k.startswith(full + ".") for k in by_key):
+                    walk(value, full + ".")
+                elif setting is None or not setting.implemented:
+                    found.append((full, setting))
+
+        walk(data, "")
+        return found
+
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+# -- the server file ---------------------------------------------------------------------------------------------
+SERVER = Section("server")
+
+
+class Server:
+    """Keys of the server file (``--server-config``)."""
+
+    PORT = SERVER.add("port", 48869, integer(0, 65535), "Thrift port that clients put in `hive.metastore.uris`.")
+    BIND_ADDRESS = SERVER.add("bind-address", "0.0.0.0", string(),
+                              "Address the Thrift port listens on (waggle addition).")
+    DATABASE_RESOLUTION = SERVER.add(
+        "database-resolution", DatabaseResolution.MANUAL, choice(DatabaseResolution),
         "`MANUAL` (each database belongs to one metastore) or `PREFIXED` (federated databases carry a prefix).",
-    ),
-    Setting(
-        "transport", "buffered",
+    )
+    TRANSPORT = SERVER.add(
+        "transport", TransportKind.BUFFERED, choice(TransportKind),
         "`buffered` (unframed, what Hive and Spark send) or `framed`. Also set by the Hive property "
         "`hive.metastore.thrift.framed.transport.enabled` in `configuration-properties`.",
-    ),
-    Setting(
-        "protocol", "binary",
+    )
+    PROTOCOL = SERVER.add(
+        "protocol", ProtocolKind.BINARY, choice(ProtocolKind),
         "`binary` or `compact`. Also set by `hive.metastore.thrift.compact.protocol.enabled`.",
-    ),
-    Setting(
-        "max-connections", "1000",
+    )
+    MAX_CONNECTIONS = SERVER.add(
+        "max-connections", 1000, integer(1),
         "Client connections served at once. A connection over the limit has its first call answered with a "
         "`MetaException` saying so, and is closed. "
         "Defaults to `hive.metastore.server.max.threads` when that property is set.",
-    ),
-    Setting(
-        "thrift-server-stop-timeout-val-in-seconds", "60",
+    )
+    STOP_TIMEOUT = SERVER.add(
+        "thrift-server-stop-timeout-val-in-seconds", 60, integer(0),
         "On SIGTERM, how long in-flight calls may take to finish before waggle exits (after `shutdown-delay`).",
-    ),
-    Setting(
-        "shutdown-delay", "0",
+    )
+    SHUTDOWN_DELAY = SERVER.add(
+        "shutdown-delay", 0, integer(0, 3600),
         "Seconds between SIGTERM and the drain during which `/readyz` already fails but new connections are "
         "still served, so load balancers stop sending clients first (waggle addition; the Helm chart sets 5).",
-    ),
-    Setting(
-        "hot-reload", "true",
+    )
+    HOT_RELOAD = SERVER.add(
+        "hot-reload", True, boolean(),
         "Watch both configuration files and apply an edit without a restart; `false` reloads on SIGHUP (or "
         "`POST /api/admin/reload`) only (waggle addition).",
-    ),
-    Setting(
-        "admin.token-file", "none",
+    )
+    ADMIN_TOKEN_FILE = SERVER.add(
+        "admin.token-file", None, optional_string(),
         "File holding the bearer token that state-changing admin HTTP calls must present. Without it they are "
         "off (waggle addition).",
-    ),
-    Setting("limits.max-message-bytes", "104857600", "Largest request message a client may send (bytes)."),
-    Setting("limits.max-string-bytes", "16777216", "Longest string or binary field in a request (bytes)."),
-    Setting("limits.max-container-items", "1000000", "Most elements in one list, set or map of a request."),
-    Setting(
-        "limits.max-upstream-message-bytes", "2147483647",
+    )
+    MAX_MESSAGE_BYTES = SERVER.add("limits.max-message-bytes", 100 * 1024 * 1024, integer(1024),
+                                   "Largest request message a client may send (bytes).")
+    MAX_STRING_BYTES = SERVER.add("limits.max-string-bytes", 16 * 1024 * 1024, integer(1),
+                                  "Longest string or binary field in a request (bytes).")
+    MAX_CONTAINER_ITEMS = SERVER.add("limits.max-container-items", 1_000_000, integer(1),
+                                     "Most elements in one list, set or map of a request.")
+    MAX_UPSTREAM_MESSAGE_BYTES = SERVER.add(
+        "limits.max-upstream-message-bytes", 2**31 - 1, integer(1024, 2**31 - 1),
         "Largest reply accepted from a metastore (bytes); a 100,000-partition listing is ~100 MB.",
-    ),
-    Setting(
-        "limits.max-in-flight-calls", "500",
+    )
+    MAX_IN_FLIGHT_CALLS = SERVER.add(
+        "limits.max-in-flight-calls", 500, integer(1),
         "Client calls being answered at once, over all connections. A call over the limit waits up to "
         "`limits.queue-wait-ms` for a slot, then fails with a `MetaException` saying waggle is overloaded.",
-    ),
-    Setting(
-        "limits.max-calls-per-metastore", "200",
+    )
+    MAX_CALLS_PER_METASTORE = SERVER.add(
+        "limits.max-calls-per-metastore", 200, integer(1),
         "Calls sent to one metastore at once (merged calls and bridges included). Over it a call waits up to "
         "`limits.queue-wait-ms`, then fails with a `MetaException` naming the metastore.",
-    ),
-    Setting("limits.queue-wait-ms", "1000", "How long a call may wait for a free slot under the two limits above."),
-    Setting(
-        "limits.stream-replies-after-bytes", "65536",
+    )
+    QUEUE_WAIT_MS = SERVER.add("limits.queue-wait-ms", 1000, integer(0),
+                               "How long a call may wait for a free slot under the two limits above.")
+    STREAM_AFTER_BYTES = SERVER.add(
+        "limits.stream-replies-after-bytes", 65536, integer(0),
         "A reply relayed unchanged that is longer than this streams to the client as it arrives, so memory "
         "holds one chunk of it; if its metastore fails mid-reply, the client's connection is closed.",
-    ),
-    Setting(
-        "query-functions-across-all-metastores", "true",
+    )
+    QUERY_FUNCTIONS_ACROSS_ALL = SERVER.add(
+        "query-functions-across-all-metastores", True, boolean(),
         "`get_all_functions` fans out to every metastore (`true`) or asks the primary only (`false`).",
-    ),
-    Setting(
-        "status-polling-delay", "5",
+    )
+    STATUS_POLLING_DELAY = SERVER.add(
+        "status-polling-delay", 5, integer(1),
         "How often a healthy metastore is checked in the background, in `status-polling-delay-time-unit` "
         "units. A failed call triggers a check at once.",
-    ),
-    Setting("status-polling-delay-time-unit", "MINUTES", "Unit of `status-polling-delay`."),
-    Setting(
-        "fan-out-timeout", "5000",
+    )
+    STATUS_POLLING_DELAY_UNIT = SERVER.add(
+        "status-polling-delay-time-unit", "MINUTES",
+        one_of(TIME_UNITS, "one of " + ", ".join(TIME_UNITS), str.upper), "Unit of `status-polling-delay`.",
+    )
+    FAN_OUT_TIMEOUT = SERVER.add(
+        "fan-out-timeout", 5000, integer(1),
         "Milliseconds each metastore gets to answer a merged call (`get_all_databases`, `get_databases`, "
         "`get_table_meta`, `get_all_functions`), plus its `latency`. A metastore that fails or is late is "
         "left out of the merge and logged (waggle addition).",
-    ),
-    Setting(
-        "down-member-retry", "2",
+    )
+    DOWN_MEMBER_RETRY = SERVER.add(
+        "down-member-retry", 2, integer(1),
         "Seconds between health checks of a metastore that is down. Calls naming its databases fail at once "
         "with a `MetaException` naming it until a check succeeds (waggle addition).",
-    ),
-    Setting(
-        "database-resolution-refresh", "60",
+    )
+    DATABASE_RESOLUTION_REFRESH = SERVER.add(
+        "database-resolution-refresh", 60, integer(1),
         "MANUAL resolution: seconds between background refreshes of which metastore owns each database "
         "(waggle addition).",
-    ),
-    Setting("endpoint.port", "18000", "HTTP port for health, readiness, metrics and the admin API."),
-    Setting("logging.level", "info", "`debug` logs one line per call; `info`, `warning`, `error`."),
-    Setting("logging.format", "auto", "`json`, `console`, or `auto` (console on a terminal, JSON otherwise)."),
-    Setting(
-        "configuration-properties", "{}",
+    )
+    ENDPOINT_PORT = SERVER.add("endpoint.port", 18000, integer(0, 65535),
+                               "HTTP port for health, readiness, metrics and the admin API.")
+    LOG_LEVEL = SERVER.add("logging.level", "info",
+                           one_of(("debug", "info", "warning", "error"), "debug, info, warning or error", str.lower),
+                           "`debug` logs one line per call; `info`, `warning`, `error`.")
+    LOG_FORMAT = SERVER.add("logging.format", "auto", one_of(("auto", "json", "console"), "auto, json or console",
+                                                             str.lower),
+                            "`json`, `console`, or `auto` (console on a terminal, JSON otherwise).")
+    CONFIGURATION_PROPERTIES = SERVER.add(
+        "configuration-properties", _EMPTY, string_map(),
         "Hive properties. waggle reads the transport, protocol, thread and socket-timeout ones listed "
         "above and passes the rest to nothing (it has no HiveConf).",
-    ),
-    Setting("verbose", "false", "Accepted for compatibility; waggle's logs are always structured.", False),
-    Setting("disconnect-connection-delay", "5", "Accepted; waggle notices closed clients at once.", False),
-    Setting("disconnect-time-unit", "MINUTES", "Accepted; see `disconnect-connection-delay`.", False),
-    Setting("thrift-server-request-timeout", "20", "Accepted, not used.", False),
-    Setting("thrift-server-request-timeout-unit", "SECONDS", "Accepted, not used.", False),
-    Setting("yaml-storage.overwrite-config-on-shutdown", "true", "Ignored: waggle never rewrites your YAML.", False),
-    Setting("graphite", "-", "Not implemented; use the Prometheus endpoint.", False),
-    Setting("prometheus.prefix", "waggle-dance", "Not implemented.", False),
-    Setting("management", "-", "Spring actuator settings; not applicable.", False),
-    Setting("logging.config", "-", "log4j2 file; not applicable.", False),
-    Setting("waggledance", "-", "Waggle Dance extensions (rate limiting); not implemented.", False),
-)
+    )
 
-METASTORE_SETTINGS: tuple[Setting, ...] = (
-    Setting("name", "(required)", "Unique name of the metastore; used in logs, metrics and errors."),
-    Setting(
-        "remote-meta-store-uris", "(required)",
-        "Comma-separated `thrift://host:port` list, tried in order until one connects.",
-    ),
-    Setting(
-        "database-prefix", "primary: empty; federated: `<name>_`",
-        "Prefix of this metastore's databases in `PREFIXED` mode (lower-cased).",
-    ),
-    Setting(
-        "access-control-type", "READ_ONLY",
+
+SERVER.ignored("verbose", "false", "Accepted for compatibility; waggle's logs are always structured.")
+SERVER.ignored("disconnect-connection-delay", "5", "Accepted; waggle notices closed clients at once.")
+SERVER.ignored("disconnect-time-unit", "MINUTES", "Accepted; see `disconnect-connection-delay`.")
+SERVER.ignored("thrift-server-request-timeout", "20", "Accepted, not used.")
+SERVER.ignored("thrift-server-request-timeout-unit", "SECONDS", "Accepted, not used.")
+SERVER.ignored("yaml-storage.overwrite-config-on-shutdown", "true", "Ignored: waggle never rewrites your YAML.")
+SERVER.ignored("graphite", "-", "Not implemented; use the Prometheus endpoint.")
+SERVER.ignored("prometheus.prefix", "waggle-dance", "Not implemented.")
+SERVER.ignored("management", "-", "Spring actuator settings; not applicable.")
+SERVER.ignored("logging.config", "-", "log4j2 file; not applicable.")
+SERVER.ignored("waggledance", "-", "Waggle Dance extensions (rate limiting); not implemented.")
+
+# -- the federation file: every metastore ------------------------------------------------------------------------
+METASTORE = Section("metastore")
+_REQUIRED = "(required)"
+
+
+class Metastore:
+    """Keys of each metastore of the federation file (``primary-meta-store``, ``federated-meta-stores[]``)."""
+
+    NAME = METASTORE.add("name", "", string(), "Unique name of the metastore; used in logs, metrics and errors.",
+                         _REQUIRED)
+    URIS = METASTORE.add("remote-meta-store-uris", "", None,
+                         "Comma-separated `thrift://host:port` list, tried in order until one connects.", _REQUIRED)
+    DATABASE_PREFIX = METASTORE.add(
+        "database-prefix", "", string(), "Prefix of this metastore's databases in `PREFIXED` mode (lower-cased).",
+        "primary: empty; federated: `<name>_`",
+    )
+    ACCESS_CONTROL_TYPE = METASTORE.add(
+        "access-control-type", AccessControlType.READ_ONLY, choice(AccessControlType),
         "`READ_ONLY`, `READ_AND_WRITE_AND_CREATE` (primary only), `READ_AND_WRITE_ON_DATABASE_WHITELIST`, "
         "`READ_AND_WRITE_AND_CREATE_ON_DATABASE_WHITELIST` (primary only).",
-    ),
-    Setting("writable-database-white-list", "[]", "Case-insensitive regexes of databases that may be written."),
-    Setting("mapped-databases", "null (all)", "Case-insensitive regexes of visible databases; `[]` shows none."),
-    Setting("mapped-tables", "null (all)", "Per database, `{database: db, mapped-tables: [regex, ...]}`."),
-    Setting("database-name-mapping", "{}", "`{name-in-metastore: alias}`; both names are served."),
-    Setting("latency", "0", "Extra milliseconds this metastore may take, added to its timeouts."),
-    Setting("metastore-tunnel", "none", "Reach this metastore through SSH; the keys below. One tunnel per "
-            "metastore, shared by all clients, run in a helper process and rebuilt when it breaks."),
-    Setting("metastore-tunnel.route", "(required)",
-            "Hops `user@host -> user@host -> ...`; `user@` defaults to the OS user running waggle. The last hop "
-            "opens the connection to the `remote-meta-store-uris` hosts (tried in order)."),
-    Setting("metastore-tunnel.private-keys", "(required)",
-            "Comma-separated private key files, tried on every hop. Keys with a passphrase are not supported."),
-    Setting("metastore-tunnel.known-hosts", "`~/.ssh/known_hosts`",
-            "OpenSSH known_hosts file; a hop on a port other than 22 is looked up as `[host]:port`."),
-    Setting("metastore-tunnel.port", "22", "SSH port of every hop."),
-    Setting("metastore-tunnel.localhost", "localhost", "Address the tunnel's local forwarded port listens on."),
-    Setting("metastore-tunnel.timeout", "60000",
-            "Milliseconds per hop to connect, handshake, authenticate and open a channel; `0` means no limit."),
-    Setting("metastore-tunnel.strict-host-key-checking", "yes",
-            "`yes`: a hop whose host key is missing from `known-hosts` or differs is refused. `no`: accepted, "
-            "with a warning in the log. YAML booleans are accepted too."),
-    Setting(
-        "configuration-properties", "{}",
+    )
+    WRITABLE_DATABASES = METASTORE.add("writable-database-white-list", (), None,
+                                       "Case-insensitive regexes of databases that may be written.")
+    MAPPED_DATABASES = METASTORE.add("mapped-databases", None, None,
+                                     "Case-insensitive regexes of visible databases; `[]` shows none.", "null (all)")
+    MAPPED_TABLES = METASTORE.add("mapped-tables", None, None,
+                                  "Per database, `{database: db, mapped-tables: [regex, ...]}`.", "null (all)")
+    DATABASE_NAME_MAPPING = METASTORE.add("database-name-mapping", _EMPTY, string_map(),
+                                          "`{name-in-metastore: alias}`; both names are served.")
+    LATENCY = METASTORE.add("latency", 0, integer(0),
+                            "Extra milliseconds this metastore may take, added to its timeouts.")
+    TUNNEL = METASTORE.add("metastore-tunnel", None, None,
+                           "Reach this metastore through SSH; the keys below. One tunnel per metastore, shared by "
+                           "all clients, run in a helper process and rebuilt when it breaks.")
+    TUNNEL_ROUTE = METASTORE.add(
+        "metastore-tunnel.route", "", string(),
+        "Hops `user@host -> user@host -> ...`; `user@` defaults to the OS user running waggle. The last hop "
+        "opens the connection to the `remote-meta-store-uris` hosts (tried in order).", _REQUIRED,
+    )
+    TUNNEL_PRIVATE_KEYS = METASTORE.add(
+        "metastore-tunnel.private-keys", "", string(),
+        "Comma-separated private key files, tried on every hop. Keys with a passphrase are not supported.", _REQUIRED,
+    )
+    TUNNEL_KNOWN_HOSTS = METASTORE.add(
+        "metastore-tunnel.known-hosts", None, optional_string(),
+        "OpenSSH known_hosts file; a hop on a port other than 22 is looked up as `[host]:port`.",
+        "`~/.ssh/known_hosts`",
+    )
+    TUNNEL_PORT = METASTORE.add("metastore-tunnel.port", 22, integer(1, 65535), "SSH port of every hop.")
+    TUNNEL_LOCALHOST = METASTORE.add("metastore-tunnel.localhost", "localhost", string(),
+                                     "Address the tunnel's local forwarded port listens on.")
+    TUNNEL_TIMEOUT = METASTORE.add(
+        "metastore-tunnel.timeout", 60000, integer(0),
+        "Milliseconds per hop to connect, handshake, authenticate and open a channel; `0` means no limit.",
+    )
+    TUNNEL_STRICT_HOST_KEY_CHECKING = METASTORE.add(
+        "metastore-tunnel.strict-host-key-checking", True, yes_no("yes or no"),
+        "`yes`: a hop whose host key is missing from `known-hosts` or differs is refused. `no`: accepted, "
+        "with a warning in the log. YAML booleans are accepted too.", "yes",
+    )
+    CONFIGURATION_PROPERTIES = METASTORE.add(
+        "configuration-properties", _EMPTY, string_map(),
         "Hive client properties: `hive.metastore.client.socket.timeout` sets the read timeout, "
         "`hive.metastore.thrift.framed.transport.enabled` / `...compact.protocol.enabled` the wire format.",
-    ),
-    Setting("hive-version", "none",
-            "The metastore's Hive version, e.g. `2.3.10`, `3.1.3`, `4.0.1` (waggle addition). Optional: without "
-            "it waggle learns from the metastore's answers what it lacks. With it, version bridges apply from the "
-            "first call, and Hive 4's `tablesPattern` is passed through instead of expanded."),
-    Setting("connect-timeout", "2000", "Milliseconds to open a connection, plus `latency` (waggle addition)."),
-    Setting(
-        "read-timeout", "600000",
+    )
+    HIVE_VERSION = METASTORE.add(
+        "hive-version", None, optional_string(),
+        "The metastore's Hive version, e.g. `2.3.10`, `3.1.3`, `4.0.1` (waggle addition). Optional: without "
+        "it waggle learns from the metastore's answers what it lacks. With it, version bridges apply from the "
+        "first call, and Hive 4's `tablesPattern` is passed through instead of expanded.",
+    )
+    CONNECT_TIMEOUT = METASTORE.add("connect-timeout", 2000, integer(1),
+                                    "Milliseconds to open a connection, plus `latency` (waggle addition).")
+    READ_TIMEOUT = METASTORE.add(
+        "read-timeout", 600000, integer(1),
         "Milliseconds to wait for a reply, plus `latency`; defaults to `hive.metastore.client.socket.timeout` "
         "when set (waggle addition).",
-    ),
-    Setting("pool-max-idle", "16", "Idle upstream connections kept open to this metastore (waggle addition)."),
-    Setting("impersonation-enabled", "false", "Kerberos impersonation; not implemented.", False),
-    Setting("hive-metastore-filter-hook", "-", "Java filter hook class; not applicable.", False),
-    Setting("glue-config", "-", "AWS Glue catalogs; not implemented.", False),
-    Setting("read-only-remote-meta-store-uris", "-", "Not implemented.", False),
-    Setting("read-only-glue-config", "-", "Not implemented.", False),
-    Setting("status", "-", "Runtime status in Waggle Dance's REST output; ignored in files.", False),
-)
+    )
+    POOL_MAX_IDLE = METASTORE.add("pool-max-idle", 16, integer(0),
+                                  "Idle upstream connections kept open to this metastore (waggle addition).")
 
 
-def markdown_table(settings: tuple[Setting, ...]) -> str:
+METASTORE.ignored("impersonation-enabled", "false", "Kerberos impersonation; not implemented.")
+METASTORE.ignored("hive-metastore-filter-hook", "-", "Java filter hook class; not applicable.")
+METASTORE.ignored("glue-config", "-", "AWS Glue catalogs; not implemented.")
+METASTORE.ignored("read-only-remote-meta-store-uris", "-", "Not implemented.")
+METASTORE.ignored("read-only-glue-config", "-", "Not implemented.")
+METASTORE.ignored("status", "-", "Runtime status in Waggle Dance's REST output; ignored in files.")
+
+# -- the sync file (``waggle sync --config``) ----------------------------------------------------------------------
+SYNC = Section("sync")
+SYNC_JOB = Section("sync job")
+_FLAG = "true or false"
+
+
+class Sync:
+    """Top-level keys of a sync file."""
+
+    FEDERATION_CONFIG = SYNC.add(
+        "federation-config", "", None,
+        "The proxy's federation file (a relative path is relative to the sync file); its primary is the target. "
+        "`--federation-config` wins.", _REQUIRED,
+    )
+    SOURCE = SYNC.add("source", None, optional_text(), "Default `source` of every job.")
+    MASTER = SYNC.add("master", None, optional_text(),
+                      "Spark master for copies (default `local[*]`, or what `spark-submit` set); `--master` wins.")
+    INCREMENTAL = SYNC.add("incremental", False, yes_no(_FLAG, strip=False),
+                           "Like `--incremental`: skip tables with no notification event since the last sync.")
+    PROPAGATE_DELETES = SYNC.add("propagate-deletes", False, yes_no(_FLAG, strip=False),
+                                 "Default `propagate-deletes` of every job.")
+    JOBS = SYNC.add("jobs", (), None, "The list of jobs, each with the keys below.", _REQUIRED)
+
+
+class SyncJob:
+    """Keys of each job (``jobs[]``) of a sync file."""
+
+    TABLES = SYNC_JOB.add("tables", "", None,
+                          "`DB.TABLE` regexes, comma-separated or a YAML list (like `--tables`).", _REQUIRED)
+    SOURCE = SYNC_JOB.add("source", None, optional_text(), "The member to read from (like `--source`).",
+                          "top-level `source`")
+    MODE = SYNC_JOB.add("mode", "mirror", one_of(("mirror", "copy"), "mirror or copy", strings_only=False),
+                        "`mirror` (metadata only) or `copy` (the data files too), like `--mode`.")
+    TARGET_DATABASE = SYNC_JOB.add("target-database", None, optional_text(),
+                                   "Like `--target-database`.", "the source database's name")
+    PARTITION_FILTER = SYNC_JOB.add("partition-filter", None, optional_text(), "Like `--partition-filter`.")
+    LOCATION_ROOT = SYNC_JOB.add("location-root", None, optional_text(), "Like `--location-root`.",
+                                 "the target database's location")
+    PROPAGATE_DELETES = SYNC_JOB.add("propagate-deletes", False, yes_no(_FLAG, strip=False),
+                                     "Like `--propagate-deletes`.", "top-level `propagate-deletes`")
+    SWITCH_MODE = SYNC_JOB.add("switch-mode", False, yes_no(_FLAG, strip=False), "Like `--switch-mode`.")
+
+
+#: The registries the tests and the README's configuration reference read.
+SERVER_SETTINGS: tuple[Setting[object], ...] = SERVER.settings
+METASTORE_SETTINGS: tuple[Setting[object], ...] = METASTORE.settings
+SYNC_SETTINGS: tuple[Setting[object], ...] = SYNC.settings
+SYNC_JOB_SETTINGS: tuple[Setting[object], ...] = SYNC_JOB.settings
+
+
+def markdown_table(settings: tuple[Setting[object], ...]) -> str:
     rows = ["| Key | Default | Meaning |", "|---|---|---|"]
     for s in settings:
         note = "" if s.implemented else " *(accepted with a warning)*"
-        rows.append(f"| `{s.key}` | {s.default} | {s.doc}{note} |")
+        rows.append(f"| `{s.key}` | {s.shown_default} | {s.doc}{note} |")
     return "\n".join(rows)
 
 
-def main() -> None:  # pragma: no cover - documentation helper
-    print("### Server file\n")
-    print(markdown_table(SERVER_SETTINGS))
-    print("\n### Federation file: every metastore (`primary-meta-store`, `federated-meta-stores[]`)\n")
-    print(markdown_table(METASTORE_SETTINGS))
+def reference() -> str:
+    """The README's configuration reference tables (``python -m waggle.config.settings``)."""
+    return (f"### Server file\n\n{markdown_table(SERVER_SETTINGS)}\n\n"
+            "### Federation file: every metastore (`primary-meta-store`, `federated-meta-stores[]`)\n\n"
+            f"{markdown_table(METASTORE_SETTINGS)}")
+
+
+def sync_reference() -> str:
+    """The README's sync file tables (``python -m waggle.config.settings sync``)."""
+    return f"{markdown_table(SYNC_SETTINGS)}\n\nEach job:\n\n{markdown_table(SYNC_JOB_SETTINGS)}"
+
+
+def main(argv: list[str]) -> None:  # pragma: no cover - documentation helper
+    print(sync_reference() if argv[1:] == ["sync"] else reference())
 
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    main(sys.argv)

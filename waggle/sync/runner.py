@@ -12,16 +12,18 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import yaml
 
 from waggle.common.logging import get_logger
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import MetastoreConfig
+from waggle.config.reader import MISSING, Reader
+from waggle.config.settings import SYNC, SYNC_JOB, Sync, SyncJob
 from waggle.hms.gen.hive_metastore.ttypes import Database
 from waggle.sync import objects as o
 from waggle.sync.hms import Metastore, connect
@@ -62,12 +64,7 @@ class SyncConfigError(ValueError):
         self.problems = problems
 
 
-# -- the sync file ---------------------------------------------------------------------------------------------
-_ENTRY_KEYS = {"source", "tables", "mode", "target-database", "partition-filter", "location-root",
-               "propagate-deletes", "switch-mode"}
-_TOP_KEYS = {"federation-config", "source", "master", "incremental", "propagate-deletes", "jobs"}
-
-
+# -- the sync file: read through the settings registry (waggle.config.settings.Sync / SyncJob) --------------------
 def load_sync_file(path: str) -> SyncRun:
     """Read a sync file (see the README). Every problem names the file, the key and the value."""
     problems: list[str] = []
@@ -77,73 +74,55 @@ def load_sync_file(path: str) -> SyncRun:
         raise SyncConfigError([f"{path}: cannot read: {exc}"]) from None
     if not isinstance(data, dict):
         raise SyncConfigError([f"{path}: expected a map with 'federation-config' and 'jobs'"])
-
-    def fail(key: str, value: Any, why: str) -> None:
-        problems.append(f"{path}: key '{key}': invalid value {value!r}: {why}")
-
-    for key in data:
-        if key not in _TOP_KEYS:
-            problems.append(f"{path}: unknown key '{key}' (expected one of {', '.join(sorted(_TOP_KEYS))})")
-    fed = data.get("federation-config")
+    r = Reader(path, data, "", problems, nulls_are_unset=False)
+    for key, _ in r.unknown(SYNC):
+        problems.append(f"{path}: unknown key '{key}' (expected one of {', '.join(sorted(SYNC.keys()))})")
+    fed = r.raw(Sync.FEDERATION_CONFIG.key)
     if not isinstance(fed, str) or not fed:
-        problems.append(f"{path}: key 'federation-config' is required")
+        r.require(Sync.FEDERATION_CONFIG.key)
         fed = ""
     elif not Path(fed).is_absolute():
         fed = str(Path(path).resolve().parent / fed)
-    default_source = data.get("source")
-    default_deletes = _flag(data, "propagate-deletes", False, fail)
-    jobs = data.get("jobs")
+    default_source = r.get(Sync.SOURCE)
+    default_deletes = r.get(Sync.PROPAGATE_DELETES)
+    jobs = r.raw(Sync.JOBS.key)
     specs: list[TableSpec] = []
     if not isinstance(jobs, list) or not jobs:
-        problems.append(f"{path}: key 'jobs' is required: a list of {{tables: ..., mode: ...}}")
+        r.require(Sync.JOBS.key, ": a list of {tables: ..., mode: ...}")
         jobs = []
     for i, job in enumerate(jobs):
         where = f"jobs[{i}]"
         if not isinstance(job, dict):
-            fail(where, job, "expected a map")
+            r.fail(where, job, "expected a map")
             continue
-        for key in job:
-            if key not in _ENTRY_KEYS:
-                problems.append(f"{path}: unknown key '{where}.{key}'")
-        tables = job.get("tables")
-        patterns, bad = parse_patterns(tables if isinstance(tables, str) else ",".join(map(str, tables or [])))
-        if not patterns:
-            problems.append(f"{path}: key '{where}.tables' is required")
-        for pattern, why in bad:
-            fail(f"{where}.tables", pattern, why)
-        mode = str(job.get("mode", o.MIRROR))
-        if mode not in (o.MIRROR, o.COPY):
-            fail(f"{where}.mode", mode, "expected mirror or copy")
-        source = job.get("source", default_source)
-        if not source:
-            problems.append(f"{path}: key '{where}.source' is required (or a top-level 'source')")
-        specs.append(TableSpec(
-            source=str(source or ""), patterns=patterns, mode=mode,
-            target_database=_opt(job.get("target-database")), partition_filter=_opt(job.get("partition-filter")),
-            location_root=_opt(job.get("location-root")),
-            propagate_deletes=_flag(job, "propagate-deletes", default_deletes, fail, where),
-            switch_mode=_flag(job, "switch-mode", False, fail, where)))
-    incremental = _flag(data, "incremental", False, fail)
+        specs.append(_job(Reader(path, job, f"{where}.", problems, nulls_are_unset=False), default_source,
+                          default_deletes))
+    incremental = r.get(Sync.INCREMENTAL)
     if problems:
         raise SyncConfigError(problems)
-    return SyncRun(federation_config=fed, specs=tuple(specs), incremental=incremental,
-                   master=_opt(data.get("master")))
+    return SyncRun(federation_config=fed, specs=tuple(specs), incremental=incremental, master=r.get(Sync.MASTER))
 
 
-def _opt(value: Any) -> str | None:
-    return None if value is None or value == "" else str(value)
-
-
-def _flag(data: Mapping[str, Any], key: str, default: bool, fail: Any, where: str = "") -> bool:
-    value = data.get(key, default)
-    if isinstance(value, bool):
-        return value
-    if str(value).lower() in ("yes", "true"):
-        return True
-    if str(value).lower() in ("no", "false"):
-        return False
-    fail(f"{where}.{key}" if where else key, value, "expected true or false")
-    return default
+def _job(r: Reader, default_source: str | None, default_deletes: bool) -> TableSpec:
+    """One entry of ``jobs``; its problems go to ``r.problems``."""
+    for key, _ in r.unknown(SYNC_JOB):
+        r.problems.append(f"{r.file}: unknown key '{r.path(key)}'")
+    tables = r.raw(SyncJob.TABLES.key)  # comma-separated, or a YAML list
+    text = "" if tables is MISSING or not tables else tables if isinstance(tables, str) else \
+        ",".join(map(str, cast(Iterable[object], tables)))
+    patterns, bad = parse_patterns(text)
+    if not patterns:
+        r.require(SyncJob.TABLES.key)
+    for pattern, why in bad:
+        r.fail(SyncJob.TABLES.key, pattern, why)
+    mode = r.get(SyncJob.MODE)
+    source = r.get(SyncJob.SOURCE, default_source)
+    if not source:
+        r.require(SyncJob.SOURCE.key, " (or a top-level 'source')")
+    return TableSpec(
+        source=source or "", patterns=patterns, mode=mode, target_database=r.get(SyncJob.TARGET_DATABASE),
+        partition_filter=r.get(SyncJob.PARTITION_FILTER), location_root=r.get(SyncJob.LOCATION_ROOT),
+        propagate_deletes=r.get(SyncJob.PROPAGATE_DELETES, default_deletes), switch_mode=r.get(SyncJob.SWITCH_MODE))
 
 
 def parse_patterns(text: str) -> tuple[tuple[str, ...], list[tuple[str, str]]]:

@@ -26,12 +26,11 @@ from typing import Any
 
 import paramiko
 
+from waggle.config.timing import TUNNEL_KEEPALIVE_SECONDS
 from waggle.tunnel.spec import Hop, TunnelSpec
 
 Emit = Callable[[dict[str, Any]], None]
 
-#: Seconds between SSH keepalives on every hop (see also TCP_USER_TIMEOUT on the first hop's socket).
-KEEPALIVE_SECONDS = 15
 #: Bytes per read when pumping a forwarded connection.
 CHUNK = 65536
 #: Flow-control window of each forwarded channel (paramiko's default is 2 MiB).
@@ -191,7 +190,7 @@ def _connect_hop(spec: TunnelSpec, chain: Chain, i: int, hop: Hop, where: str, k
         # is noticed in about a minute rather than when TCP gives up.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         if hasattr(socket, "TCP_USER_TIMEOUT"):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 4 * KEEPALIVE_SECONDS * 1000)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 4 * TUNNEL_KEEPALIVE_SECONDS * 1000)
     else:
         try:
             sock = chain.open_channel((hop.host, hop.port), timeout, window_size=None)
@@ -227,7 +226,7 @@ def _connect_hop(spec: TunnelSpec, chain: Chain, i: int, hop: Hop, where: str, k
     if not transport.is_authenticated():
         paths = ", ".join(f"'{p}'" for p in spec.private_keys)
         raise TunnelError(where, f"authentication failed for user '{hop.user}' with private key(s) {paths}")
-    transport.set_keepalive(KEEPALIVE_SECONDS)
+    transport.set_keepalive(TUNNEL_KEEPALIVE_SECONDS)
 
 
 class Forwarder:

@@ -14,6 +14,8 @@ from typing import Protocol
 
 import gevent
 
+from waggle.config.timing import DEADLINE_RESOLUTION_SECONDS
+
 
 class Watched(Protocol):
     deadline: float
@@ -23,7 +25,7 @@ class Watched(Protocol):
 
 
 class Deadlines:
-    def __init__(self, resolution: float = 0.1) -> None:
+    def __init__(self, resolution: float = DEADLINE_RESOLUTION_SECONDS) -> None:
         self.resolution = resolution
         self._in_flight: set[Watched] = set()
         self._watchdog: gevent.Greenlet | None = None

@@ -29,14 +29,11 @@ from gevent import subprocess
 from waggle.common import metrics
 from waggle.common.logging import get_logger
 from waggle.config.model import HostPort, MetastoreConfig
+from waggle.config.timing import TUNNEL_RESTART_DELAYS, TUNNEL_STARTUP_WAIT
 from waggle.tunnel.spec import TunnelSpec, spec_for
 
 log = get_logger("waggle.tunnel")
 
-#: Seconds to wait before restarting a helper that exited, by how many times it exited in a row.
-RESTART_DELAYS = (0.5, 1.0, 2.0, 5.0, 10.0)
-#: Seconds a call waits for a helper that is starting to listen.
-STARTUP_WAIT = 10.0
 #: How many closed-connection reports are kept for :meth:`Tunnel.explain`.
 CLOSED_KEPT = 4096
 
@@ -96,7 +93,7 @@ class Tunnel:
         deadline = time.monotonic() + timeout
         # a helper that is starting gets a moment; one that exited is not waited for
         if not self._listening.is_set() and (
-                not self._helper_running or not self._listening.wait(min(timeout, STARTUP_WAIT))):
+                not self._helper_running or not self._listening.wait(min(timeout, TUNNEL_STARTUP_WAIT))):
             raise TunnelUnavailable(f"is unreachable: its SSH tunnel helper is not running "
                                     f"({self.status.reason or 'starting'})")
         port = self.port
@@ -148,7 +145,7 @@ class Tunnel:
     # -- the helper ---------------------------------------------------------------------------------------------
     def start(self) -> None:
         self._gauge()
-        self._helper_running = True  # starting: calls wait up to STARTUP_WAIT for it to listen
+        self._helper_running = True  # starting: calls wait up to TUNNEL_STARTUP_WAIT for it to listen
         self._greenlet = gevent.spawn(self._supervise)
 
     def _supervise(self) -> None:
@@ -163,7 +160,7 @@ class Tunnel:
                 return
             if time.monotonic() - started > 60:
                 failures = 0
-            gevent.sleep(RESTART_DELAYS[min(failures, len(RESTART_DELAYS) - 1)])
+            gevent.sleep(TUNNEL_RESTART_DELAYS[min(failures, len(TUNNEL_RESTART_DELAYS) - 1)])
             failures += 1
             self._helper_running = True
 

@@ -1,0 +1,229 @@
+"""The settings registry is the one home of every default, validator and documented key: the loaded
+configuration, the model's own defaults, the sync file and the README all follow it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from waggle.config import timing
+from waggle.config.kinds import TIME_UNITS
+from waggle.config.loader import ConfigError, load
+from waggle.config.model import MetastoreConfig, ServerConfig, TunnelConfig
+from waggle.config.settings import (
+    METASTORE,
+    METASTORE_SETTINGS,
+    SERVER,
+    SERVER_SETTINGS,
+    SYNC,
+    SYNC_JOB,
+    Metastore,
+    Server,
+    Setting,
+    SyncJob,
+    reference,
+    sync_reference,
+)
+from waggle.sync import objects as o
+from waggle.sync.runner import SyncConfigError, load_sync_file
+
+ROOT = Path(__file__).resolve().parents[2]
+PRIMARY = {"name": "p", "remote-meta-store-uris": "thrift://h:1"}
+
+_POLL_UNIT = TIME_UNITS[Server.STATUS_POLLING_DELAY_UNIT.default]
+
+# Each implemented setting with a validator, read back from a loaded configuration in the setting's own units.
+SERVER_VALUES: dict[str, Callable[[ServerConfig], object]] = {
+    "port": lambda s: s.port,
+    "bind-address": lambda s: s.bind_address,
+    "database-resolution": lambda s: s.database_resolution,
+    "transport": lambda s: s.wire.transport,
+    "protocol": lambda s: s.wire.protocol,
+    "max-connections": lambda s: s.max_connections,
+    "thrift-server-stop-timeout-val-in-seconds": lambda s: s.graceful_stop_seconds,
+    "shutdown-delay": lambda s: s.shutdown_delay_seconds,
+    "hot-reload": lambda s: s.hot_reload,
+    "admin.token-file": lambda s: s.admin_token_file,
+    "limits.max-message-bytes": lambda s: s.limits.max_message_bytes,
+    "limits.max-string-bytes": lambda s: s.limits.max_string_bytes,
+    "limits.max-container-items": lambda s: s.limits.max_container_items,
+    "limits.max-upstream-message-bytes": lambda s: s.upstream_limits.max_message_bytes,
+    "limits.max-in-flight-calls": lambda s: s.load.max_in_flight_calls,
+    "limits.max-calls-per-metastore": lambda s: s.load.max_calls_per_metastore,
+    "limits.queue-wait-ms": lambda s: s.load.queue_wait_seconds * 1000,
+    "limits.stream-replies-after-bytes": lambda s: s.stream_after_bytes,
+    "query-functions-across-all-metastores": lambda s: s.query_functions_across_all_metastores,
+    "status-polling-delay": lambda s: s.status_polling_delay_seconds / _POLL_UNIT,
+    "status-polling-delay-time-unit": lambda s: next(
+        u for u, f in TIME_UNITS.items() if s.status_polling_delay_seconds == Server.STATUS_POLLING_DELAY.default * f),
+    "fan-out-timeout": lambda s: s.fan_out_timeout_ms,
+    "down-member-retry": lambda s: s.down_retry_seconds,
+    "database-resolution-refresh": lambda s: s.database_refresh_seconds,
+    "endpoint.port": lambda s: s.endpoint_port,
+    "logging.level": lambda s: s.log_level,
+    "logging.format": lambda s: s.log_format,
+    "configuration-properties": lambda s: dict(s.configuration_properties),
+}
+
+METASTORE_VALUES: dict[str, Callable[[MetastoreConfig], object]] = {
+    "access-control-type": lambda m: m.access_control_type,
+    "writable-database-white-list": lambda m: m.writable_database_white_list,
+    "mapped-databases": lambda m: m.mapped_databases,
+    "mapped-tables": lambda m: m.mapped_tables,
+    "database-name-mapping": lambda m: dict(m.database_name_mapping),
+    "latency": lambda m: m.latency_ms,
+    "metastore-tunnel": lambda m: m.tunnel,
+    "configuration-properties": lambda m: dict(m.configuration_properties),
+    "hive-version": lambda m: m.hive_version,
+    "connect-timeout": lambda m: m.connect_timeout_ms,
+    "read-timeout": lambda m: m.read_timeout_ms,
+    "pool-max-idle": lambda m: m.pool_max_idle,
+}
+
+TUNNEL_VALUES: dict[str, Callable[[TunnelConfig], object]] = {
+    "metastore-tunnel.known-hosts": lambda t: t.known_hosts,
+    "metastore-tunnel.port": lambda t: t.port,
+    "metastore-tunnel.localhost": lambda t: t.localhost,
+    "metastore-tunnel.timeout": lambda t: t.timeout_ms,
+    "metastore-tunnel.strict-host-key-checking": lambda t: t.strict_host_key_checking,
+}
+
+# Settings without a default of their own: required, or derived from another key (the metastore's name).
+NO_PLAIN_DEFAULT = {"name", "remote-meta-store-uris", "database-prefix", "metastore-tunnel.route",
+                    "metastore-tunnel.private-keys"}
+
+
+def _plain(value: object) -> object:
+    return dict(value) if hasattr(value, "items") else value  # a read-only map compares as its dict
+
+
+def write_yaml(tmp_path: Path, name: str, data: object) -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def federation(tmp_path: Path, **primary: object) -> str:
+    return write_yaml(tmp_path, "fed.yml", {"primary-meta-store": {**PRIMARY, **primary}})
+
+
+def test_every_setting_is_read_back_by_the_tables_above() -> None:
+    implemented = {s.key for s in SERVER if s.implemented}
+    assert set(SERVER_VALUES) == implemented
+    implemented = {s.key for s in METASTORE if s.implemented}
+    assert set(METASTORE_VALUES) | set(TUNNEL_VALUES) | NO_PLAIN_DEFAULT == implemented
+
+
+def test_an_empty_server_file_has_every_registered_default(tmp_path: Path) -> None:
+    loaded = load(write_yaml(tmp_path, "server.yml", {}), federation(tmp_path)).server
+    for s in SERVER:
+        if s.key in SERVER_VALUES:
+            assert SERVER_VALUES[s.key](loaded) == _plain(s.default), s.key
+            assert SERVER_VALUES[s.key](ServerConfig()) == _plain(s.default), s.key  # the model's own default
+    assert loaded == ServerConfig()
+
+
+def test_a_bare_metastore_has_every_registered_default(tmp_path: Path) -> None:
+    tunnel = {"route": "u@bastion", "private-keys": "/k"}
+    member = load(None, federation(tmp_path, **{"metastore-tunnel": tunnel})).federation.primary
+    bare = load(None, federation(tmp_path)).federation.primary
+    own = MetastoreConfig(name="p", uris=bare.uris, primary=True, database_prefix="")
+    assert bare == own
+    for s in METASTORE:
+        if s.key in METASTORE_VALUES:
+            assert METASTORE_VALUES[s.key](bare) == _plain(s.default), s.key
+            assert METASTORE_VALUES[s.key](own) == _plain(s.default), s.key
+        if s.key in TUNNEL_VALUES:
+            assert member.tunnel is not None
+            assert TUNNEL_VALUES[s.key](member.tunnel) == s.default, s.key
+            assert TUNNEL_VALUES[s.key](TunnelConfig((), (), None)) == s.default, s.key
+
+
+@pytest.mark.parametrize("setting", [s for s in SERVER_SETTINGS if s.parse is not None], ids=lambda s: s.key)
+def test_every_server_validator_names_file_key_and_value(tmp_path: Path, setting: Setting[object]) -> None:
+    server = write_yaml(tmp_path, "server.yml", {setting.key: [[1]]})  # a dotted key is a nested one
+    with pytest.raises(ConfigError) as err:
+        load(server, federation(tmp_path))
+    assert f"{server}: key '{setting.key}': invalid value [[1]]: expected " in str(err.value)
+
+
+@pytest.mark.parametrize("setting", [s for s in METASTORE_SETTINGS if s.parse is not None], ids=lambda s: s.key)
+def test_every_metastore_validator_names_file_key_and_value(tmp_path: Path, setting: Setting[object]) -> None:
+    fed = federation(tmp_path, **{setting.key: [[1]]})
+    with pytest.raises(ConfigError) as err:
+        load(None, fed)
+    assert f"{fed}: key 'primary-meta-store.{setting.key}': invalid value [[1]]: expected " in str(err.value)
+
+
+def test_unknown_and_unimplemented_keys_come_from_the_registry(tmp_path: Path) -> None:
+    ignored = [s.key for s in SERVER if not s.implemented]
+    server = write_yaml(tmp_path, "server.yml", {**{k: "x" for k in ignored}, "prot": 1, "limits": {"max-x": 1}})
+    warnings = "\n".join(load(server, federation(tmp_path, colour="red")).warnings)
+    for key in ignored:
+        assert f"key '{key}' is not implemented by waggle and is ignored" in warnings
+    assert "unknown server key 'prot' is ignored" in warnings
+    assert "unknown server key 'limits.max-x' is ignored" in warnings
+    assert "unknown metastore key 'primary-meta-store.colour' is ignored" in warnings
+
+
+def sync_file(tmp_path: Path, **job: object) -> str:
+    return write_yaml(tmp_path, "sync.yml", {"federation-config": "fed.yml", "source": "a",
+                                             "jobs": [{"tables": "db.t", **job}]})
+
+
+def test_an_empty_sync_job_has_every_registered_default(tmp_path: Path) -> None:
+    run = load_sync_file(sync_file(tmp_path))
+    (spec,) = run.specs
+    assert (run.incremental, run.master) == (False, None)
+    values = {"mode": spec.mode, "target-database": spec.target_database, "partition-filter": spec.partition_filter,
+              "location-root": spec.location_root, "propagate-deletes": spec.propagate_deletes,
+              "switch-mode": spec.switch_mode}
+    for key, value in values.items():
+        assert value == next(s.default for s in SYNC_JOB if s.key == key), key
+    assert SyncJob.MODE.parse is not None
+    assert (SyncJob.MODE.parse.convert(o.MIRROR), SyncJob.MODE.parse.convert(o.COPY)) == (o.MIRROR, o.COPY)
+
+
+@pytest.mark.parametrize(("job", "message"), [
+    ({"switch-mode": "maybe"}, "key 'jobs[0].switch-mode': invalid value 'maybe': expected true or false"),
+    ({"propagate-deletes": 2}, "key 'jobs[0].propagate-deletes': invalid value 2: expected true or false"),
+    ({"mode": "clone"}, "key 'jobs[0].mode': invalid value 'clone': expected mirror or copy"),
+    ({"colour": "red"}, "unknown key 'jobs[0].colour'"),
+])
+def test_the_sync_file_is_validated_by_the_registry(tmp_path: Path, job: dict[str, object], message: str) -> None:
+    path = sync_file(tmp_path, **job)
+    with pytest.raises(SyncConfigError) as err:
+        load_sync_file(path)
+    assert f"{path}: {message}" in str(err.value)
+
+
+def test_an_unknown_top_level_sync_key_lists_the_registered_ones(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, "sync.yml", {"federation-config": "f.yml", "jobs": [{"tables": "d.t", "source": "a"}],
+                                             "incrementl": True})
+    with pytest.raises(SyncConfigError) as err:
+        load_sync_file(path)
+    assert f"{path}: unknown key 'incrementl' (expected one of {', '.join(sorted(SYNC.keys()))})" in str(err.value)
+    assert sorted(SYNC.keys()) == ["federation-config", "incremental", "jobs", "master", "propagate-deletes", "source"]
+
+
+def test_the_readme_holds_the_generated_reference() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert reference() in readme, "regenerate it: python -m waggle.config.settings"
+    assert sync_reference() in readme, "regenerate it: python -m waggle.config.settings sync"
+
+
+def test_copies_of_timing_constants_in_other_modules_agree() -> None:
+    from waggle.server import server
+    from waggle.upstream import compat
+
+    assert compat.PROBE_RETRY_SECONDS == timing.PROBE_RETRY_SECONDS
+    assert server.REFUSE_TIMEOUT == timing.REFUSE_TIMEOUT
+
+
+def test_settings_are_declared_once_per_section() -> None:
+    for section in (SERVER, METASTORE, SYNC, SYNC_JOB):
+        assert len(section.keys()) == len(set(section.keys())), section.name
+    assert Metastore.TUNNEL_PORT.key.startswith(Metastore.TUNNEL.key + ".")

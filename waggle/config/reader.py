@@ -1,0 +1,82 @@
+"""Reading one YAML mapping through the settings registry, collecting problems instead of stopping at the first.
+
+Each problem names the file, the key (with the path to it) and the value:
+``server.yml: key 'port': invalid value 'abc': expected an integer between 0 and 65535``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import TypeVar
+
+from waggle.config.settings import Section, Setting
+from waggle.config.validators import Invalid
+
+T = TypeVar("T")
+
+
+class _Unset(enum.Enum):
+    UNSET = 0
+
+
+UNSET = _Unset.UNSET
+#: What :meth:`Reader.raw` returns for a key that is not in the file.
+MISSING: object = object()
+
+
+class Reader:
+    """Typed access to one mapping (``prefix`` is its path in the file, e.g. ``primary-meta-store.``).
+
+    ``nulls_are_unset``: a key given as null reads as its default (the server and federation files), or is
+    validated like any other value (sync files).
+    """
+
+    def __init__(self, file: str, data: Mapping[str, object], prefix: str, problems: list[str],
+                 nulls_are_unset: bool = True) -> None:
+        self.file, self.data, self.prefix, self.problems = file, data, prefix, problems
+        self.nulls_are_unset = nulls_are_unset
+
+    def path(self, key: str) -> str:
+        return f"{self.prefix}{key}"
+
+    def fail(self, key: str, value: object, reason: str) -> None:
+        self.problems.append(f"{self.file}: key '{self.path(key)}': invalid value {value!r}: {reason}")
+
+    def require(self, key: str, detail: str = "") -> None:
+        self.problems.append(f"{self.file}: key '{self.path(key)}' is required{detail}")
+
+    def raw(self, key: str) -> object:
+        """The value at a dotted ``key`` as the file has it, or :data:`MISSING`."""
+        node: object = self.data
+        for part in key.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return MISSING
+            node = node[part]
+        return node
+
+    def given(self, key: str) -> bool:
+        value = self.raw(key)
+        return value is not MISSING and not (value is None and self.nulls_are_unset)
+
+    def get(self, setting: Setting[T], default: T | _Unset = UNSET) -> T:
+        """The setting's value, validated; its default (or ``default``) when absent or invalid."""
+        fallback: T = setting.default if isinstance(default, _Unset) else default
+        parse = setting.parse
+        if parse is None:
+            raise TypeError(f"setting '{setting.key}' has no validator: it is read by its own function")
+        if not self.given(setting.key):
+            return fallback
+        value = self.raw(setting.key)
+        try:
+            return parse.convert(value)
+        except Invalid as exc:
+            self.fail(setting.key, exc.value(value), exc.reason)
+        except (TypeError, ValueError) as exc:
+            detail = f": {exc}" if str(exc) else ""
+            self.fail(setting.key, value, f"expected {parse.expect}{detail}")
+        return fallback
+
+    def unknown(self, section: Section) -> list[tuple[str, Setting[object] | None]]:
+        """Keys of this mapping that ``section`` does not declare (None) or does not implement (the setting)."""
+        return section.unknown(self.data)

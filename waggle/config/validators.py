@@ -1,0 +1,147 @@
+"""Validators of setting values: small named functions, each returning a :class:`Validator`.
+
+A validator turns a value as YAML gave it into the setting's type, or raises. ``TypeError`` or ``ValueError``
+become "expected <what it expects>" (plus the exception's own text, when it has one); :class:`Invalid` gives the
+whole reason itself, and may name the value as it was understood (for example lower-cased).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Generic, TypeVar
+
+V = TypeVar("V", covariant=True)
+E = TypeVar("E", bound=enum.Enum)
+
+_NOT_SHOWN = object()
+
+
+class Invalid(ValueError):
+    """A value's complete reason for being refused; ``shown`` is the value to name, when not the one given."""
+
+    def __init__(self, reason: str, shown: object = _NOT_SHOWN) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.shown = shown
+
+    def value(self, given: object) -> object:
+        return given if self.shown is _NOT_SHOWN else self.shown
+
+
+@dataclass(frozen=True, slots=True)
+class Validator(Generic[V]):
+    expect: str  # what a valid value is, as error messages say it: "expected <expect>"
+    convert: Callable[[object], V]
+
+
+def scalar(value: object) -> str:
+    """A YAML scalar as text; booleans as YAML writes them."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def integer(low: int = 0, high: int | None = None) -> Validator[int]:
+    def convert(v: object) -> int:
+        if isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise TypeError
+        n = int(v)
+        if n < low or (high is not None and n > high):
+            raise ValueError(f"out of range {low}..{high if high is not None else 'inf'}")
+        return n
+
+    expect = f"an integer >= {low}" if high is None else f"an integer between {low} and {high}"
+    return Validator(expect, convert)
+
+
+def boolean() -> Validator[bool]:
+    """``true``/``yes``/``on``/``1`` or ``false``/``no``/``off``/``0``, as Spring reads them."""
+    def convert(v: object) -> bool:
+        if isinstance(v, bool):
+            return v
+        s = str(v).strip().lower()
+        if s in ("true", "yes", "on", "1"):
+            return True
+        if s in ("false", "no", "off", "0"):
+            return False
+        raise ValueError
+
+    return Validator("true or false", convert)
+
+
+def yes_no(expect: str, strip: bool = True) -> Validator[bool]:
+    """``yes``/``true`` or ``no``/``false`` only (OpenSSH's spelling, and the sync file's flags)."""
+    def convert(v: object) -> bool:
+        if isinstance(v, bool):
+            return v
+        s = scalar(v).lower()
+        s = s.strip() if strip else s
+        if s in ("yes", "true"):
+            return True
+        if s in ("no", "false"):
+            return False
+        raise Invalid(f"expected {expect}")
+
+    return Validator(expect, convert)
+
+
+def choice(enum_type: type[E]) -> Validator[E]:
+    """A member of ``enum_type`` by its value, case-insensitively."""
+    def convert(v: object) -> E:
+        s = str(v).strip().lower()
+        for member in enum_type:
+            if str(member.value).lower() == s:
+                return member
+        raise ValueError
+
+    return Validator("one of " + ", ".join(str(e.value) for e in enum_type), convert)
+
+
+def _text(v: object) -> str:
+    if isinstance(v, (Mapping, list)):
+        raise TypeError
+    return str(v)
+
+
+def string() -> Validator[str]:
+    return Validator("a string", _text)
+
+
+def optional_string() -> Validator[str | None]:
+    """A string; empty means not set."""
+    return Validator("a string", lambda v: _text(v) or None)
+
+
+def optional_text() -> Validator[str | None]:
+    """Anything, as text; null or empty means not set."""
+    return Validator("a string", lambda v: None if v is None or v == "" else str(v))
+
+
+def one_of(names: Iterable[str], expect: str, fold: Callable[[str], str] = str,
+           strings_only: bool = True) -> Validator[str]:
+    """One of ``names`` after ``fold`` (e.g. ``str.lower``); a refused value is named folded. With
+    ``strings_only``, a map or list is refused as not a string; without, it is compared as text."""
+    allowed = tuple(names)
+
+    def convert(v: object) -> str:
+        if strings_only and isinstance(v, (Mapping, list)):
+            raise Invalid("expected a string")
+        s = fold(str(v))
+        if s not in allowed:
+            raise Invalid(f"expected {expect}", shown=s)
+        return s
+
+    return Validator(expect, convert)
+
+
+def string_map() -> Validator[Mapping[str, str]]:
+    """A map of the user's own keys to scalars, read-only."""
+    def convert(v: object) -> Mapping[str, str]:
+        if not isinstance(v, Mapping):
+            raise TypeError
+        return MappingProxyType({str(k): scalar(x) for k, x in v.items()})
+
+    return Validator("a map", convert)
