@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from waggle.config import timing
 from waggle.config.kinds import TIME_UNITS
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import MetastoreConfig, ServerConfig, TunnelConfig
@@ -213,14 +212,6 @@ def test_the_readme_holds_the_generated_reference() -> None:
     readme = (ROOT / "README.md").read_text()
     assert reference() in readme, "regenerate it: python -m waggle.config.settings"
     assert sync_reference() in readme, "regenerate it: python -m waggle.config.settings sync"
-
-
-def test_copies_of_timing_constants_in_other_modules_agree() -> None:
-    from waggle.server import server
-    from waggle.upstream import compat
-
-    assert compat.PROBE_RETRY_SECONDS == timing.PROBE_RETRY_SECONDS
-    assert server.REFUSE_TIMEOUT == timing.REFUSE_TIMEOUT
 
 
 def test_settings_are_declared_once_per_section() -> None:

@@ -22,6 +22,7 @@ from gevent.server import StreamServer
 
 from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
+from waggle.config.timing import REFUSE_TIMEOUT
 from waggle.endpoint import HttpEndpoint
 from waggle.runtime import Runtime
 from waggle.server.driver import ClientDriver
@@ -33,8 +34,6 @@ log = get_logger("waggle.server")
 
 #: connections over the limit being answered at once
 REFUSERS = 64
-#: how long an over-the-limit connection has to send its first call
-REFUSE_TIMEOUT = 5.0
 
 
 class WaggleServer:

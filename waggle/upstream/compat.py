@@ -24,6 +24,7 @@ from thrift.Thrift import TApplicationException, TMessageType, TType
 
 from waggle.common.logging import get_logger
 from waggle.config.model import MetastoreConfig
+from waggle.config.timing import PROBE_RETRY_SECONDS
 from waggle.hms import bridges
 from waggle.hms.bridges import BRIDGES, MethodMissing, Version, Wrap
 from waggle.hms.service import METHOD_IO
@@ -34,10 +35,6 @@ if TYPE_CHECKING:
     from waggle.upstream.pool import UpstreamPool
 
 log = get_logger("waggle.compat")
-
-
-#: After a failed catalog probe (the metastore unreachable), the next one waits this long.
-PROBE_RETRY_SECONDS = 30.0
 
 
 class Capabilities:
