@@ -22,16 +22,16 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from thrift.Thrift import TType
-
+from waggle.hms import specs
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.gen.hive_metastore.ttypes import MetaException
 from waggle.hms.names import CATALOG_MARKER, CATALOG_SEPARATOR, EMPTY_MARKER, parse
+from waggle.hms.specs import raised
 
 Version = tuple[int, ...]
 
@@ -81,19 +81,10 @@ class Upstream(Protocol):
 
 
 # -- results --------------------------------------------------------------------------------------------------
-def _exception_fields(result: Any) -> Iterable[tuple[str, type]]:
-    for entry in type(result).thrift_spec or ():
-        if entry and entry[0] > 0 and entry[1] == TType.STRUCT:
-            yield entry[2], entry[3][0]
-
-
-def raised(result: Any) -> Any | None:
-    """The declared exception a result struct carries, or None."""
-    for attr, _ in _exception_fields(result):
-        value = getattr(result, attr, None)
-        if value is not None:
-            return value
-    return None
+def _exception_fields(result: Any) -> Iterator[tuple[str, type]]:
+    """(attribute, class) of each exception a result struct declares."""
+    for field in specs.exception_fields(type(result)):
+        yield field.attr, field.type_args[0]
 
 
 def carry(old: Any, method: str, success: Callable[[Any], Any] | None = None) -> Any:
@@ -162,7 +153,9 @@ class Wrap:
 
     def result(self, method: str, older_result: Any) -> Any:
         """``method``'s result struct from the older method's."""
-        attr = next(e[2] for e in self.response.thrift_spec if e and e[0] == self.field)  # type: ignore[attr-defined]
+        field = specs.field_by_id(self.response, self.field)
+        assert field is not None, f"{self.response.__name__} has no field {self.field}"
+        attr = field.attr
         return carry(older_result, method, lambda items: self.response(**{attr: list(items or ())}))
 
 
