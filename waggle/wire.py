@@ -26,6 +26,7 @@ from thrift.Thrift import TApplicationException, TMessageType, TType
 from thrift.transport.TTransport import TMemoryBuffer
 
 from waggle.config.model import Limits, ProtocolKind, TransportKind, WireFormat
+from waggle.hms import specs
 
 _I32 = struct.Struct("!i")
 _U32 = struct.Struct("!I")
@@ -47,10 +48,9 @@ class WireError(Exception):
 
 
 class _Skip:
-    """Decode target whose empty spec makes the C codec skip every field."""
+    """Decode target whose empty spec (:data:`_SKIP_SPEC`) makes the C codec skip every field."""
 
     __slots__ = ()
-    thrift_spec: tuple[Any, ...] = ()
 
 
 _SKIP_SPEC = [_Skip, ()]
@@ -262,7 +262,7 @@ class Wire:
     def read_struct(self, cls: type) -> Any:
         obj = cls()
         try:
-            self._decode(obj, self._proto, [cls, cls.thrift_spec])  # type: ignore[attr-defined]
+            self._decode(obj, self._proto, specs.codec(cls))
         except (OverflowError, TypeError, ValueError, UnicodeDecodeError, TProtocolException) as exc:
             raise WireError(f"cannot decode {cls.__name__}: {exc}") from exc
         return obj
@@ -317,7 +317,7 @@ class Wire:
 
     # -- writing ---------------------------------------------------------------------------------------
     def encode(self, name: str, mtype: int, seqid: int, obj: Any) -> bytes:
-        body: bytes = self._encode(obj, [obj.__class__, obj.thrift_spec])
+        body: bytes = self._encode(obj, specs.codec(obj.__class__))
         if self._compact:
             return _compact_header(name, mtype, seqid) + body
         encoded = name.encode("utf-8")
@@ -347,7 +347,6 @@ class _AppError:
     """A ``TApplicationException`` in the shape the C codec encodes and decodes."""
 
     __slots__ = ("message", "type")
-    thrift_spec = (None, (1, TType.STRING, "message", "UTF8", None), (2, TType.I32, "type", None, None))
 
     def __init__(self, type: int = 0, message: str | None = None) -> None:
         self.type = type
@@ -355,6 +354,9 @@ class _AppError:
 
     def to_exception(self) -> TApplicationException:
         return TApplicationException(self.type, self.message)
+
+
+specs.declare(_AppError, (None, (1, TType.STRING, "message", "UTF8", None), (2, TType.I32, "type", None, None)))
 
 
 def read_application_error(wire: Wire) -> TApplicationException:

@@ -3,7 +3,7 @@
 Clients: Hive 2.3 (hmsclient), Hive 3.1 (hive-metastore-client) and Hive 4 (waggle's own IDL) generated code.
 Upstreams: the real Hive 2.3 metastore (waggle's primary), and stub Hive 3.1 / 4.0.1 metastores wrapping real
 2.3 ones (``tests/hive_stubs.py``), federated with prefixes ``v31_`` and ``v4_``. Every cell of
-:func:`waggle.hms.bridges.matrix` is one case of :func:`test_cell`; a cell with no recipe fails.
+:func:`waggle.hms.compat_doc.matrix` is one case of :func:`test_cell`; a cell with no recipe fails.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from conftest import CompatFederation, hive2_client, release_client
 
-from waggle.hms.bridges import matrix
+from waggle.hms.compat_doc import matrix
 
 CELLS = [(row.key, cell) for row in matrix() for cell in row.cells]
 

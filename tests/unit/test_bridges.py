@@ -17,11 +17,11 @@ from waggle.hms.bridges import (
     carry,
     missing_in,
     parse_version,
-    partition_name,
     strip_catalog,
 )
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
+from waggle.hms.names import partition_name
 from waggle.hms.service import METHOD_IO
 
 

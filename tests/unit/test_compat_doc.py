@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from waggle.hms.bridges import matrix
-from waggle.hms.compat_doc import DOC_PATH, REGENERATE, render
+from waggle.hms.compat_doc import DOC_PATH, REGENERATE, matrix, render
 
 
 def test_committed_page_is_current() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from waggle.hms.bridges import partition_name
 from waggle.hms.gen.hive_metastore.ttypes import FieldSchema, Partition, SerDeInfo, StorageDescriptor, Table
+from waggle.hms.names import partition_name
 from waggle.sync import objects as o
 from waggle.sync.runner import SyncConfigError, load_sync_file
 

@@ -14,24 +14,24 @@ Two kinds of gap are bridged:
 * a **field** the upstream does not understand: ``GetTablesRequest.tablesPattern`` (Hive 4) is expanded with
   ``get_tables`` before the call, unless the upstream is known to be Hive 4 (``hive-version``).
 
-:func:`matrix` turns the same rules into the compatibility table of ``docs/compatibility.md``; every cell names
-the test that covers it.
+:func:`waggle.hms.compat_doc.matrix` turns the same rules into the compatibility table of
+``docs/compatibility.md``; every cell names the test that covers it.
 """
 
 from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from thrift.Thrift import TType
-
+from waggle.hms import specs
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.gen.hive_metastore.ttypes import MetaException
-from waggle.hms.names import CATALOG_MARKER, CATALOG_SEPARATOR, EMPTY_MARKER, parse
+from waggle.hms.names import CATALOG_MARKER, CATALOG_SEPARATOR, EMPTY_MARKER, parse, partition_name
+from waggle.hms.specs import raised
 
 Version = tuple[int, ...]
 
@@ -81,19 +81,10 @@ class Upstream(Protocol):
 
 
 # -- results --------------------------------------------------------------------------------------------------
-def _exception_fields(result: Any) -> Iterable[tuple[str, type]]:
-    for entry in type(result).thrift_spec or ():
-        if entry and entry[0] > 0 and entry[1] == TType.STRUCT:
-            yield entry[2], entry[3][0]
-
-
-def raised(result: Any) -> Any | None:
-    """The declared exception a result struct carries, or None."""
-    for attr, _ in _exception_fields(result):
-        value = getattr(result, attr, None)
-        if value is not None:
-            return value
-    return None
+def _exception_fields(result: Any) -> Iterator[tuple[str, type]]:
+    """(attribute, class) of each exception a result struct declares."""
+    for field in specs.exception_fields(type(result)):
+        yield field.attr, field.type_args[0]
 
 
 def carry(old: Any, method: str, success: Callable[[Any], Any] | None = None) -> Any:
@@ -162,7 +153,9 @@ class Wrap:
 
     def result(self, method: str, older_result: Any) -> Any:
         """``method``'s result struct from the older method's."""
-        attr = next(e[2] for e in self.response.thrift_spec if e and e[0] == self.field)  # type: ignore[attr-defined]
+        field = specs.field_by_id(self.response, self.field)
+        assert field is not None, f"{self.response.__name__} has no field {self.field}"
+        attr = field.attr
         return carry(older_result, method, lambda items: self.response(**{attr: list(items or ())}))
 
 
@@ -225,17 +218,6 @@ def _get_partitions_by_names_req(args: Any, up: Upstream) -> tuple[str, Any]:
     r = args.req
     return "get_partitions_by_names", H.get_partitions_by_names_args(db_name=r.db_name, tbl_name=r.tbl_name,
                                                                      names=list(r.names or ()))
-
-
-#: Characters Hive escapes in partition names (FileUtils.escapePathName: every control character, and these), as %XX.
-_ESCAPED = frozenset('"#%\'*/:=?\\{[]^\x7f') | {chr(c) for c in range(32)}
-
-
-def partition_name(keys: Iterable[str], values: Iterable[str]) -> str:
-    """Hive's ``key=value/key=value`` partition name, with Hive's escaping."""
-    def escape(text: str) -> str:
-        return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in text)
-    return "/".join(f"{escape(k)}={escape(v)}" for k, v in zip(keys, values, strict=True))
 
 
 def _get_partition_names_req(args: Any, up: Upstream) -> Any:
@@ -457,69 +439,3 @@ def missing_in(version: Version | None) -> frozenset[str]:
         return frozenset()
     return frozenset(b.method for b in _ALL if not b.exists_in(version))
 
-
-# -- the compatibility matrix ---------------------------------------------------------------------------------
-#: The releases in the matrix, each represented by one concrete version.
-RELEASES: dict[str, Version] = {"2.3": (2, 3, 10), "3.1": (3, 1, 3), "4.x": (4, 0, 1)}
-MATRIX_TEST = "tests/integration/test_compat_matrix.py::test_cell"
-
-
-@dataclass(frozen=True, slots=True)
-class Cell:
-    client: str
-    upstream: str
-    outcome: str  # what waggle does
-
-    def test_id(self, row: str) -> str:
-        return f"{row}-{self.client}-{self.upstream}"
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    key: str  # test id part
-    call: str  # what the client sends
-    cells: tuple[Cell, ...]  # only where the client's release sends this call
-
-
-#: Calls that carry catalogs, and which client releases send them (Hive 2 clients never do).
-CATALOG_ROWS = (
-    ("get_databases_all", 'get_databases("@hive#")'),
-    ("get_table_meta_pattern", 'get_table_meta("@hive#<prefix>*", ...)'),
-    ("get_database_qualified", 'get_database("@hive#<db>")'),
-    ("get_table_req_catname", "get_table_req with catName"),
-)
-
-
-def matrix() -> list[Row]:
-    """Client release x upstream release x call: what waggle does. Rows follow :data:`BRIDGES` and the catalog
-    rules; every cell is a case of :data:`MATRIX_TEST`."""
-    rows = []
-    for key, call in CATALOG_ROWS:
-        cells = []
-        for client, cv in RELEASES.items():
-            if cv < HIVE_3:
-                continue  # Hive 2 clients never name a catalog
-            for upstream, uv in RELEASES.items():
-                outcome = "relayed" if uv >= HIVE_3 else "catalog removed; replies carry catName"
-                cells.append(Cell(client, upstream, outcome))
-        rows.append(Row(key, call, tuple(cells)))
-    for bridge in _ALL:
-        cells = []
-        for client, cv in RELEASES.items():
-            if not bridge.exists_in(cv):
-                continue
-            if bridge.method == "get_table_objects_by_name_req" and cv < HIVE_4:
-                continue  # the row is about tablesPattern, which only Hive 4 clients send
-            for upstream, uv in RELEASES.items():
-                if bridge.impossible_before is not None and uv < bridge.impossible_before:
-                    outcome = "MetaException: no equivalent"
-                elif bridge.method == "get_table_objects_by_name_req":
-                    outcome = f"via {bridge.via} (relayed when hive-version is 4 or later)"
-                elif bridge.exists_in(uv):
-                    outcome = "relayed"
-                else:
-                    outcome = f"via {bridge.via}"
-                cells.append(Cell(client, upstream, outcome))
-        rows.append(Row(bridge.method, bridge.method + ("(tablesPattern)" if bridge.method ==
-                                                         "get_table_objects_by_name_req" else ""), tuple(cells)))
-    return rows

@@ -1,17 +1,87 @@
 """The compatibility page, generated from the version bridges so that the two cannot drift apart.
 
 ``python -m waggle.hms.compat_doc > docs/compatibility.md`` writes it; a unit test fails when the committed
-page differs. Rows and cells come from :func:`waggle.hms.bridges.matrix`; each cell names the test case that
-covers it (``tests/integration/test_compat_matrix.py::test_cell[<row>-<client>-<upstream>]``).
+page differs. Rows and cells come from :func:`matrix`, which follows the version bridges of
+:mod:`waggle.hms.bridges`; each cell names the test case that covers it
+(``tests/integration/test_compat_matrix.py::test_cell[<row>-<client>-<upstream>]``).
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from waggle.hms.bridges import _ALL, MATRIX_TEST, RELEASES, matrix
+from waggle.hms.bridges import _ALL, HIVE_3, HIVE_4, Version
 
+# -- the compatibility matrix ---------------------------------------------------------------------------------
+#: The releases in the matrix, each represented by one concrete version.
+RELEASES: dict[str, Version] = {"2.3": (2, 3, 10), "3.1": (3, 1, 3), "4.x": (4, 0, 1)}
+MATRIX_TEST = "tests/integration/test_compat_matrix.py::test_cell"
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    client: str
+    upstream: str
+    outcome: str  # what waggle does
+
+    def test_id(self, row: str) -> str:
+        return f"{row}-{self.client}-{self.upstream}"
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    key: str  # test id part
+    call: str  # what the client sends
+    cells: tuple[Cell, ...]  # only where the client's release sends this call
+
+
+#: Calls that carry catalogs, and which client releases send them (Hive 2 clients never do).
+CATALOG_ROWS = (
+    ("get_databases_all", 'get_databases("@hive#")'),
+    ("get_table_meta_pattern", 'get_table_meta("@hive#<prefix>*", ...)'),
+    ("get_database_qualified", 'get_database("@hive#<db>")'),
+    ("get_table_req_catname", "get_table_req with catName"),
+)
+
+
+def matrix() -> list[Row]:
+    """Client release x upstream release x call: what waggle does. Rows follow :data:`BRIDGES` and the catalog
+    rules; every cell is a case of :data:`MATRIX_TEST`."""
+    rows = []
+    for key, call in CATALOG_ROWS:
+        cells = []
+        for client, cv in RELEASES.items():
+            if cv < HIVE_3:
+                continue  # Hive 2 clients never name a catalog
+            for upstream, uv in RELEASES.items():
+                outcome = "relayed" if uv >= HIVE_3 else "catalog removed; replies carry catName"
+                cells.append(Cell(client, upstream, outcome))
+        rows.append(Row(key, call, tuple(cells)))
+    for bridge in _ALL:
+        cells = []
+        for client, cv in RELEASES.items():
+            if not bridge.exists_in(cv):
+                continue
+            if bridge.method == "get_table_objects_by_name_req" and cv < HIVE_4:
+                continue  # the row is about tablesPattern, which only Hive 4 clients send
+            for upstream, uv in RELEASES.items():
+                if bridge.impossible_before is not None and uv < bridge.impossible_before:
+                    outcome = "MetaException: no equivalent"
+                elif bridge.method == "get_table_objects_by_name_req":
+                    outcome = f"via {bridge.via} (relayed when hive-version is 4 or later)"
+                elif bridge.exists_in(uv):
+                    outcome = "relayed"
+                else:
+                    outcome = f"via {bridge.via}"
+                cells.append(Cell(client, upstream, outcome))
+        rows.append(Row(bridge.method, bridge.method + ("(tablesPattern)" if bridge.method ==
+                                                         "get_table_objects_by_name_req" else ""), tuple(cells)))
+    return rows
+
+
+# -- the page -------------------------------------------------------------------------------------------------
 DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"
 REGENERATE = "python -m waggle.hms.compat_doc > docs/compatibility.md"
 

@@ -7,7 +7,7 @@ per-method code elsewhere:
 * access control (:class:`Access`) -- whether the call needs write access to the databases it names;
 * request and response rewriting -- :data:`METHODS` ``db_args`` name the *string* arguments that carry database
   names, :data:`STRUCT_DB_FIELDS` names every *struct* field that carries one (request and response structs
-  alike; nested structs are found by walking the generated ``thrift_spec``);
+  alike; nested structs are found by :mod:`waggle.hms.specs`);
 * the supported-methods documentation (``note`` says why anything non-obvious is the way it is).
 
 :data:`NOT_DB_FIELDS` records fields and arguments whose name looks database-ish but that carry no database name,
@@ -695,7 +695,7 @@ LIST_ALL_DATABASES = METHODS["get_all_databases"]
 
 # --------------------------------------------------------------------------------------------------------------
 # Struct fields that carry database names (request and response structs). Only each struct's OWN string,
-# list<string> and set<string> fields: nested structs are reached by walking thrift_spec.
+# list<string> and set<string> fields: nested structs are reached through waggle.hms.specs.
 # --------------------------------------------------------------------------------------------------------------
 
 STRUCT_DB_FIELDS: Mapping[str, tuple[DbField, ...]] = MappingProxyType({

@@ -3,8 +3,8 @@
 ``python -m waggle.hms.methods_doc > docs/supported-methods.md`` writes it; ``--check`` exits 1 when the
 committed page differs from what the table says now. Everything on the page comes from
 :mod:`waggle.hms.methods`: the method table, the struct fields that carry database names, and the walk over
-the generated ``thrift_spec`` that :func:`~waggle.hms.methods.database_of` uses to find them, here followed to any
-depth as the rewriter does.
+the generated specs (:mod:`waggle.hms.specs`) that :func:`~waggle.hms.methods.database_of` uses to find
+them, here followed to any depth as the rewriter does.
 """
 
 from __future__ import annotations

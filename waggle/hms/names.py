@@ -1,4 +1,4 @@
-"""Database names as HMS clients write them: catalog-qualified names and listing patterns.
+"""Names as HMS clients write them: catalog-qualified database names, listing patterns, partition names.
 
 Pure functions, no sockets.
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 CATALOG_MARKER = "@"
@@ -102,3 +103,15 @@ def _residual(alt: str, prefix: str) -> str | None:
         i += 1
     rest = alt[i:]
     return rest or None
+
+
+# -- partition names ------------------------------------------------------------------------------------
+#: Characters Hive escapes in partition names (FileUtils.escapePathName: every control character, and these), as %XX.
+_ESCAPED = frozenset('"#%\'*/:=?\\{[]^\x7f') | {chr(c) for c in range(32)}
+
+
+def partition_name(keys: Iterable[str], values: Iterable[str]) -> str:
+    """Hive's ``key=value/key=value`` partition name, with Hive's escaping."""
+    def escape(text: str) -> str:
+        return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in text)
+    return "/".join(f"{escape(k)}={escape(v)}" for k, v in zip(keys, values, strict=True))

@@ -12,6 +12,7 @@ from types import ModuleType
 
 from thrift.Thrift import TType
 
+from waggle.hms import specs
 from waggle.hms.gen.fb303 import FacebookService
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.hms.gen.hive_metastore.ttypes import MetaException
@@ -38,19 +39,22 @@ class MethodIO:
         """A result carrying the declared exception class named ``exception`` (else a MetaException)."""
         if self.result is None:
             return None
-        for entry in self.result.thrift_spec or ():  # type: ignore[attr-defined]
-            if entry and entry[1] == TType.STRUCT and entry[3] and entry[3][0].__name__ == exception:
+        for field in specs.fields(self.result):
+            cls = _struct_of(field)
+            if cls is not None and cls.__name__ == exception:
                 result: object = self.result()
-                setattr(result, entry[2], entry[3][0](message=message))
+                setattr(result, field.attr, cls(message=message))
                 return result
         return self.meta_exception_result(message)
 
 
+def _struct_of(field: specs.Field) -> type | None:
+    """The class of a struct-typed field (not of a container's elements)."""
+    return field.struct if field.ttype == TType.STRUCT else None
+
+
 def _meta_field(result: type) -> str | None:
-    for entry in result.thrift_spec or ():  # type: ignore[attr-defined]
-        if entry and entry[1] == TType.STRUCT and entry[3] and entry[3][0] is MetaException:
-            return str(entry[2])
-    return None
+    return next((f.attr for f in specs.fields(result) if _struct_of(f) is MetaException), None)
 
 
 def _methods(module: ModuleType, service: str) -> dict[str, MethodIO]:

@@ -10,6 +10,9 @@ Every other module asks here. Three kinds of answer:
 * **paths** (:func:`paths`): attribute paths from a class to the fields that answer a question, shallowest
   first, for facts the method table records per method (lock ids, table references, catalogs).
 
+It is also the one writer of specs: :class:`Mirrors` builds thin mirror classes that keep only the fields of a
+plan, for the C codec to decode into, and :func:`declare` gives a hand-written class its spec.
+
 Nothing here touches a socket, and nothing here knows an HMS method.
 """
 
@@ -23,14 +26,18 @@ from thrift.Thrift import TType
 
 __all__ = [
     "Field",
+    "Mirror",
+    "Mirrors",
     "Plan",
     "Plans",
     "Walk",
     "codec",
+    "declare",
     "exception_fields",
     "field_by_id",
     "field_named",
     "fields",
+    "is_struct",
     "paths",
     "raised",
 ]
@@ -69,12 +76,20 @@ class Field(NamedTuple):
 _FIELDS: dict[type, tuple[Field, ...]] = {}
 
 
+def _spec(cls: type) -> tuple[Any, ...]:
+    return getattr(cls, "thrift_spec", None) or ()
+
+
+def is_struct(cls: type) -> bool:
+    """Whether ``cls`` is a Thrift struct class (one with a spec, even an empty one)."""
+    return hasattr(cls, "thrift_spec")
+
+
 def fields(cls: type) -> tuple[Field, ...]:
     """The fields of a generated struct class, in id order (empty for anything that is not one)."""
     found = _FIELDS.get(cls)
     if found is None:
-        spec = getattr(cls, "thrift_spec", None) or ()
-        found = _FIELDS[cls] = tuple(Field(*entry) for entry in spec if entry)
+        found = _FIELDS[cls] = tuple(Field(*entry) for entry in _spec(cls) if entry)
     return found
 
 
@@ -103,6 +118,12 @@ def raised(result: Any) -> Any | None:
 def codec(cls: type) -> list[Any]:
     """The ``[class, spec]`` pair Thrift's C codec takes to decode or encode ``cls``."""
     return [cls, cls.thrift_spec]  # type: ignore[attr-defined]
+
+
+def declare(cls: type, spec: tuple[Any, ...]) -> None:
+    """Give a hand-written class the spec the C codec encodes and decodes it by (entries as generated code
+    writes them, indexed by field id)."""
+    cls.thrift_spec = spec  # type: ignore[attr-defined]
 
 
 # -- plans ------------------------------------------------------------------------------------------------------
@@ -188,9 +209,14 @@ class Plans(Generic[T]):
             assert walk.plan is not None
             self._apply(value, walk.plan, fn)
         elif walk.kind in _CONTAINERS:
-            assert walk.element is not None
-            for item in value:
-                self._descend(item, walk.element, fn)
+            element = walk.element
+            assert element is not None
+            if element.plan is not None:  # a list of structs (thousands of partitions): one call less per item
+                for item in value:
+                    self._apply(item, element.plan, fn)
+            else:
+                for item in value:
+                    self._descend(item, element, fn)
         elif walk.kind == TType.MAP:
             for k, v in value.items():
                 if walk.key is not None:
@@ -228,3 +254,83 @@ def paths(cls: type, select: Callable[[type, Field], T | None], max_depth: int,
         level = deeper
         depth += 1
     return tuple(found)
+
+
+# -- mirrors ----------------------------------------------------------------------------------------------------
+class Mirror:
+    """Base of mirror classes: the C codec builds a struct with its decoded fields as keyword arguments."""
+
+    def __init__(self, **values: Any) -> None:
+        self.__dict__.update(values)
+
+
+class Mirrors:
+    """Thin mirrors of generated struct classes for one question: a mirror's spec keeps only the fields its
+    plan names (the answering ones and the children leading to them), so that the C codec, decoding into it,
+    skips everything else without building objects. Mirrors keep their class's name and field ids."""
+
+    def __init__(self, plans: Plans[Any]) -> None:
+        self._plans = plans
+        self._mirrors: dict[type, type | None] = {}
+        self._ready: dict[type, type | None] = {}
+
+    def mirror(self, cls: type) -> type | None:
+        """The mirror of a struct class, ready to decode into: the specs of its nested structs filled in
+        (once, as thrift's ``fix_spec`` does for generated code). None when nothing in it answers."""
+        if cls not in self._ready:
+            found = self.thin(cls)
+            if found is not None:
+                _link(found, set())
+            self._ready[cls] = found
+        return self._ready[cls]
+
+    def thin(self, cls: type) -> type | None:
+        """The mirror of a struct class, its nested struct specs not filled in yet."""
+        if cls in self._mirrors:
+            return self._mirrors[cls]
+        plan = self._plans.plan(cls)
+        if plan is None:
+            self._mirrors[cls] = None
+            return None
+        mirror = type(cls.__name__, (Mirror,), {})
+        self._mirrors[cls] = mirror
+        keep = {f.attr for f, _ in plan.own} | {f.attr for f, _ in plan.children}
+        spec: list[Any] = [None] * len(_spec(cls))
+        for f in fields(cls):
+            if f.attr in keep:
+                spec[f.fid] = (f.fid, f.ttype, f.attr, self._args(f.ttype, f.type_args), f.default)
+        declare(mirror, tuple(spec))
+        return mirror
+
+    def _args(self, ttype: int, type_args: Any) -> Any:
+        if ttype == TType.STRUCT:
+            inner = self.thin(type_args[0])
+            return [inner, None] if inner is not None else type_args  # the spec is filled in by _link
+        if ttype in _CONTAINERS:
+            return (type_args[0], self._args(type_args[0], type_args[1]), type_args[2])
+        if ttype == TType.MAP:
+            return (type_args[0], self._args(type_args[0], type_args[1]),
+                    type_args[2], self._args(type_args[2], type_args[3]), type_args[4])
+        return type_args
+
+
+def _link(mirror: type, seen: set[type]) -> None:
+    """Fill the ``[class, spec]`` pairs of a mirror's struct-typed fields, and of the mirrors they lead to."""
+    if mirror in seen:
+        return
+    seen.add(mirror)
+    for entry in _spec(mirror):
+        if entry:
+            _fill(entry[1], entry[3], seen)
+
+
+def _fill(ttype: int, type_args: Any, seen: set[type]) -> None:
+    if ttype == TType.STRUCT and isinstance(type_args, list):
+        type_args[1] = type_args[0].thrift_spec
+        if issubclass(type_args[0], Mirror):
+            _link(type_args[0], seen)
+    elif ttype in _CONTAINERS:
+        _fill(type_args[0], type_args[1], seen)
+    elif ttype == TType.MAP:
+        _fill(type_args[0], type_args[1], seen)
+        _fill(type_args[2], type_args[3], seen)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from waggle.hms.bridges import partition_name
 from waggle.hms.gen.hive_metastore.ttypes import Partition, Table
+from waggle.hms.names import partition_name
 from waggle.sync import objects as o
 from waggle.sync.files import CopyTask, copy_partitions, remove_tree
 from waggle.sync.hms import Metastore, WritePool, read_pages

@@ -20,6 +20,7 @@ from urllib.parse import unquote
 from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
 from thrift.transport.TTransport import TMemoryBuffer
 
+from waggle.hms import specs
 from waggle.hms.gen.hive_metastore.ttypes import Partition, Table
 from waggle.hms.views import rewrite_view_sql
 
@@ -47,9 +48,8 @@ MIRROR, COPY = "mirror", "copy"
 
 def _plain(value: Any) -> Any:
     """A Thrift value as JSON-able data, with None fields left out."""
-    spec = getattr(value, "thrift_spec", None)
-    if spec is not None:
-        fields = (f[2] for f in spec if f is not None)
+    if specs.is_struct(type(value)):
+        fields = (f.attr for f in specs.fields(type(value)))
         return {k: _plain(v) for k in sorted(fields) if (v := getattr(value, k, None)) is not None}
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in sorted(value.items())}

@@ -11,6 +11,7 @@ from gevent import monkey
 from thrift.Thrift import TApplicationException, TMessageType
 
 from waggle.config.model import HostPort, Limits, MetastoreConfig
+from waggle.hms import specs
 from waggle.upstream.deadlines import Deadlines, shutdown_socket
 from waggle.wire import Header, PeerClosed, Wire, WireError, decode_message
 
@@ -147,10 +148,8 @@ class UpstreamConnection:
         result = self.exchange(name, args, result_class, seqid, timeout)
         if isinstance(result, TApplicationException):
             raise UpstreamError(self.member, f"answered {name} with an application error: {result.message}")
-        first = next((e for e in result_class.thrift_spec or () if e and e[0] > 0  # type: ignore[attr-defined]
-                      and getattr(result, e[2], None) is not None), None)
-        if first is not None:
-            exc = getattr(result, first[2])
+        exc = specs.raised(result)
+        if exc is not None:
             raise UpstreamError(self.member, f"answered {name} with {type(exc).__name__}: "
                                              f"{getattr(exc, 'message', exc)}")
         return result

@@ -25,7 +25,7 @@ from thrift.Thrift import TApplicationException, TMessageType, TType
 from waggle.common.logging import get_logger
 from waggle.config.model import MetastoreConfig
 from waggle.config.timing import PROBE_RETRY_SECONDS
-from waggle.hms import bridges
+from waggle.hms import bridges, specs
 from waggle.hms.bridges import BRIDGES, MethodMissing, Version, Wrap
 from waggle.hms.service import METHOD_IO
 from waggle.upstream.client import Identity, Reply, UpstreamError
@@ -196,51 +196,26 @@ def wrap_reply(raw: bytes, older: str, method: str, field: int) -> bytes | None:
 # -- catalog names in replies ------------------------------------------------------------------------------
 #: the struct fields that carry a catalog name
 CATALOG_ATTRS = ("catName", "catalogName")
-_plans: dict[type, tuple[tuple[str, ...], tuple[tuple[str, int, Any], ...]] | None] = {}
+_plans: specs.Plans[bool] = specs.Plans(
+    lambda _cls, field: True if field.is_string and field.attr in CATALOG_ATTRS else None)
 
 
-def _plan(cls: type) -> tuple[tuple[str, ...], tuple[tuple[str, int, Any], ...]] | None:
-    """(catalog fields, children worth visiting) of a struct class; None when nothing below has a catalog."""
-    if cls in _plans:
-        return _plans[cls]
-    _plans[cls] = None
-    own, children = [], []
-    for entry in getattr(cls, "thrift_spec", None) or ():
-        if not entry:
-            continue
-        _, ttype, attr, type_args, _ = entry
-        if ttype == TType.STRING and attr in CATALOG_ATTRS:
-            own.append(attr)
-        elif ttype == TType.STRUCT and _plan(type_args[0]) is not None:
-            children.append((attr, TType.STRUCT, type_args[0]))
-        elif ttype in (TType.LIST, TType.SET) and type_args[0] == TType.STRUCT and _plan(type_args[1][0]) is not None:
-            children.append((attr, TType.LIST, type_args[1][0]))
-    plan = (tuple(own), tuple(children)) if own or children else None
-    _plans[cls] = plan
-    return plan
+def _plan(cls: type) -> specs.Plan[bool] | None:
+    """The catalog fields of a struct class and the children worth visiting; None when nothing below has one."""
+    return _plans.plan(cls)
 
 
 def carries_catalog(cls: type) -> bool:
     """Whether objects of this class can hold a catalog field anywhere inside."""
-    return _plan(cls) is not None
+    return _plans.reaches(cls)
 
 
 def fill_catalog(obj: Any, catalog: str) -> None:
     """Set every empty ``catName`` / ``catalogName`` inside a reply to ``catalog``: what a Hive 3+ client gets
     from a Hive 3+ metastore, for replies of a metastore that has no catalogs."""
-    plan = _plan(type(obj))
-    if plan is None:
-        return
-    own, children = plan
-    for attr in own:
-        if getattr(obj, attr, None) is None:
-            setattr(obj, attr, catalog)
-    for attr, kind, _ in children:
-        value = getattr(obj, attr, None)
-        if value is None:
-            continue
-        if kind == TType.STRUCT:
-            fill_catalog(value, catalog)
-        else:
-            for item in value:
-                fill_catalog(item, catalog)
+    def fill(parent: Any, field: specs.Field, _: bool) -> None:
+        attr = field.attr
+        if getattr(parent, attr, None) is None:
+            setattr(parent, attr, catalog)
+
+    _plans.visit(obj, fill)
