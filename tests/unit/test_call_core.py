@@ -97,7 +97,7 @@ def test_an_unprefixed_name_is_relayed_to_the_primary_as_it_is(runtime: Runtime)
 def test_a_write_to_a_read_only_member_is_refused_in_the_plan(runtime: Runtime) -> None:
     call = _call(runtime, "drop_table", dbname="ro_web", name="visits", deleteData=True)
     step = _plan(runtime, call)
-    assert step.kind is Kind.REFUSE and step.pool.name == "ro"
+    assert step.kind is Kind.REFUSE and step.metastore == "ro"
     answer = finish.refusal(step, _Encoder(runtime))
     assert answer.outcome == "refused" and answer.loud
     error = _decoded(runtime, answer, "drop_table").o3
@@ -179,3 +179,15 @@ def test_a_reply_that_needs_no_change_is_relayed_byte_for_byte(runtime: Runtime)
 def test_set_ugi_is_planned_as_the_connections_identity(runtime: Runtime) -> None:
     step = _plan(runtime, _call(runtime, "set_ugi", user_name="alice", group_names=["g"]))
     assert step.kind is Kind.IDENTITY and step.pool.name == "main"
+
+
+def test_a_lock_of_a_metastore_a_reload_removed_is_refused_naming_it(runtime: Runtime) -> None:
+    from dataclasses import replace
+
+    gone = replace(runtime.config.federation.member("fed"), name="gone")
+    session = Session(lock_owners={5: gone})
+    step = _plan(runtime, _call(runtime, "check_lock", session, rqst=T.CheckLockRequest(lockid=5)))
+    assert (step.kind, step.metastore, step.pool) == (Kind.REFUSE, "gone", None)
+    assert "granted by metastore 'gone', which is no longer in the federation" in (step.refusal or "")
+    answer = finish.refusal(step, _Encoder(runtime))
+    assert answer.raw is not None and answer.metastore == "gone"

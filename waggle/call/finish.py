@@ -78,7 +78,7 @@ def refusal(plan: Plan, encoder: Encoder) -> Answer:
 # -- replies ---------------------------------------------------------------------------------------------------
 def reply(plan: Plan, reply: Reply | None, encoder: Encoder, created: MutableMapping[str, set[str]]) -> Answer:
     """The client's answer to a metastore's reply (``None``: a oneway call, sent)."""
-    call, pool = plan.call, plan.pool
+    call, pool = plan.call, plan.upstream
     io = call.io
     if reply is None:
         return Answer(None, "sent", pool.name)
@@ -101,7 +101,7 @@ def reply(plan: Plan, reply: Reply | None, encoder: Encoder, created: MutableMap
 
 def rewritten(plan: Plan, reply: Reply, result_class: type, encoder: Encoder) -> bytes:
     """A successful reply with its names rewritten, tables filtered and catalog filled in."""
-    pool, naming, decision = plan.pool, plan.naming, plan.decision
+    pool, naming, decision = plan.upstream, plan.naming, plan.decision
     assert naming is not None and decision is not None
     to_client = _to_client(naming, decision)
     if plan.fill is None and naming.member.mapped_tables is None and pool.config.wire == plan.call.wire and \
@@ -179,7 +179,8 @@ def _settle(plan: Plan, reply: Reply, created: MutableMapping[str, set[str]]) ->
         created.setdefault(decision.member.name, set()).add(decision.creates)
     if spec.access is Access.LOCK and not decision.member.primary and spec.granted_lock:
         assert call.io is not None and call.io.result is not None
-        _, result = decode_message(reply.raw, plan.pool.config.wire.protocol, call.io.result, plan.pool.limits)
+        _, result = decode_message(reply.raw, plan.upstream.config.wire.protocol, call.io.result,
+                                    plan.upstream.limits)
         lock_id = value_at(result, spec.granted_lock)
         if lock_id is not None:
             call.session.lock_owners[int(lock_id)] = decision.member

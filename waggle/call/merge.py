@@ -75,7 +75,7 @@ def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> Plan 
             if attr is not None and qualified is not None:
                 setattr(args, attr, _requalify_pattern(qualified, member_pattern, pool))
         jobs.append((pool, naming, args))
-    return Plan(Kind.FANOUT, call, routes.primary, jobs=jobs, merge_facts=facts)
+    return Plan(Kind.FANOUT, call, "*", jobs=jobs, merge_facts=facts)
 
 
 def merge(plan: Plan, outcomes: Sequence[Outcome], encoder: Encoder, failure: Callable[[str], Answer]) -> Answer:

@@ -46,7 +46,7 @@ def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], asked: Set
     if spec is None or call.io is None or call.args is None:
         return _unknown(call, routes)
     if spec.route is Route.IDENTITY:
-        return Plan(Kind.IDENTITY, call, routes.primary)
+        return Plan(Kind.IDENTITY, call, routes.primary.name, routes.primary)
     if spec.route is Route.FANOUT:
         return merge.plan(call, spec, routes, asked)
     names: list[str] = []
@@ -58,9 +58,9 @@ def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], asked: Set
             if spec.lock_components else ()
         tables = _table_refs(call.args, spec) if routes.mapped_tables else ()
         decision = planner.decide(spec, names, locks, created, tables)
-    pool = routes.pools[decision.member.name]
     if decision.refusal is not None:
-        return _refuse(call, pool, decision.refusal, decision.refused_as, decision)
+        return _refuse(call, decision.member.name, decision.refusal, decision.refused_as, decision)
+    pool = routes.pools[decision.member.name]
     naming = planner.naming(decision.member)
     # Catalogs: a metastore without them (Hive 2) gets plain names, and its replies get the catalog the client
     # named.
@@ -72,7 +72,7 @@ def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], asked: Set
             return NeedCatalogs((pool.name,))
         catalogs = pool.caps.catalogs
         if catalogs is False and catalog.lower() != DEFAULT_CATALOG:
-            return _refuse(call, pool, f"catalog '{catalog}' does not exist in metastore '{pool.name}' (a Hive 2 "
+            return _refuse(call, pool.name, f"catalog '{catalog}' does not exist in metastore '{pool.name}' (a Hive 2 "
                                        f"metastore has only '{DEFAULT_CATALOG}')",
                            Refused.NO_SUCH_OBJECT, decision)
         strip = catalogs is not True and any(n.startswith("@") for n in names)
@@ -95,7 +95,8 @@ def _to(kind: Kind, call: Call, pool: UpstreamPool, naming: Naming, decision: De
     else:
         fill = None
     stream = not rewrite_reply and pool.config.wire == call.wire and call.wire.transport is TransportKind.BUFFERED
-    return Plan(kind, call, pool, naming, decision, raw, fill=fill, rewrite_reply=rewrite_reply, stream=stream)
+    return Plan(kind, call, pool.name, pool, naming, decision, raw, fill=fill, rewrite_reply=rewrite_reply,
+                stream=stream)
 
 
 def reply_changes(result_class: type, naming: Naming, decision: Decision | None, fill: str | None
@@ -106,8 +107,8 @@ def reply_changes(result_class: type, naming: Naming, decision: Decision | None,
     return fill, (not naming.identity and REWRITER.touches(result_class)) or filters or fill is not None
 
 
-def _refuse(call: Call, pool: UpstreamPool, refusal: str, refused_as: Refused, decision: Decision | None) -> Plan:
-    return Plan(Kind.REFUSE, call, pool, decision=decision, refusal=refusal, refused_as=refused_as.value)
+def _refuse(call: Call, metastore: str, refusal: str, refused_as: Refused, decision: Decision | None) -> Plan:
+    return Plan(Kind.REFUSE, call, metastore, decision=decision, refusal=refusal, refused_as=refused_as.value)
 
 
 def _lock_owner(call: Call, spec: MethodSpec, routes: Routes) -> Decision:
@@ -153,7 +154,7 @@ def _unknown(call: Call, routes: Routes) -> Plan:
     planner = routes.planner
     foreign = _foreign_database(*strings_in(call.raw, call.wire.protocol), planner)
     if foreign is not None:
-        return Plan(Kind.REFUSE, call, routes.primary, unknown_method=True, foreign=foreign,
+        return Plan(Kind.REFUSE, call, routes.primary.name, unknown_method=True, foreign=foreign,
                     refusal=f"Invalid method name: '{call.name}' (waggle does not know this method, and it names "
                             f"{foreign}; waggle cannot route it)")
     return _to(Kind.SEND, call, routes.primary, planner.naming(planner.primary), None, call.raw, None)

@@ -83,7 +83,10 @@ class NeedCatalogs:
 class Plan:
     kind: Kind
     call: Call
-    pool: UpstreamPool
+    #: the metastore that answers (a refusal names the one the call was for, which may be gone)
+    metastore: str
+    #: its connection pool (None only for a refusal)
+    pool: UpstreamPool | None = None
     naming: Naming | None = None
     decision: Decision | None = None
     #: the request to send: raw bytes when it travels unchanged, else None (encode ``call.args``)
@@ -105,8 +108,10 @@ class Plan:
     merge_facts: Any = None
 
     @property
-    def metastore(self) -> str:
-        return self.pool.name
+    def upstream(self) -> UpstreamPool:
+        """The pool of the metastore a plan that sends anything sends to."""
+        assert self.pool is not None
+        return self.pool
 
 
 @dataclass(slots=True)

@@ -167,7 +167,7 @@ class ClientDriver:
         else:
             answer = self._send(step, started)
             if answer.bridge_instead:
-                step.pool.caps.learn_missing(call.name)
+                step.upstream.caps.learn_missing(call.name)
                 answer = self._bridge(step)
         self._finish(call.header, call.args, started, answer)
 
@@ -184,13 +184,13 @@ class ClientDriver:
     # -- the plan's I/O ------------------------------------------------------------------------------------
     def _down(self, step: Plan) -> Answer | None:
         health = self.runtime.health
-        if health.is_up(step.pool.name):
+        if health.is_up(step.metastore):
             return None
-        return finish.failure(step.call.header, step.call.io, health.down_message(step.pool.name), self.wire,
-                              "member_down", step.pool.name)
+        return finish.failure(step.call.header, step.call.io, health.down_message(step.metastore), self.wire,
+                              "member_down", step.metastore)
 
     def _send(self, step: Plan, started: float) -> Answer:
-        call, pool = step.call, step.pool
+        call, pool = step.call, step.upstream
         down = self._down(step)
         if down is not None:
             return down
@@ -212,7 +212,7 @@ class ClientDriver:
 
     def _bridge(self, step: Plan) -> Answer:
         """Answer a method the member lacks (or cannot take as it is) through its bridge."""
-        call, pool = step.call, step.pool
+        call, pool = step.call, step.upstream
         assert call.spec is not None and call.spec.bridge is not None and call.io is not None
         bridge = call.spec.bridge
         down = self._down(step)
@@ -257,7 +257,7 @@ class ClientDriver:
 
     def _identity(self, step: Plan) -> Answer:
         """Remember the client's identity; every later call travels on a connection opened as this user."""
-        call, pool = step.call, step.pool
+        call, pool = step.call, step.upstream
         assert call.io is not None and call.io.result is not None
         identity = (str(call.args.user_name or ""), tuple(str(g) for g in call.args.group_names or ()))
         size = len(identity[0]) + sum(len(g) for g in identity[1])
