@@ -38,7 +38,6 @@ from waggle.runtime import Runtime, plan_reload
 log = get_logger("waggle.config")
 
 
-
 class _Flag:
     """A stop flag watchfiles can poll from its own thread (gevent's Event is for greenlets only)."""
 

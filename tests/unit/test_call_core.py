@@ -12,7 +12,7 @@ from thrift.Thrift import TMessageType
 
 from waggle.call import finish, merge
 from waggle.call.plan import plan
-from waggle.call.values import Answer, Call, Kind, NeedCatalogs, Plan, Session
+from waggle.call.values import Answer, Call, Kind, NeedCatalogs, Outcome, Plan, Session
 from waggle.config.loader import load
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
@@ -149,7 +149,7 @@ def test_a_fan_out_asks_only_the_members_whose_prefix_can_match(runtime: Runtime
     step = _plan(runtime, _call(runtime, "get_databases", pattern="fed_*"))
     assert step.kind is Kind.FANOUT
     assert [(pool.name, args.pattern) for pool, _, args in step.jobs] == [("main", "fed_*"), ("fed", "*")]
-    outcomes = [merge.Outcome(pool, naming, args) for pool, naming, args in step.jobs]
+    outcomes = [Outcome(pool, naming) for pool, naming, _ in step.jobs]
     outcomes[0].result = H.get_databases_result(success=["fed_local"])
     outcomes[1].error = "metastore 'fed' did not answer get_databases in time"
     answer = merge.merge(step, outcomes, _Encoder(runtime), lambda m: pytest.fail(m))

@@ -11,6 +11,7 @@ import pytest
 from memory_metastore import Harness, MemoryMetastore, elapsed, encode_call, failure, harnesses, wait_until
 from thrift.Thrift import TApplicationException
 
+from waggle.common import metrics
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.hms.gen.hive_metastore.ttypes import (
     CheckLockRequest,
@@ -220,10 +221,13 @@ def test_a_client_that_hangs_up_mid_stream_never_counts_against_the_metastore(ma
     client = harness.client()
     assert len(client.ok("get_all_tables", db_name="default")) == 20000  # streams, whole, to a client that reads
     checks = status.checks
+    labels = {"method": "get_all_tables", "metastore": "primary", "kind": "client"}
+    counted = metrics.REGISTRY.get_sample_value("waggle_call_errors_total", labels) or 0.0
     args = ThriftHiveMetastore.get_all_tables_args(db_name="default")
     client.sock.sendall(encode_call("get_all_tables", args, 99))
     client.sock.close()  # gone before the reply
     client.driver.join(timeout=2)
     gevent.sleep(0.3)  # a failed call would have woken the health check by now
     assert status.checks == checks and status.up
+    assert metrics.REGISTRY.get_sample_value("waggle_call_errors_total", labels) == counted + 1  # the client's
     assert harness.client().ok("get_all_tables", db_name="default")[:1] == ["table_with_a_long_name_00000"]

@@ -19,13 +19,13 @@ from waggle.call.plan import REWRITER, value_at
 from waggle.call.values import Answer, Encoder, NameFn, Plan
 from waggle.config.model import MetastoreConfig, ProtocolKind
 from waggle.hms import specs
-from waggle.hms.bridges import applies_to
+from waggle.hms.bridges import is_unknown_method
+from waggle.hms.catalogs import fill_catalog
 from waggle.hms.methods import Access, MethodSpec
 from waggle.hms.service import MethodIO
 from waggle.hms.splice import Splicer
 from waggle.routing.access import table_visible
-from waggle.routing.federation import Decision, Naming
-from waggle.upstream import compat
+from waggle.routing.federation import Decision, Naming, Refused
 from waggle.upstream.client import Reply
 from waggle.wire import Header, decode_message
 
@@ -35,7 +35,7 @@ _SPLICER = Splicer(REWRITER)
 #: not listed is an exception the metastore answered with)
 ERROR_KINDS: dict[str, str | None] = {
     "ok": None, "sent": None, "member_down": "upstream", "upstream_error": "upstream", "no_equivalent": "upstream",
-    "bridge_error": "upstream", "shed": "shed", "refused": "refused",
+    "bridge_error": "upstream", "shed": "shed", "refused": "refused", "client_gone": "client",
 }
 
 
@@ -46,10 +46,13 @@ def failure(header: Header, io: MethodIO | None, message: str, encoder: Encoder,
     return Answer(_failure_bytes(header, io, message, encoder), outcome, metastore, fields)
 
 
-def _failure_bytes(header: Header, io: MethodIO | None, message: str, encoder: Encoder) -> bytes | None:
+def _failure_bytes(header: Header, io: MethodIO | None, message: str, encoder: Encoder,
+                   raised_as: Refused = Refused.META) -> bytes | None:
+    """The method's declared exception of that class (else its MetaException), or, for a method that declares
+    none, a ``TApplicationException``; nothing for a oneway call."""
     if header.mtype == TMessageType.ONEWAY:
         return None
-    result = io.meta_exception_result(message) if io is not None else None
+    result = io.exception_result(raised_as.value, message) if io is not None else None
     if result is not None:
         return encoder.encode(header.name, TMessageType.REPLY, header.seqid, result)
     return encoder.encode_application_error(header.name, header.seqid, TApplicationException.INTERNAL_ERROR, message)
@@ -66,13 +69,9 @@ def refusal(plan: Plan, encoder: Encoder) -> Answer:
                                                    plan.refusal)
         return Answer(raw, "refused", plan.metastore, {"names": plan.foreign},
                       reason="unknown method naming a routed database", loud=True)
-    assert call.io is not None
-    if not call.oneway:
-        result = call.io.exception_result(plan.refused_as, plan.refusal)
-        raw = encoder.encode(header.name, TMessageType.REPLY, header.seqid, result) if result is not None else \
-            encoder.encode_application_error(header.name, header.seqid, TApplicationException.INTERNAL_ERROR,
-                                             plan.refusal)
-    return Answer(raw, "refused", plan.metastore, reason=plan.refusal, loud=plan.refused_as == "MetaException")
+    raw = _failure_bytes(header, call.io, plan.refusal, encoder, plan.refused_as)
+    return Answer(raw, "refused", plan.metastore, reason=None if plan.quiet else plan.refusal,
+                  loud=plan.refused_as is Refused.META)
 
 
 # -- replies ---------------------------------------------------------------------------------------------------
@@ -86,9 +85,8 @@ def reply(plan: Plan, reply: Reply | None, encoder: Encoder, created: MutableMap
     if reply.streamed:
         raw = reply.raw  # the rest of a reply whose head is already on its way
     elif reply.header.mtype == TMessageType.EXCEPTION and io is not None and plan.decision is not None and \
-            call.spec is not None and call.spec.bridge is not None and \
-            applies_to(call.name, call.args) and _unknown_method(reply, io, pool.config.wire.protocol,
-                                                                            pool.limits):
+            call.spec is not None and call.spec.bridge is not None and call.spec.bridge.applies_to(call.args) and \
+            _unknown_method(reply, io, pool.config.wire.protocol, pool.limits):
         return Answer(None, "bridge", pool.name, bridge_instead=True)
     elif plan.rewrite_reply and reply.header.mtype == TMessageType.REPLY and reply.first_field == 0:
         assert io is not None and io.result is not None
@@ -133,7 +131,7 @@ def encoded_result(plan: Plan, header: Header, result: Any, encoder: Encoder, to
     if not naming.identity:
         REWRITER.rewrite(result, to_client or _to_client(naming, decision))
     if plan.fill is not None:
-        compat.fill_catalog(result, plan.fill)
+        fill_catalog(result, plan.fill)
     return encoder.encode(header.name, TMessageType.REPLY, header.seqid, result)
 
 
@@ -185,8 +183,7 @@ def _settle(plan: Plan, reply: Reply, created: MutableMapping[str, set[str]]) ->
         if lock_id is not None:
             call.session.lock_owners[int(lock_id)] = decision.member
     elif spec.releases_lock and not decision.member.primary:
-        held = value_at(call.args, spec.lock_id)
-        call.session.lock_owners.pop(-1 if held is None else int(held), None)
+        call.session.lock_owners.pop(int(value_at(call.args, spec.lock_id) or -1), None)
 
 
 def _to_client(naming: Naming, decision: Decision) -> NameFn:
@@ -205,7 +202,7 @@ def _to_client(naming: Naming, decision: Decision) -> NameFn:
 def _unknown_method(reply: Reply, io: MethodIO, protocol: ProtocolKind, limits: Any) -> bool:
     assert io.result is not None
     _, error = decode_message(reply.raw, protocol, io.result, limits)
-    return compat.is_unknown_method(error)
+    return is_unknown_method(error)
 
 
 def _filter_tables(result: Any, member: MetastoreConfig, decision: Decision, spec: MethodSpec) -> None:

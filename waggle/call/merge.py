@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence, Set
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from thrift.Thrift import TMessageType
 
-from waggle.call.values import Answer, Call, Encoder, Kind, NeedCatalogs, Plan
+from waggle.call.values import Answer, Call, Encoder, Kind, NeedCatalogs, Outcome, Plan
 from waggle.hms.bridges import DEFAULT_CATALOG
 from waggle.hms.gen.hive_metastore.ttypes import GetAllFunctionsResponse
 from waggle.hms.methods import Merge, MethodSpec, NameForm
@@ -30,19 +29,7 @@ if TYPE_CHECKING:
     from waggle.upstream.pool import UpstreamPool
 
 
-@dataclass(slots=True)
-class Outcome:
-    """One member's part of a fan-out: its decoded result, or why it is left out."""
-
-    pool: UpstreamPool
-    naming: Naming
-    args: Any
-    result: Any = None
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Facts:
+class _Facts(NamedTuple):
     """What the merge needs to know of the request."""
 
     merge: Merge
@@ -67,12 +54,13 @@ def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> Plan 
     facts = _Facts(spec.merge, qualified.db if qualified is not None else None, catalog)
     jobs = []
     for pool, naming in members:
-        args = copy.copy(call.args)
+        args = call.args  # only encoded for each member: shared unless its pattern differs
         if spec.merge is not Merge.FUNCTIONS:
             member_pattern = _member_pattern(naming, facts.pattern)
             if member_pattern is None:
                 continue
             if attr is not None and qualified is not None:
+                args = copy.copy(args)
                 setattr(args, attr, _requalify_pattern(qualified, member_pattern, pool))
         jobs.append((pool, naming, args))
     return Plan(Kind.FANOUT, call, "*", jobs=jobs, merge_facts=facts)

@@ -14,11 +14,11 @@ from waggle.call import merge
 from waggle.call.values import Call, Kind, NeedCatalogs, Plan
 from waggle.config.model import TransportKind
 from waggle.hms.bridges import DEFAULT_CATALOG, strip_catalog
+from waggle.hms.catalogs import carries_catalog
 from waggle.hms.methods import MethodSpec, Path, Route
 from waggle.hms.names import parse
 from waggle.hms.rewrite import Rewriter, call_rewriter
 from waggle.routing.federation import Decision, Naming, Planner, Refused
-from waggle.upstream import compat
 from waggle.wire import strings_in
 
 if TYPE_CHECKING:
@@ -30,7 +30,9 @@ REWRITER: Rewriter = call_rewriter()
 
 
 def value_at(obj: Any, path: Path) -> Any:
-    """The value at an attribute path of a decoded object (None where any step is missing)."""
+    """The value at an attribute path of a decoded object (None where any step is missing, or for no path)."""
+    if not path:
+        return None
     for attr in path:
         obj = getattr(obj, attr, None)
         if obj is None:
@@ -72,9 +74,11 @@ def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], asked: Set
             return NeedCatalogs((pool.name,))
         catalogs = pool.caps.catalogs
         if catalogs is False and catalog.lower() != DEFAULT_CATALOG:
-            return _refuse(call, pool.name, f"catalog '{catalog}' does not exist in metastore '{pool.name}' (a Hive 2 "
-                                       f"metastore has only '{DEFAULT_CATALOG}')",
-                           Refused.NO_SUCH_OBJECT, decision)
+            refused = _refuse(call, pool.name, f"catalog '{catalog}' does not exist in metastore '{pool.name}' (a "
+                                               f"Hive 2 metastore has only '{DEFAULT_CATALOG}')",
+                              Refused.NO_SUCH_OBJECT, decision)
+            refused.quiet = True
+            return refused
         strip = catalogs is not True and any(n.startswith("@") for n in names)
         fill = catalog if catalogs is False else None
     raw: bytes | None = call.raw
@@ -102,19 +106,18 @@ def _to(kind: Kind, call: Call, pool: UpstreamPool, naming: Naming, decision: De
 def reply_changes(result_class: type, naming: Naming, decision: Decision | None, fill: str | None
                   ) -> tuple[str | None, bool]:
     """(the catalog to fill in, if this result can hold one; whether the reply must be changed at all)."""
-    fill = fill if fill is not None and compat.carries_catalog(result_class) else None
+    fill = fill if fill is not None and carries_catalog(result_class) else None
     filters = decision is not None and naming.member.mapped_tables is not None
     return fill, (not naming.identity and REWRITER.touches(result_class)) or filters or fill is not None
 
 
 def _refuse(call: Call, metastore: str, refusal: str, refused_as: Refused, decision: Decision | None) -> Plan:
-    return Plan(Kind.REFUSE, call, metastore, decision=decision, refusal=refusal, refused_as=refused_as.value)
+    return Plan(Kind.REFUSE, call, metastore, decision=decision, refusal=refusal, refused_as=refused_as)
 
 
 def _lock_owner(call: Call, spec: MethodSpec, routes: Routes) -> Decision:
     """A call that carries only a lock id goes where the lock was granted on this connection."""
-    held = value_at(call.args, spec.lock_id)
-    held = -1 if held is None else int(held)
+    held = int(value_at(call.args, spec.lock_id) or -1)
     owner = call.session.lock_owners.get(held)
     if owner is None:
         return Decision(routes.planner.primary)

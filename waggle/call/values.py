@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -12,7 +12,7 @@ from thrift.Thrift import TMessageType
 from waggle.config.model import MetastoreConfig, WireFormat
 from waggle.hms.methods import MethodSpec
 from waggle.hms.service import MethodIO
-from waggle.routing.federation import Decision, Naming
+from waggle.routing.federation import Decision, Naming, Refused
 from waggle.upstream.client import Identity
 from waggle.wire import Header
 
@@ -93,7 +93,9 @@ class Plan:
     raw: bytes | None = None
     #: the answer's text and how it is raised (Kind.REFUSE), or an unknown method's refusal
     refusal: str | None = None
-    refused_as: str = "MetaException"
+    refused_as: Refused = Refused.META
+    #: the refusal is counted but not logged (a catalog the metastore cannot have)
+    quiet: bool = False
     unknown_method: bool = False
     #: an unknown method's refusal: the database it names, and whose it is (for the log line)
     foreign: str | None = None
@@ -104,7 +106,7 @@ class Plan:
     #: the reply may stream to the client while it arrives (unchanged, same wire format, unframed)
     stream: bool = False
     #: Kind.FANOUT: (pool, naming, args) per member asked, and the merge's own facts
-    jobs: list[tuple[UpstreamPool, Naming, Any]] = field(default_factory=list)
+    jobs: Sequence[tuple[UpstreamPool, Naming, Any]] = ()
     merge_facts: Any = None
 
     @property
@@ -112,6 +114,16 @@ class Plan:
         """The pool of the metastore a plan that sends anything sends to."""
         assert self.pool is not None
         return self.pool
+
+
+@dataclass(slots=True)
+class Outcome:
+    """One member's part of a fan-out: its decoded result, or why it is left out."""
+
+    pool: UpstreamPool
+    naming: Naming
+    result: Any = None
+    error: str | None = None
 
 
 @dataclass(slots=True)

@@ -16,6 +16,7 @@ from waggle.config.timing import LOOP_BLOCKED_SECONDS, LOOP_REPORT_SECONDS, LOOP
 
 log = get_logger("waggle.loop")
 
+
 def watch_loop(interval: float = LOOP_WATCH_INTERVAL) -> None:
     while True:
         due = time.perf_counter() + interval

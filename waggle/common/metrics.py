@@ -22,8 +22,8 @@ CALLS = Counter("waggle_calls", "Client calls answered, by method and the metast
                 ["method", "metastore"], registry=REGISTRY)
 CALL_ERRORS = Counter("waggle_call_errors", "Client calls answered with an error, by kind: upstream (the "
                       "metastore failed or is down), refused (access control or routing), shed (over a limit), "
-                      "exception (the metastore answered with one).", ["method", "metastore", "kind"],
-                      registry=REGISTRY)
+                      "client (the client hung up mid-reply), exception (the metastore answered with one).",
+                      ["method", "metastore", "kind"], registry=REGISTRY)
 CALL_SECONDS = Histogram("waggle_call_duration_seconds", "Time from a call's last request byte to its answer.",
                          ["method", "metastore"], registry=REGISTRY,
                          buckets=(.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60))

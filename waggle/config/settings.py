@@ -26,6 +26,7 @@ from waggle.config.validators import (
     choice,
     integer,
     one_of,
+    optional_name,
     optional_string,
     optional_text,
     string,
@@ -351,7 +352,7 @@ class Sync:
         "The proxy's federation file (a relative path is relative to the sync file); its primary is the target. "
         "`--federation-config` wins.", _REQUIRED,
     )
-    SOURCE = SYNC.add("source", None, optional_text(), "Default `source` of every job.")
+    SOURCE = SYNC.add("source", None, optional_name(), "Default `source` of every job.")
     MASTER = SYNC.add("master", None, optional_text(),
                       "Spark master for copies (default `local[*]`, or what `spark-submit` set); `--master` wins.")
     INCREMENTAL = SYNC.add("incremental", False, yes_no(_FLAG, strip=False),
@@ -366,7 +367,7 @@ class SyncJob:
 
     TABLES = SYNC_JOB.add("tables", "", None,
                           "`DB.TABLE` regexes, comma-separated or a YAML list (like `--tables`).", _REQUIRED)
-    SOURCE = SYNC_JOB.add("source", None, optional_text(), "The member to read from (like `--source`).",
+    SOURCE = SYNC_JOB.add("source", None, optional_name(), "The member to read from (like `--source`).",
                           "top-level `source`")
     MODE = SYNC_JOB.add("mode", "mirror", one_of(("mirror", "copy"), "mirror or copy", strings_only=False),
                         "`mirror` (metadata only) or `copy` (the data files too), like `--mode`.")

@@ -22,6 +22,8 @@ CHECK_SUBPROCESS_SECONDS = 60.0
 #: Waits before restarting a tunnel helper that exited, by how many times it exited in a row (the last one
 #: repeats).
 TUNNEL_RESTART_DELAYS: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0)
+#: A helper that ran at least this long before it exited starts the restart delays over.
+TUNNEL_HELPER_STEADY_SECONDS = 60.0
 #: How long a call waits for a tunnel helper that is starting to listen.
 TUNNEL_STARTUP_WAIT = 10.0
 #: Interval between SSH keepalives on every hop; the first hop's TCP_USER_TIMEOUT is four of them.
@@ -32,13 +34,18 @@ TUNNEL_KEEPALIVE_SECONDS = 15
 #: much after its deadline.
 DEADLINE_RESOLUTION_SECONDS = 0.1
 #: After a catalog probe failed (the metastore unreachable), the next one waits this long.
-#: Used by ``waggle/upstream/compat.py``, which still has its own copy of the same name.
 PROBE_RETRY_SECONDS = 30.0
+#: A fan-out waits this much longer than its slowest member's timeout before it leaves the late ones out.
+FANOUT_JOIN_GRACE_SECONDS = 1.0
 
 # -- the Thrift server (waggle/server/server.py) -------------------------------------------------------------------
 #: How long a connection over ``max-connections`` has to send its first call (answered with the refusal) before
-#: it is closed. Used by ``waggle/server/server.py``, which still has its own copy of the same name.
+#: it is closed.
 REFUSE_TIMEOUT = 5.0
+#: While draining, how often the server looks for connections that became idle (they are closed at once).
+DRAIN_POLL_SECONDS = 0.05
+#: After the grace ran out, how long the connections still busy get to end once they are killed.
+DRAIN_KILL_SECONDS = 1.0
 
 # -- the HTTP endpoint (waggle/endpoint.py) --------------------------------------------------------------------------
 #: How long the HTTP endpoint's open requests may take to finish when it stops.

@@ -120,6 +120,11 @@ def optional_text() -> Validator[str | None]:
     return Validator("a string", lambda v: None if v is None or v == "" else str(v))
 
 
+def optional_name() -> Validator[str | None]:
+    """A name, as text; anything false (null, empty, 0, false, an empty list) means not set."""
+    return Validator("a name", lambda v: str(v) if v else None)
+
+
 def one_of(names: Iterable[str], expect: str, fold: Callable[[str], str] = str,
            strings_only: bool = True) -> Validator[str]:
     """One of ``names`` after ``fold`` (e.g. ``str.lower``); a refused value is named folded. With

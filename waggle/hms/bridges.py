@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from thrift.Thrift import TApplicationException
+
 from waggle.hms import specs
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
@@ -65,6 +67,11 @@ class MethodMissing(Exception):
     def __init__(self, method: str) -> None:
         super().__init__(method)
         self.method = method
+
+
+def is_unknown_method(error: Any) -> bool:
+    """Whether an answer is the ``TApplicationException`` a Thrift server gives for a method it does not have."""
+    return bool(getattr(error, "type", None) == TApplicationException.UNKNOWN_METHOD)
 
 
 class Upstream(Protocol):
@@ -179,6 +186,10 @@ class Bridge:
         if isinstance(self.run, Wrap):
             return self.run.run(self.method, args, up)
         return self.run(args, up)
+
+    def applies_to(self, args: Any) -> bool:
+        """Whether this bridge can answer this call."""
+        return self.applies is None or self.applies(args)
 
     def exists_in(self, version: Version) -> bool:
         return self.since <= version and (self.removed is None or version < self.removed)

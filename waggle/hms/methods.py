@@ -39,12 +39,12 @@ from thrift.Thrift import TType
 
 from waggle.hms import specs
 from waggle.hms.bridges import BRIDGES, Bridge
+from waggle.hms.catalogs import CATALOG_ATTRS
 from waggle.hms.gen.fb303 import FacebookService
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.hms.gen.hive_metastore.ttypes import HiveObjectType
 
 __all__ = [
-    "CATALOG_ATTRS",
     "LIST_ALL_DATABASES",
     "METHODS",
     "NOT_DB_FIELDS",
@@ -599,8 +599,6 @@ _SPECS: tuple[MethodSpec, ...] = (
 # components, table names and catalog names. Dispatch reads them from the entry; nothing guesses at call time.
 # --------------------------------------------------------------------------------------------------------------
 
-#: fields that carry a catalog name
-CATALOG_ATTRS = ("catName", "catalogName")
 _DB_ATTRS = ("dbname", "db_name", "dbName")
 _TABLE_ATTRS = ("tbl_name", "tblName", "tableName", "table_name", "tablename", "tbl")
 _ARGS_TABLE_ATTRS = (*_TABLE_ATTRS, "name")  # drop_table(dbname, name)

@@ -24,7 +24,6 @@ from waggle.hms.views import rewrite_view_sql
 NameFn = Callable[[str], str]
 
 _DATABASE_OBJECT_TYPE = HiveObjectType.DATABASE
-_CONTAINERS = (TType.LIST, TType.SET)
 
 
 class Rewriter:
@@ -80,7 +79,7 @@ class Rewriter:
         if walk.kind == TType.STRUCT:
             assert walk.plan is not None
             self._apply(value, walk.plan, fn, sql)
-        elif walk.kind in _CONTAINERS:
+        elif walk.kind in specs.CONTAINERS:
             assert walk.element is not None
             for item in value:
                 self._descend(item, walk.element, fn, sql)

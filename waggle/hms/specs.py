@@ -25,6 +25,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from thrift.Thrift import TType
 
 __all__ = [
+    "CONTAINERS",
     "Field",
     "Mirror",
     "Mirrors",
@@ -43,7 +44,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-_CONTAINERS = (TType.LIST, TType.SET)
+#: the container types whose elements a walk goes into one by one
+CONTAINERS = (TType.LIST, TType.SET)
 
 
 class Field(NamedTuple):
@@ -60,7 +62,7 @@ class Field(NamedTuple):
         """The struct class of a struct field, or of the elements of a list or set of structs."""
         if self.ttype == TType.STRUCT:
             return self.type_args[0]  # type: ignore[no-any-return]
-        if self.ttype in _CONTAINERS and self.type_args[0] == TType.STRUCT:
+        if self.ttype in CONTAINERS and self.type_args[0] == TType.STRUCT:
             return self.type_args[1][0]  # type: ignore[no-any-return]
         return None
 
@@ -70,7 +72,7 @@ class Field(NamedTuple):
 
     @property
     def is_string_list(self) -> bool:
-        return self.ttype in _CONTAINERS and bool(self.type_args[0] == TType.STRING)
+        return self.ttype in CONTAINERS and bool(self.type_args[0] == TType.STRING)
 
 
 _FIELDS: dict[type, tuple[Field, ...]] = {}
@@ -177,7 +179,7 @@ class Plans(Generic[T]):
         if ttype == TType.STRUCT:
             plan = self.plan(type_args[0])
             return Walk(TType.STRUCT, plan=plan) if plan is not None else None
-        if ttype in _CONTAINERS:
+        if ttype in CONTAINERS:
             element = self._walk(type_args[0], type_args[1])
             return Walk(ttype, element=element) if element is not None else None
         if ttype == TType.MAP:
@@ -208,7 +210,7 @@ class Plans(Generic[T]):
         if walk.kind == TType.STRUCT:
             assert walk.plan is not None
             self._apply(value, walk.plan, fn)
-        elif walk.kind in _CONTAINERS:
+        elif walk.kind in CONTAINERS:
             element = walk.element
             assert element is not None
             if element.plan is not None:  # a list of structs (thousands of partitions): one call less per item
@@ -306,7 +308,7 @@ class Mirrors:
         if ttype == TType.STRUCT:
             inner = self.thin(type_args[0])
             return [inner, None] if inner is not None else type_args  # the spec is filled in by _link
-        if ttype in _CONTAINERS:
+        if ttype in CONTAINERS:
             return (type_args[0], self._args(type_args[0], type_args[1]), type_args[2])
         if ttype == TType.MAP:
             return (type_args[0], self._args(type_args[0], type_args[1]),
@@ -329,7 +331,7 @@ def _fill(ttype: int, type_args: Any, seen: set[type]) -> None:
         type_args[1] = type_args[0].thrift_spec
         if issubclass(type_args[0], Mirror):
             _link(type_args[0], seen)
-    elif ttype in _CONTAINERS:
+    elif ttype in CONTAINERS:
         _fill(type_args[0], type_args[1], seen)
     elif ttype == TType.MAP:
         _fill(type_args[0], type_args[1], seen)

@@ -150,8 +150,8 @@ class ClientDriver:
     def _answer(self, call: Call) -> None:
         started = time.perf_counter()
         routes = self.runtime.routes  # one configuration and map for the whole call, even if a reload swaps them
+        step = plan(call, routes, self.runtime.created)
         asked: set[str] = set()
-        step = plan(call, routes, self.runtime.created, asked)
         while isinstance(step, NeedCatalogs):
             self._learn_catalogs(routes, step)
             asked.update(step.members)
@@ -199,6 +199,10 @@ class ClientDriver:
             reply = pool.forward(self.session.identity, call.header, call.args, step.raw, call.wire.protocol,
                                  self._sink if step.stream else None, server.stream_after_bytes,
                                  known=call.io is not None)
+        except ClientGone:
+            # the client hung up while its reply streamed to it: counted as the client's, never the metastore's
+            metrics.observe_call(_label(call.name), pool.name, time.perf_counter() - started, "client")
+            raise
         except UpstreamError as exc:
             self.runtime.health.call_failed(pool.name, exc)
             if exc.partial_reply_sent:
@@ -306,10 +310,10 @@ class ClientDriver:
         metrics.observe_call(_label(method), metastore, seconds, kind)
         debug = self.runtime.log_calls
         if outcome == "refused":
-            if debug or answer.loud:
-                where = {"db": database_of(args)} if args is not None else {}
-                log.info("call.refused", method=method[:200], **where, metastore=metastore, reason=answer.reason,
-                         **answer.fields)
+            if answer.reason is not None and (debug or answer.loud):
+                # an unknown method (no arguments decoded) names no database and is refused for no metastore
+                where = {"db": database_of(args), "metastore": metastore} if args is not None else {}
+                log.info("call.refused", method=method, **where, reason=answer.reason, **answer.fields)
             return
         if debug:
             level = log.debug

@@ -22,7 +22,7 @@ from gevent.server import StreamServer
 
 from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
-from waggle.config.timing import REFUSE_TIMEOUT
+from waggle.config.timing import DRAIN_KILL_SECONDS, DRAIN_POLL_SECONDS, REFUSE_TIMEOUT
 from waggle.endpoint import HttpEndpoint
 from waggle.runtime import Runtime
 from waggle.server.driver import ClientDriver
@@ -114,10 +114,10 @@ class WaggleServer:
             busy = [c for c in self._connections.values() if not c.idle]
             if not busy or time.monotonic() >= deadline:
                 break
-            gevent.sleep(0.05)
+            gevent.sleep(DRAIN_POLL_SECONDS)
         if self._connections:
             log.warning("server.grace_expired", abandoned=len(self._connections))
-            gevent.killall(list(self._connections), timeout=1)
+            gevent.killall(list(self._connections), timeout=DRAIN_KILL_SECONDS)
         self.http.stop()
         self.runtime.close()
         log.info("server.stopped")

@@ -25,8 +25,8 @@ from thrift.Thrift import TApplicationException, TMessageType, TType
 from waggle.common.logging import get_logger
 from waggle.config.model import MetastoreConfig
 from waggle.config.timing import PROBE_RETRY_SECONDS
-from waggle.hms import bridges, specs
-from waggle.hms.bridges import BRIDGES, MethodMissing, Version, Wrap
+from waggle.hms import bridges
+from waggle.hms.bridges import BRIDGES, MethodMissing, Version, Wrap, is_unknown_method
 from waggle.hms.service import METHOD_IO
 from waggle.upstream.client import Identity, Reply, UpstreamError
 from waggle.wire import Header, decode_message
@@ -66,10 +66,6 @@ class Capabilities:
     def bridges(self, method: str, args: Any) -> bool:
         """Whether this call goes to the bridge rather than to the metastore as it is."""
         return bridges.bridges_call(method, args, self.missing, self.version)
-
-
-def is_unknown_method(error: Any) -> bool:
-    return bool(getattr(error, "type", None) == TApplicationException.UNKNOWN_METHOD)
 
 
 class ApplicationError(UpstreamError):
@@ -191,31 +187,3 @@ def wrap_reply(raw: bytes, older: str, method: str, field: int) -> bytes | None:
     return b"".join((raw[:4], struct.pack("!i", len(name)), name, raw[8 + length:start],
                      bytes((TType.STRUCT, 0, 0, TType.LIST)), struct.pack("!h", field), raw[start + 3:-1],
                      b"\x00\x00"))
-
-
-# -- catalog names in replies ------------------------------------------------------------------------------
-#: the struct fields that carry a catalog name
-CATALOG_ATTRS = ("catName", "catalogName")
-_plans: specs.Plans[bool] = specs.Plans(
-    lambda _cls, field: True if field.is_string and field.attr in CATALOG_ATTRS else None)
-
-
-def _plan(cls: type) -> specs.Plan[bool] | None:
-    """The catalog fields of a struct class and the children worth visiting; None when nothing below has one."""
-    return _plans.plan(cls)
-
-
-def carries_catalog(cls: type) -> bool:
-    """Whether objects of this class can hold a catalog field anywhere inside."""
-    return _plans.reaches(cls)
-
-
-def fill_catalog(obj: Any, catalog: str) -> None:
-    """Set every empty ``catName`` / ``catalogName`` inside a reply to ``catalog``: what a Hive 3+ client gets
-    from a Hive 3+ metastore, for replies of a metastore that has no catalogs."""
-    def fill(parent: Any, field: specs.Field, _: bool) -> None:
-        attr = field.attr
-        if getattr(parent, attr, None) is None:
-            setattr(parent, attr, catalog)
-
-    _plans.visit(obj, fill)

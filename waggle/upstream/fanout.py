@@ -12,10 +12,11 @@ from typing import Any
 
 import gevent
 
-from waggle.call.merge import Outcome
+from waggle.call.values import Outcome
 from waggle.common import metrics
 from waggle.common.logging import get_logger
 from waggle.config.model import ServerConfig
+from waggle.config.timing import FANOUT_JOIN_GRACE_SECONDS
 from waggle.routing.federation import Naming
 from waggle.upstream import compat
 from waggle.upstream.client import Identity, UpstreamError
@@ -31,7 +32,7 @@ def gather(health: Health, server: ServerConfig, identity: Identity | None, name
     running: list[tuple[Outcome, gevent.Greenlet]] = []
     longest = 0.0
     for pool, naming, args in jobs:
-        outcome = Outcome(pool, naming, args)
+        outcome = Outcome(pool, naming)
         outcomes.append(outcome)
         if not health.is_up(pool.name):
             outcome.error = health.down_message(pool.name)
@@ -41,7 +42,7 @@ def gather(health: Health, server: ServerConfig, identity: Identity | None, name
         running.append((outcome, gevent.spawn(_quietly, pool.invoke, identity, name, args, result_class, seqid,
                                               timeout)))
     if running:
-        gevent.joinall([g for _, g in running], timeout=longest + 1.0)
+        gevent.joinall([g for _, g in running], timeout=longest + FANOUT_JOIN_GRACE_SECONDS)
     for outcome, job in running:
         if not job.ready():
             job.kill(block=False)

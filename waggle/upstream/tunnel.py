@@ -29,7 +29,7 @@ from gevent import subprocess
 from waggle.common import metrics
 from waggle.common.logging import get_logger
 from waggle.config.model import HostPort, MetastoreConfig
-from waggle.config.timing import TUNNEL_RESTART_DELAYS, TUNNEL_STARTUP_WAIT
+from waggle.config.timing import TUNNEL_HELPER_STEADY_SECONDS, TUNNEL_RESTART_DELAYS, TUNNEL_STARTUP_WAIT
 from waggle.tunnel.spec import TunnelSpec, spec_for
 
 log = get_logger("waggle.tunnel")
@@ -158,7 +158,7 @@ class Tunnel:
                 log.error("tunnel.helper_failed", member=self.member, error=repr(exc))
             if self._closing:
                 return
-            if time.monotonic() - started > 60:
+            if time.monotonic() - started > TUNNEL_HELPER_STEADY_SECONDS:
                 failures = 0
             gevent.sleep(TUNNEL_RESTART_DELAYS[min(failures, len(TUNNEL_RESTART_DELAYS) - 1)])
             failures += 1
