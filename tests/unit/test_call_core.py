@@ -18,6 +18,7 @@ from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.methods import METHODS
 from waggle.hms.service import METHOD_IO
+from waggle.routing.federation import Refused
 from waggle.runtime import Runtime
 from waggle.upstream.client import Reply
 from waggle.wire import Header, decode_message
@@ -123,7 +124,7 @@ def test_a_catalog_the_metastore_may_not_know_is_a_fact_to_ask_for(runtime: Runt
     step = _plan(runtime, _call(runtime, "get_database", name="@hive#ro_web"))
     assert step.call.args.name == "web" and step.fill == "hive"
     other = _plan(runtime, _call(runtime, "get_database", name="@spark#ro_web"))
-    assert other.kind is Kind.REFUSE and other.refused_as == "NoSuchObjectException"
+    assert other.kind is Kind.REFUSE and other.refused_as is Refused.NO_SUCH_OBJECT and other.quiet
 
 
 def test_a_lock_id_goes_where_it_was_granted_on_this_connection(runtime: Runtime) -> None:
