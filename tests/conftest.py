@@ -406,3 +406,13 @@ def hive4_primary(primary: Any, analytics: Any, federation_data: dict[str, Any],
     yield proc, stub
     proc.stop()
     stub.stop()
+
+
+@pytest.fixture
+def make(tmp_path: Path) -> Iterator[Any]:
+    """Dispatch tests: a factory of waggle runtimes in front of in-memory metastores (tests/memory_metastore.py),
+    every one closed at the end."""
+    from memory_metastore import harnesses
+
+    with harnesses(tmp_path) as build:
+        yield build

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-from memory_metastore import HIVE2_MISSING, HIVE4_0_1_MISSING, Harness, MemoryMetastore, harnesses
+from memory_metastore import HIVE2_MISSING, HIVE4_0_1_MISSING, Harness, MemoryMetastore
 
 from waggle.hms.gen.hive_metastore.ttypes import GetDatabaseRequest, NoSuchObjectException
-
-
-@pytest.fixture
-def make(tmp_path: Any) -> Iterator[Callable[..., Harness]]:
-    with harnesses(tmp_path) as build:
-        yield build
 
 
 def with_member(make: Callable[..., Harness], fed: MemoryMetastore, settings: dict[str, Any] | None = None

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-from memory_metastore import Harness, MemoryMetastore, elapsed, failure, harnesses
+from memory_metastore import Harness, MemoryMetastore, elapsed, failure
 
 from waggle.hms.gen.hive_metastore.ttypes import MetaException, NoSuchObjectException
 
 FAN_OUT_TIMEOUT = 0.2  # seconds: the harness's fan-out-timeout
 
-
-@pytest.fixture
-def make(tmp_path: Any) -> Iterator[Callable[..., Harness]]:
-    with harnesses(tmp_path) as build:
-        yield build
 
 
 def federation(make: Callable[..., Harness], fed_settings: dict[str, Any] | None = None,

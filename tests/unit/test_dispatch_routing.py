@@ -5,21 +5,14 @@ Every test asserts both what the client got and what reached which metastore (``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-from memory_metastore import Harness, MemoryMetastore, failure, harnesses
+from memory_metastore import Harness, MemoryMetastore, failure
 from thrift.Thrift import TApplicationException
 
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore.ttypes import Database, MetaException, NoSuchObjectException, Table
-
-
-@pytest.fixture
-def make(tmp_path: Any) -> Iterator[Callable[..., Harness]]:
-    with harnesses(tmp_path) as build:
-        yield build
 
 
 def stores() -> tuple[MemoryMetastore, MemoryMetastore]:

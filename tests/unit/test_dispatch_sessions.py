@@ -3,12 +3,11 @@ what it is refused when waggle is overloaded."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import gevent
-import pytest
-from memory_metastore import Harness, MemoryMetastore, elapsed, encode_call, failure, harnesses, wait_until
+from memory_metastore import Harness, MemoryMetastore, elapsed, encode_call, failure, wait_until
 from thrift.Thrift import TApplicationException
 
 from waggle.common import metrics
@@ -28,11 +27,6 @@ from waggle.hms.gen.hive_metastore.ttypes import (
 
 QUEUE_WAIT = 0.1  # seconds: the harness's limits.queue-wait-ms
 
-
-@pytest.fixture
-def make(tmp_path: Any) -> Iterator[Callable[..., Harness]]:
-    with harnesses(tmp_path) as build:
-        yield build
 
 
 def federation(make: Callable[..., Harness], fed_settings: dict[str, Any] | None = None,
