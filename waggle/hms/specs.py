@@ -103,9 +103,16 @@ def field_by_id(cls: type, fid: int) -> Field | None:
     return next((f for f in fields(cls) if f.fid == fid), None)
 
 
+_EXCEPTIONS: dict[type, tuple[Field, ...]] = {}
+
+
 def exception_fields(result_class: type) -> tuple[Field, ...]:
     """The declared exceptions of a ``<method>_result`` class (its struct fields after ``success``)."""
-    return tuple(f for f in fields(result_class) if f.fid > 0 and f.ttype == TType.STRUCT)
+    found = _EXCEPTIONS.get(result_class)
+    if found is None:
+        found = _EXCEPTIONS[result_class] = tuple(f for f in fields(result_class) if f.fid > 0 and
+                                                  f.ttype == TType.STRUCT)
+    return found
 
 
 def raised(result: Any) -> Any | None:
