@@ -431,7 +431,7 @@ BRIDGES: dict[str, Bridge] = {b.method: b for b in _ALL}
 def bridges_call(method: str, args: Any, missing: set[str] | frozenset[str], version: Version | None) -> bool:
     """Whether this call goes to its bridge for a metastore that lacks ``missing`` and is of ``version``."""
     bridge = BRIDGES.get(method)
-    if bridge is None or (bridge.applies is not None and not bridge.applies(args)):
+    if bridge is None or not bridge.applies_to(args):
         return False
     if method in missing:
         return True
@@ -441,7 +441,7 @@ def bridges_call(method: str, args: Any, missing: set[str] | frozenset[str], ver
 def applies_to(method: str, args: Any) -> bool:
     """Whether ``method``'s bridge (if it has one) can answer this call."""
     bridge = BRIDGES.get(method)
-    return bridge is not None and (bridge.applies is None or bridge.applies(args))
+    return bridge is not None and bridge.applies_to(args)
 
 
 def missing_in(version: Version | None) -> frozenset[str]:
