@@ -16,7 +16,20 @@ def _config_args(p: argparse.ArgumentParser) -> None:
                    help="federation YAML (Waggle Dance's waggle-dance-federation.yml)")
 
 
+def _writes_per_second(text: str) -> int:
+    from waggle.config.settings import Sync
+
+    setting = Sync.MAX_WRITES_PER_SECOND
+    assert setting.parse is not None
+    try:
+        return setting.parse.convert(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"invalid value '{text}': expected {setting.parse.expect}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from waggle.config.settings import Sync
+
     parser = argparse.ArgumentParser(prog="waggle", description="A federating Hive Metastore proxy.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command")
@@ -44,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
     sync.add_argument("--master", metavar="URL", help="Spark master for copies (default: local[*], or "
                       "spark-submit's)")
+    sync.add_argument("--max-writes-per-second", metavar="N", type=_writes_per_second,
+                      help="write calls per second to the target metastore, over all jobs of the run; 0: no limit "
+                      f"(default: the sync file's max-writes-per-second, else {Sync.MAX_WRITES_PER_SECOND.default})")
     sync.add_argument("--report", metavar="FILE", help="also write the report as JSON")
     sync.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
     demo = sub.add_parser("demo", help="start two local metastores with sample data and waggle in front")
@@ -106,6 +122,8 @@ def _sync(args: argparse.Namespace) -> int:
     sync = replace(sync, dry_run=args.dry_run, incremental=args.incremental or sync.incremental,
                    master=args.master or sync.master, report=args.report,
                    progress=False if args.no_progress else None)
+    if args.max_writes_per_second is not None:
+        sync = replace(sync, max_writes_per_second=args.max_writes_per_second)
     return run(sync)
 
 

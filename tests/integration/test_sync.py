@@ -209,6 +209,25 @@ def test_switching_a_mirror_to_a_copy_needs_the_option(env: SyncEnv, tmp_path: P
     assert (tmp_path / "copies" / "people" / "data.csv").read_text() == "1,ann\n2,bob\n"
 
 
+def test_a_write_limit_paces_the_run_and_the_report_shows_the_rate(env: SyncEnv) -> None:
+    with hms_client("127.0.0.1", env.analytics.port) as c:
+        _small_partitioned(c, "paced")
+    env.recorder.clear()
+    started = time.monotonic()
+    code, report, out = env.sync("--source", "analytics", "--tables", f"{SRC}.paced,{SRC}.people",
+                                 "--target-database", "rl1", "--max-writes-per-second", "2")
+    seconds = time.monotonic() - started
+    assert code == 0, out
+    made = env.writes()  # what reached the metastore
+    assert len(made) >= 5, made  # the database, two tables, the partitions, the fingerprint
+    (writes,) = report["writes"]
+    assert (writes["metastore"], writes["writes"], writes["limit_per_second"]) == ("primary", len(made), 2), writes
+    assert seconds >= writes["seconds"] >= (len(made) - 1) / 2 * 0.99  # one write every half second
+    assert writes["mean_per_second"] <= 2 and writes["peak_per_second"] <= 2, writes
+    assert f"writes to primary: {len(made)} call(s)" in out and "(limit 2/s)" in out
+    assert len(target_partitions(env.primary, "rl1", "paced")) == 3
+
+
 # -- copy -----------------------------------------------------------------------------------------------------
 def source_files(env: SyncEnv) -> dict[str, bytes]:
     root = Path(urlsplit(env.events_location).path)

@@ -22,6 +22,7 @@ from waggle.config.settings import (
     Metastore,
     Server,
     Setting,
+    Sync,
     SyncJob,
     reference,
     sync_reference,
@@ -205,7 +206,24 @@ def test_an_unknown_top_level_sync_key_lists_the_registered_ones(tmp_path: Path)
     with pytest.raises(SyncConfigError) as err:
         load_sync_file(path)
     assert f"{path}: unknown key 'incrementl' (expected one of {', '.join(sorted(SYNC.keys()))})" in str(err.value)
-    assert sorted(SYNC.keys()) == ["federation-config", "incremental", "jobs", "master", "propagate-deletes", "source"]
+    assert sorted(SYNC.keys()) == ["federation-config", "incremental", "jobs", "master", "max-writes-per-second",
+                                   "propagate-deletes", "source"]
+
+
+@pytest.mark.parametrize("value", [-1, "fast", 2.5, [1]])
+def test_a_bad_write_limit_names_file_key_and_value(tmp_path: Path, value: object) -> None:
+    path = write_yaml(tmp_path, "sync.yml", {"federation-config": "f.yml", "max-writes-per-second": value,
+                                             "jobs": [{"tables": "d.t", "source": "a"}]})
+    with pytest.raises(SyncConfigError) as err:
+        load_sync_file(path)
+    assert f"{path}: key 'max-writes-per-second': invalid value {value!r}: expected an integer >= 0" in str(err.value)
+
+
+def test_the_write_limit_is_read_from_the_sync_file(tmp_path: Path) -> None:
+    assert load_sync_file(sync_file(tmp_path)).max_writes_per_second == Sync.MAX_WRITES_PER_SECOND.default
+    path = write_yaml(tmp_path, "limited.yml", {"federation-config": "f.yml", "max-writes-per-second": 0,
+                                                "jobs": [{"tables": "d.t", "source": "a"}]})
+    assert load_sync_file(path).max_writes_per_second == 0
 
 
 def test_the_readme_holds_the_generated_reference() -> None:
@@ -218,3 +236,13 @@ def test_settings_are_declared_once_per_section() -> None:
     for section in (SERVER, METASTORE, SYNC, SYNC_JOB):
         assert len(section.keys()) == len(set(section.keys())), section.name
     assert Metastore.TUNNEL_PORT.key.startswith(Metastore.TUNNEL.key + ".")
+
+
+def test_the_write_limit_flag_uses_the_settings_validator(capsys: pytest.CaptureFixture[str]) -> None:
+    from waggle.cli import build_parser
+
+    assert build_parser().parse_args(["sync", "--max-writes-per-second", "5"]).max_writes_per_second == 5
+    assert build_parser().parse_args(["sync"]).max_writes_per_second is None  # the sync file's, else the default
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["sync", "--max-writes-per-second", "-1"])
+    assert "--max-writes-per-second: invalid value '-1': expected an integer >= 0" in capsys.readouterr().err

@@ -359,6 +359,13 @@ class Sync:
                            "Like `--incremental`: skip tables with no notification event since the last sync.")
     PROPAGATE_DELETES = SYNC.add("propagate-deletes", False, yes_no(_FLAG, strip=False),
                                  "Default `propagate-deletes` of every job.")
+    MAX_WRITES_PER_SECOND = SYNC.add(
+        "max-writes-per-second", 20, integer(0),
+        "Write calls per second to the target metastore, shared by every job and writer of the run; `0` is no "
+        "limit. A partition write is one call of up to 500 partitions, so the default leaves batched writes "
+        "their full speed and holds back floods of small calls. The report shows the rate reached. "
+        "`--max-writes-per-second` wins.",
+    )
     JOBS = SYNC.add("jobs", (), None, "The list of jobs, each with the keys below.", _REQUIRED)
 
 

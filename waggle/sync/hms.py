@@ -1,4 +1,5 @@
-"""The sync's connection to one metastore: paged reads, batched writes, and a count of the writes it made.
+"""The sync's connection to one metastore: paged reads, and batched writes that each wait for their turn under
+the run's write-rate limit on that metastore (:class:`~waggle.sync.throttle.WriteThrottle`), which counts them.
 
 Plain blocking Thrift (the sync does not use gevent), with Thrift's C codec. A tunnelled source is reached
 through its SSH tunnel, run in this process by :func:`waggle.tunnel.forward.local_forward`.
@@ -15,22 +16,31 @@ from typing import Any
 
 from waggle.config.model import MetastoreConfig
 from waggle.hms.gen.hive_metastore.ttypes import (
+    DropPartitionsRequest,
     NoSuchObjectException,
     NotificationEventRequest,
     Partition,
+    RequestPartsSpec,
     Table,
 )
 from waggle.local.client import hms_client
+from waggle.sync.throttle import WriteThrottle
 
 #: Partitions per read (``get_partitions_by_names``) and per write (``add_partitions``/``alter_partitions``).
 PAGE = 500
 
 
 class Metastore:
-    """One open connection."""
+    """One open connection. Each write call waits for ``throttle`` first (the target's; a source has none)."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, throttle: WriteThrottle | None = None) -> None:
         self.client = client
+        self.throttle = throttle
+
+    def _turn(self) -> None:
+        """Before each write call: wait for its turn under the write-rate limit."""
+        if self.throttle is not None:
+            self.throttle.acquire()
 
     # -- reads --------------------------------------------------------------------------------------------
     def table(self, db: str, table: str) -> Table | None:
@@ -79,26 +89,36 @@ class Metastore:
             last = max(e.eventId for e in events)
         return count
 
-    # -- writes -------------------------------------------------------------------------------------------
+    # -- writes: one turn of the throttle per call ------------------------------------------------------------
     def create_database(self, database: Any) -> None:
+        self._turn()
         self.client.create_database(database)
 
     def create_table(self, table: Table) -> None:
+        self._turn()
         self.client.create_table(table)
 
     def alter_table(self, db: str, name: str, table: Table) -> None:
+        self._turn()
         self.client.alter_table(db, name, table)
 
     def add_partitions(self, partitions: list[Partition]) -> None:
         for i in range(0, len(partitions), PAGE):
+            self._turn()
             self.client.add_partitions(partitions[i:i + PAGE])
 
     def alter_partitions(self, db: str, table: str, partitions: list[Partition]) -> None:
         for i in range(0, len(partitions), PAGE):
+            self._turn()
             self.client.alter_partitions(db, table, partitions[i:i + PAGE])
 
-    def drop_partition(self, db: str, table: str, values: list[str]) -> None:
-        self.client.drop_partition(db, table, values, False)
+    def drop_partitions(self, db: str, table: str, names: list[str]) -> None:
+        """Drop the named partitions (metadata only), ``PAGE`` a call; names already gone are skipped."""
+        for i in range(0, len(names), PAGE):
+            self._turn()
+            self.client.drop_partitions_req(DropPartitionsRequest(
+                dbName=db, tblName=table, parts=RequestPartsSpec(names=names[i:i + PAGE]), deleteData=False,
+                ifExists=True, needResult=False))
 
     def copy_statistics(self, source: Metastore, src_db: str, src_table: str, table: Table,
                         partition_names: list[str]) -> int:
@@ -120,6 +140,7 @@ class Metastore:
             got = source.client.get_table_statistics_req(TableStatsRequest(src_db, src_table, cols))
             if got.tableStats:
                 desc = ColumnStatisticsDesc(isTblLevel=True, dbName=table.dbName, tableName=table.tableName)
+                self._turn()
                 self.client.update_table_column_statistics(ColumnStatistics(desc, got.tableStats))
                 copied += 1
         for i in range(0, len(partition_names), PAGE):
@@ -131,6 +152,7 @@ class Metastore:
                                                                tableName=table.tableName, partName=name), objs)
                          for name, objs in (got.partStats or {}).items() if objs]
                 if stats:
+                    self._turn()
                     self.client.set_aggr_stats_for(SetPartitionsStatsRequest(colStats=stats))
                     copied += len(stats)
         return copied
@@ -216,8 +238,10 @@ class WritePool:
 
 
 @contextmanager
-def connect(member: MetastoreConfig, timeout: float = 600.0) -> Iterator[Metastore]:
-    """A connection to a federation member, through its SSH tunnel if it has one."""
+def connect(member: MetastoreConfig, timeout: float = 600.0, throttle: WriteThrottle | None = None
+            ) -> Iterator[Metastore]:
+    """A connection to a federation member, through its SSH tunnel if it has one; its writes wait for
+    ``throttle``."""
     with contextlib.ExitStack() as stack:
         if member.tunnel is not None:
             from waggle.tunnel.forward import local_forward
@@ -226,4 +250,4 @@ def connect(member: MetastoreConfig, timeout: float = 600.0) -> Iterator[Metasto
             host, port = stack.enter_context(local_forward(spec_for(member)))
         else:
             host, port = member.uris[0].host, member.uris[0].port
-        yield Metastore(stack.enter_context(hms_client(host, port, timeout, member.wire)))
+        yield Metastore(stack.enter_context(hms_client(host, port, timeout, member.wire)), throttle)

@@ -234,8 +234,7 @@ class TableSync:
             return
         self._write_partitions(src, by_values, new_names, changed_names, files)
         if self.options.propagate_deletes and deleted:
-            for name in deleted:
-                self.target.drop_partition(t.db, t.table, o.partition_values(name))
+            self.target.drop_partitions(t.db, t.table, deleted)
             if t.mode == o.COPY and t.location is not None:
                 for name in deleted:
                     remove_tree(f"{t.location.rstrip('/')}/{name}")

@@ -1,10 +1,13 @@
-"""What a sync run did, per table: as a table for people and as JSON (``--report FILE``)."""
+"""What a sync run did, per table, and the writes it made to the target metastore with the rate they reached:
+as a table for people and as JSON (``--report FILE``)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from waggle.sync.throttle import WriteStats
 
 
 @dataclass
@@ -32,6 +35,7 @@ class RunReport:
     tables: list[TableReport] = field(default_factory=list)
     seconds: float = 0.0
     dry_run: bool = False
+    writes: list[WriteStats] = field(default_factory=list)  # per target metastore
 
     @property
     def failed(self) -> list[TableReport]:
@@ -47,7 +51,8 @@ class RunReport:
 
     def to_json(self) -> str:
         data: dict[str, Any] = {"dry_run": self.dry_run, "seconds": round(self.seconds, 3),
-                                "totals": self.totals(), "tables": [asdict(t) for t in self.tables]}
+                                "totals": self.totals(), "writes": [asdict(w) for w in self.writes],
+                                "tables": [asdict(t) for t in self.tables]}
         return json.dumps(data, indent=2)
 
     def render(self) -> str:
@@ -67,12 +72,22 @@ class RunReport:
                      f"{tot['tables_unchanged']} unchanged, {tot['tables_failed']} failed; partitions "
                      f"{verb + ' ' if verb else ''}{tot['created']} created, {tot['updated']} updated, "
                      f"{tot['dropped']} dropped, {tot['unchanged']} unchanged; {_size(tot['bytes'])} copied")
+        for w in self.writes:
+            lines.append(_writes_line(w))
         for t in self.tables:
             if t.error:
                 lines.append(f"error: {t.source} -> {t.target}: {t.error}")
             for step in t.plan:
                 lines.append(f"plan: {t.source} -> {t.target}: {step}")
         return "\n".join(lines)
+
+
+def _writes_line(w: WriteStats) -> str:
+    limit = f"limit {w.limit_per_second:g}/s" if w.limit_per_second else "no limit"
+    if not w.writes:
+        return f"writes to {w.metastore}: none ({limit})"
+    return (f"writes to {w.metastore}: {w.writes} call(s) over {w.seconds:.1f}s, {w.mean_per_second:.2f}/s mean, "
+            f"{w.peak_per_second} in the busiest second ({limit})")
 
 
 def _size(n: int) -> str:

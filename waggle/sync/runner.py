@@ -29,6 +29,7 @@ from waggle.sync import objects as o
 from waggle.sync.hms import Metastore, connect
 from waggle.sync.job import Options, TableSync, describe
 from waggle.sync.report import RunReport, TableReport
+from waggle.sync.throttle import WriteThrottle
 
 log = get_logger("waggle.sync")
 
@@ -56,6 +57,7 @@ class SyncRun:
     master: str | None = None
     report: str | None = None
     progress: bool | None = None  # None: a progress bar when stderr is a terminal
+    max_writes_per_second: int = Sync.MAX_WRITES_PER_SECOND.default  # per target metastore; 0: no limit
 
 
 class SyncConfigError(ValueError):
@@ -98,9 +100,11 @@ def load_sync_file(path: str) -> SyncRun:
         specs.append(_job(Reader(path, job, f"{where}.", problems, nulls_are_unset=False), default_source,
                           default_deletes))
     incremental = r.get(Sync.INCREMENTAL)
+    max_writes = r.get(Sync.MAX_WRITES_PER_SECOND)
     if problems:
         raise SyncConfigError(problems)
-    return SyncRun(federation_config=fed, specs=tuple(specs), incremental=incremental, master=r.get(Sync.MASTER))
+    return SyncRun(federation_config=fed, specs=tuple(specs), incremental=incremental, master=r.get(Sync.MASTER),
+                   max_writes_per_second=max_writes)
 
 
 def _job(r: Reader, default_source: str | None, default_deletes: bool) -> TableSpec:
@@ -220,30 +224,34 @@ def run(sync: SyncRun, out: IO[str] | None = None) -> int:
             print(f"error: {problem}", file=sys.stderr)
         return 1
     report = RunReport(dry_run=sync.dry_run)
+    primary = config.federation.primary
+    throttle = WriteThrottle(primary.name, sync.max_writes_per_second)  # the run has one target: the primary
     spark = _LazySpark(sync.master)
     run_id = uuid.uuid4().hex[:8]
     bar = _progress(sync.progress)
     try:
         for source_name in dict.fromkeys(s.source for s in sync.specs):
             specs = [s for s in sync.specs if s.source == source_name]
-            _run_source(members[source_name], config.federation.primary, specs, sync, report, spark, run_id, bar)
+            _run_source(members[source_name], primary, throttle, specs, sync, report, spark, run_id, bar)
     finally:
         if bar is not None:
             bar.close()
         spark.stop()
     report.seconds = time.monotonic() - started
+    report.writes = [throttle.stats()]
     print(report.render(), file=out)
     if sync.report:
         Path(sync.report).write_text(report.to_json())
     log.info("sync.finished", tables=len(report.tables), failed=len(report.failed), seconds=round(report.seconds, 2),
-             **report.totals())
+             **report.totals(), writes={w.metastore: w.writes for w in report.writes})
     return 2 if report.failed else 0
 
 
-def _run_source(member: MetastoreConfig, primary: MetastoreConfig, specs: list[TableSpec], sync: SyncRun,
-                report: RunReport, spark: _LazySpark, run_id: str, bar: Any) -> None:
+def _run_source(member: MetastoreConfig, primary: MetastoreConfig, throttle: WriteThrottle, specs: list[TableSpec],
+                sync: SyncRun, report: RunReport, spark: _LazySpark, run_id: str, bar: Any) -> None:
     try:
-        with connect(member) as source, connect(primary) as target, connect(primary) as second_writer:
+        with connect(member) as source, connect(primary, throttle=throttle) as target, \
+                connect(primary, throttle=throttle) as second_writer:
             resolved: list[tuple[o.Target, Options]] = []
             for spec in specs:
                 opts = Options(dry_run=sync.dry_run, incremental=sync.incremental,
