@@ -1,16 +1,24 @@
 """Real, local, Derby-backed Hive metastores started from the Hive jars that pyspark bundles.
 
-Used by ``waggle demo`` and by the test harness. Each instance owns a directory (Derby locks it) holding
-``hive-site.xml``, the Derby database, the warehouse and the JVM's log.
+Used by ``waggle demo``, the test harness and the benchmarks. Each instance owns a directory (Derby locks it)
+holding ``hive-site.xml``, the Derby database, the warehouse and the JVM's log.
+
+They behave as production metastores: none runs with ``hive.in.test``. Hive 2.3 creates its transaction and lock
+tables (``TXNS``, ``HIVE_LOCKS``, ...) in Derby only under that flag, and the flag also makes ``lock()`` refuse
+every lock component without an operation type, which is what Iceberg clients send. So a template database is
+prepared once (started with the flag, one transaction call creates the tables, stopped) and every instance
+starts from a copy of it, without the flag. See :func:`prepare_template`.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +90,8 @@ class LocalMetastore:
     #: Quick start-up (client compiler only) for tests and the demo; benchmarks turn it off.
     fast_start: bool = True
     extra_conf: dict[str, str] = field(default_factory=dict)
+    #: start from a copy of the prepared template (transaction tables included); off only to build it
+    from_template: bool = True
     process: subprocess.Popen[bytes] | None = None
 
     def __post_init__(self) -> None:
@@ -106,6 +116,10 @@ class LocalMetastore:
         conf = self.workdir / "conf"
         conf.mkdir(parents=True, exist_ok=True)
         self.warehouse.mkdir(parents=True, exist_ok=True)
+        database = self.workdir / "metastore_db"
+        if self.from_template and not database.exists():
+            shutil.copytree(prepare_template() / "metastore_db", database)
+            self._own_default_database(database)
         props = {
             "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={self.workdir}/metastore_db;create=true",
             "datanucleus.schema.autoCreateAll": "true",
@@ -115,9 +129,6 @@ class LocalMetastore:
             "hive.metastore.event.db.notification.api.auth": "false",
             # BoneCP (the default pool) is not among the jars pyspark ships; DBCP is.
             "datanucleus.connectionPoolingType": "dbcp",
-            # The transaction and lock tables are not DataNucleus tables: Hive 2.3 creates them in Derby at
-            # start only under this flag (TxnHandler's test hook). Without it lock() fails.
-            "hive.in.test": "true",
         }
         props.update(self.extra_conf)
         (conf / "hive-site.xml").write_text(_site_xml(props))
@@ -166,6 +177,27 @@ class LocalMetastore:
             f"metastore on port {self.port} not ready after {timeout:.0f}s ({last_error}):\n{self.log_tail()}"
         )
 
+    def _own_default_database(self, database: Path) -> None:
+        """Point ``default`` at this instance's warehouse: the copied template names the template's.
+
+        Hive 2.3's ``alter_database`` ignores a new location, so this is one SQL update with Derby's own tool.
+        """
+        location = f"file:{self.warehouse}".replace("'", "''")
+        script = self.workdir / "conf" / "own-default-database.sql"
+        script.write_text(f"UPDATE APP.DBS SET DB_LOCATION_URI = '{location}' WHERE NAME = 'default';\n")
+        jars = pyspark_jars_dir()
+        classpath = os.pathsep.join(str(j) for pattern in ("derby-*.jar", "derbytools-*.jar", "derbyshared-*.jar")
+                                    for j in jars.glob(pattern))
+        done = subprocess.run(
+            [java_executable(), "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", f"-Dderby.system.home={self.workdir}",
+             f"-Dij.connection.metastore=jdbc:derby:;databaseName={database}", "-cp", classpath,
+             "org.apache.derby.tools.ij", str(script)],
+            capture_output=True, text=True, cwd=self.workdir, stdin=subprocess.DEVNULL, timeout=120,
+        )
+        if done.returncode != 0 or "1 row inserted/updated/deleted" not in done.stdout:
+            raise LocalMetastoreError(f"could not set the default database's location in {database}:\n"
+                                      f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
+
     def log_tail(self, lines: int = 30) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
@@ -202,3 +234,41 @@ def start_metastores(workdirs: list[Path], timeout: float = 180.0) -> list[Local
             store.stop()
         raise
     return stores
+
+
+def template_dir() -> Path:
+    """Where the prepared template lives: per Hive release, under ``WAGGLE_CACHE_DIR`` or the user's cache."""
+    base = os.environ.get("WAGGLE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "waggle")
+    release = next(pyspark_jars_dir().glob("hive-metastore-*.jar")).stem
+    return Path(base) / f"template-{release}"
+
+
+def prepare_template(timeout: float = 180.0) -> Path:
+    """Prepare, once per machine, a Derby metastore database that holds Hive's transaction and lock tables.
+
+    Safe to call from several processes at once: one prepares it under a file lock, the others wait for it.
+    """
+    target = template_dir()
+    ready = target / "READY"
+    if ready.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f"{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ready.exists():
+            return target
+        build = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=target.parent))
+        store = LocalMetastore(build, from_template=False, extra_conf={"hive.in.test": "true"})
+        try:
+            store.start().wait_ready(timeout)
+            from waggle.local.client import hms_client
+
+            with hms_client("127.0.0.1", store.port) as client:
+                client.get_open_txns()  # creates the transaction and lock tables
+        finally:
+            store.stop()
+        shutil.rmtree(target, ignore_errors=True)
+        (build / "READY").write_text("Hive transaction and lock tables created; copy metastore_db from here.\n")
+        build.rename(target)
+    return target
