@@ -238,9 +238,9 @@ class WritePool:
 
 
 @contextmanager
-def connect(member: MetastoreConfig, timeout: float = 600.0, throttle: WriteThrottle | None = None
-            ) -> Iterator[Metastore]:
-    """A connection to a federation member, through its SSH tunnel if it has one; its writes wait for
+def connections(member: MetastoreConfig, count: int, timeout: float = 600.0, throttle: WriteThrottle | None = None
+                ) -> Iterator[list[Metastore]]:
+    """``count`` connections to a federation member, through one SSH tunnel if it has one; their writes wait for
     ``throttle``."""
     with contextlib.ExitStack() as stack:
         if member.tunnel is not None:
@@ -250,4 +250,13 @@ def connect(member: MetastoreConfig, timeout: float = 600.0, throttle: WriteThro
             host, port = stack.enter_context(local_forward(spec_for(member)))
         else:
             host, port = member.uris[0].host, member.uris[0].port
-        yield Metastore(stack.enter_context(hms_client(host, port, timeout, member.wire)), throttle)
+        yield [Metastore(stack.enter_context(hms_client(host, port, timeout, member.wire)), throttle)
+               for _ in range(count)]
+
+
+@contextmanager
+def connect(member: MetastoreConfig, timeout: float = 600.0, throttle: WriteThrottle | None = None
+            ) -> Iterator[Metastore]:
+    """One connection to a federation member (see :func:`connections`)."""
+    with connections(member, 1, timeout, throttle) as (metastore,):
+        yield metastore

@@ -178,6 +178,7 @@ class TableSync:
         fresh = existing is None and not dry and t.mode == o.MIRROR
         fps: dict[str, str] = {}
         locations: dict[str, str] = {}
+        listed: list[str] | None = None  # the target's partition names, listed while the readers read ahead
         # Read the source a page at a time (the next page is read meanwhile). A new mirror's pages are written by
         # background writers while the following pages are read and prepared.
         with WritePool(self.writers if fresh else []) as pool:
@@ -194,11 +195,13 @@ class TableSync:
                     pool.submit(lambda m, b=batch: m.add_partitions(b))
                     r.created += len(batch)
                 self.progress(len(page))
+                if listed is None and existing is not None and not self.options.partition_filter:
+                    listed = self.target.partition_names(t.db, t.table)
         # A mirror's combined fingerprint needs no file listing: compare it before reading the target's partitions,
         # which are read only when something differs.
         combined = o.combined(fps.items()) if t.mode == o.MIRROR else ""
         need_recorded = existing is not None and (t.mode == o.COPY or params.get(o.PARTITIONS) != combined)
-        in_scope, recorded = self._target_partitions(src, existing is not None, need_recorded)
+        in_scope, recorded = self._target_partitions(src, existing is not None, need_recorded, listed)
         files = self._copy_partitions(names, locations, recorded) if t.mode == o.COPY else {}
         if t.mode == o.COPY:
             combined = o.combined((n, fp + files.get(n, "")) for n, fp in fps.items())
@@ -249,7 +252,7 @@ class TableSync:
         if written or table_changed or existing is None:
             r.statistics += self.target.copy_statistics(self.source, t.source_db, t.source_table, final, written)
 
-    def _target_partitions(self, src: Table, exists: bool, need_recorded: bool
+    def _target_partitions(self, src: Table, exists: bool, need_recorded: bool, listed: list[str] | None = None
                            ) -> tuple[list[str], dict[str, tuple[str | None, str | None]]]:
         """The target's partitions within the partition filter (all without one), and when ``need_recorded``
         each one's recorded (fingerprint, files fingerprint). Under a filter, the metastore's one filtered read
@@ -265,7 +268,7 @@ class TableSync:
             if need_recorded:
                 recorded = {n: _bookkeeping(p) for n, p in zip(names, parts, strict=True)}
             return names, recorded
-        names = self.target.partition_names(t.db, t.table)
+        names = listed if listed is not None else self.target.partition_names(t.db, t.table)
         if need_recorded:
             by_values = {tuple(o.partition_values(n)): n for n in names}
             for page in read_pages(self.writers, t.db, t.table, names):

@@ -26,7 +26,7 @@ from waggle.config.reader import MISSING, Reader
 from waggle.config.settings import SYNC, SYNC_JOB, Sync, SyncJob
 from waggle.hms.gen.hive_metastore.ttypes import Database
 from waggle.sync import objects as o
-from waggle.sync.hms import Metastore, connect
+from waggle.sync.hms import Metastore, connections
 from waggle.sync.job import Options, TableSync, describe
 from waggle.sync.report import RunReport, TableReport
 from waggle.sync.throttle import WriteThrottle
@@ -250,8 +250,9 @@ def run(sync: SyncRun, out: IO[str] | None = None) -> int:
 def _run_source(member: MetastoreConfig, primary: MetastoreConfig, throttle: WriteThrottle, specs: list[TableSpec],
                 sync: SyncRun, report: RunReport, spark: _LazySpark, run_id: str, bar: Any) -> None:
     try:
-        with connect(member) as source, connect(primary, throttle=throttle) as target, \
-                connect(primary, throttle=throttle) as second_writer:
+        # two connections each way: pages of partitions are read, and written, two at a time
+        with connections(member, 2) as readers, connections(primary, 2, throttle=throttle) as writers:
+            source, target = readers[0], writers[0]
             resolved: list[tuple[o.Target, Options]] = []
             for spec in specs:
                 opts = Options(dry_run=sync.dry_run, incremental=sync.incremental,
@@ -274,7 +275,7 @@ def _run_source(member: MetastoreConfig, primary: MetastoreConfig, throttle: Wri
                 job = TableSync(source, target, t, opts, db_names, run_id,
                                 spark=spark.get if t.mode == o.COPY else None,
                                 progress=bar.update if bar is not None else None,
-                                writers=[target, second_writer])
+                                writers=writers, readers=readers)
                 result = job.run()
                 report.tables.append(result)
                 log.info("sync.table_finished", source=result.source, target=result.target, status=result.status,
