@@ -166,10 +166,9 @@ def test_lock_refusals_and_a_member_dying_under_a_lock_give_clear_errors(primary
     """A lock a member refuses, and a member that dies holding one: the client gets an error naming the metastore,
     and its connection goes on serving. ``lock``, ``check_lock`` and ``unlock`` declare no MetaException, so the
     error is a TApplicationException carrying the message, which Java and Python clients both surface."""
-    from thrift.Thrift import TApplicationException
-
     from conftest import WaggleProcess, federation_yaml
     from hmsclient.genthrift.hive_metastore import ttypes as t
+    from thrift.Thrift import TApplicationException
 
     from waggle.local.metastore import LocalMetastore
     from waggle.local.seed import ensure_database

@@ -3,15 +3,11 @@ copies that stand alone once the source is gone. The source tables are written b
 
 from __future__ import annotations
 
-import shutil
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
-from conftest import federation_yaml, java_available, require
+from conftest import federation_yaml, require
 from hive_stubs import HiveStubMetastore
 from test_sync import SyncEnv, table_report
 
