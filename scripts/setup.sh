@@ -51,7 +51,7 @@ if [ "${1:-}" = "--test" ]; then
   # Hive 3.1 generated client code, used as a test client; it pins an old thrift, so no deps.
   .venv/bin/python -m pip install -q --no-deps "hive-metastore-client>=1.0.9"
 else
-  .venv/bin/python -m pip install -q -e .
+  .venv/bin/python -m pip install -q -e ".[iceberg]"
 fi
 # Bytecode for waggle's own modules, written even where PYTHONDONTWRITEBYTECODE is set: without it every
 # waggle process compiles the 4 MB of generated Thrift code at start (about 1 s, and 125 MB more memory).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -34,6 +35,14 @@ def test_demo_serves_seeded_metastores_and_stops_on_ctrl_c(tmp_path):
             assert {"default", "sales", "analytics_web"} <= set(c.get_all_databases())
             assert c.get_all_tables("sales") == ["customers", "orders"]
             assert c.get_table("analytics_web", "visits").dbName == "analytics_web"
+        # the Iceberg example runs as printed
+        example = text.split("Iceberg tables, with pyiceberg")[1].split("\n\n")[1]
+        ran = subprocess.run([sys.executable, "-c", textwrap.dedent(example)], capture_output=True, text=True,
+                             timeout=120, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        assert "'kind': 'click'" in ran.stdout
+        with hive2_client(port) as c:
+            assert c.get_table("lake", "events").parameters["table_type"] == "ICEBERG"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
         metastores = subprocess.run(["pgrep", "-f", str(tmp_path / "demo")], capture_output=True, text=True)

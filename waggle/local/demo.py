@@ -53,6 +53,21 @@ def write_configs(workdir: Path, port: int, primary: LocalMetastore, federated: 
     return server, federation
 
 
+def iceberg_example(uri: str, warehouse: Path) -> str:
+    """The pyiceberg snippet the demo prints (its test runs it as printed)."""
+    return f"""\
+  import pyarrow as pa
+  from pyiceberg.catalog import load_catalog
+  catalog = load_catalog("waggle", type="hive", uri="{uri}", warehouse="file://{warehouse}")
+  catalog.create_namespace_if_not_exists("lake")
+  events = catalog.create_table_if_not_exists(
+      "lake.events", schema=pa.schema([("id", pa.int64()), ("kind", pa.string())]))
+  events.append(pa.table({{"id": [1, 2], "kind": ["click", "view"]}},
+                         schema=pa.schema([("id", pa.int64()), ("kind", pa.string())])))
+  print(events.scan().to_arrow().to_pylist())
+"""
+
+
 def run_demo(port: int = 48869, workdir: str | None = None) -> int:
     configure("info", "console")
     log = get_logger("waggle.demo")
@@ -88,6 +103,15 @@ Point any Hive/Spark client at it:   hive.metastore.uris={uri}
   spark.sql("SELECT * FROM sales.customers").show()
   spark.sql("SELECT c.name, v.page FROM sales.customers c "
             "JOIN analytics_web.visits v ON v.customer_id = c.id").show()
+
+Iceberg tables, with pyiceberg (commits take their lock at the metastore that owns the table):
+
+{iceberg_example(uri, root / "iceberg")}
+  or from Spark with Apache Iceberg's runtime jar, as a catalog named lake:
+    spark.sql.extensions=org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions
+    spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog
+    spark.sql.catalog.lake.type=hive
+    spark.sql.catalog.lake.uri={uri}
 
 Bring federated tables into the primary (metadata only, then with a copy of the data):
 

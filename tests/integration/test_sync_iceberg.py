@@ -1,0 +1,93 @@
+"""``waggle sync`` of Iceberg tables between two real metastores: mirrors that follow the source's commits, and
+copies that stand alone once the source is gone. The source tables are written by pyiceberg's HiveCatalog."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import federation_yaml, require
+from hive_stubs import HiveStubMetastore
+from test_sync import SyncEnv, table_report
+
+from waggle.local.client import hms_client
+from waggle.local.seed import ensure_database
+
+pytestmark = pytest.mark.integration
+SRC = "icesrc"
+
+
+def _catalog(store: Any, name: str = "cat") -> Any:
+    try:
+        from pyiceberg.catalog import load_catalog
+    except ImportError:
+        require(False, "pyiceberg is not installed (pip install 'pyiceberg[hive,pyarrow,pyiceberg-core]')")
+    return load_catalog(name, type="hive", uri=store.uri, warehouse=f"file://{store.warehouse}")
+
+
+def _rows(n: int, start: int = 0) -> Any:
+    import pyarrow as pa
+
+    return pa.table({"id": pa.array(range(start, start + n), pa.int64()),
+                     "day": pa.array([f"2026-11-{1 + i % 3:02d}" for i in range(start, start + n)], pa.string())})
+
+
+def _create(store: Any, name: str, batches: int = 2) -> Any:
+    """A partitioned Iceberg table in the source, with ``batches`` appends of 10 rows."""
+    import pyarrow as pa
+    from pyiceberg.transforms import IdentityTransform
+
+    cat = _catalog(store)
+    schema = pa.schema([("id", pa.int64()), ("day", pa.string())])
+    table = cat.create_table(f"{SRC}.{name}", schema=schema)
+    with table.update_spec() as spec:
+        spec.add_field("day", IdentityTransform(), "day")
+    table = cat.load_table(f"{SRC}.{name}")
+    for k in range(batches):
+        table.append(_rows(10, start=10 * k))
+    return cat.load_table(f"{SRC}.{name}")
+
+
+def _ids(table: Any) -> list[int]:
+    return sorted(table.scan().to_arrow().column("id").to_pylist())
+
+
+@pytest.fixture(scope="module")
+def env(primary: Any, analytics: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SyncEnv]:
+    work = tmp_path_factory.mktemp("sync-iceberg")
+    with hms_client("127.0.0.1", analytics.port) as c:
+        ensure_database(c, SRC, f"file://{analytics.warehouse}/{SRC}.db")
+    recorder = HiveStubMetastore("127.0.0.1", primary.port, version="2.3.10").start()
+    federation = work / "federation.yml"
+    federation.write_text(federation_yaml(recorder.uri, "federated-meta-stores:\n- name: analytics\n"
+                                                        f"  remote-meta-store-uris: {analytics.uri}\n"))
+    yield SyncEnv(work, federation, recorder, analytics, primary, "")
+    recorder.stop()
+
+
+def _metadata_location(store: Any, db: str, table: str) -> str:
+    with hms_client("127.0.0.1", store.port) as c:
+        return str(c.get_table(db, table).parameters["metadata_location"])
+
+
+def test_a_mirror_follows_the_sources_commits_and_a_rerun_without_one_writes_nothing(env: SyncEnv) -> None:
+    source = _create(env.analytics, "mirrored")
+    args = ("--source", "analytics", "--tables", f"{SRC}.mirrored", "--target-database", "ice_m")
+    code, report, out = env.sync(*args)
+    assert code == 0, out
+    assert table_report(report, "ice_m.mirrored")["table"] == "created"
+    assert _metadata_location(env.primary, "ice_m", "mirrored") == source.metadata_location
+    assert _ids(_catalog(env.primary).load_table("ice_m.mirrored")) == list(range(20))
+
+    source.append(_rows(5, start=100))
+    source = _catalog(env.analytics).load_table(f"{SRC}.mirrored")
+    code, report, out = env.sync(*args)
+    assert code == 0 and table_report(report, "ice_m.mirrored")["table"] == "updated", out
+    assert _metadata_location(env.primary, "ice_m", "mirrored") == source.metadata_location
+    assert len(_ids(_catalog(env.primary).load_table("ice_m.mirrored"))) == 25
+
+    env.recorder.clear()
+    code, report, out = env.sync(*args)
+    assert code == 0 and table_report(report, "ice_m.mirrored")["table"] == "unchanged", out
+    assert env.writes() == []
