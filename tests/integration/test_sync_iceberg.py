@@ -3,11 +3,14 @@ copies that stand alone once the source is gone. The source tables are written b
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
-from conftest import federation_yaml, require
+from conftest import federation_yaml, java_available, require
 from hive_stubs import HiveStubMetastore
 from test_sync import SyncEnv, table_report
 
@@ -91,3 +94,62 @@ def test_a_mirror_follows_the_sources_commits_and_a_rerun_without_one_writes_not
     code, report, out = env.sync(*args)
     assert code == 0 and table_report(report, "ice_m.mirrored")["table"] == "unchanged", out
     assert env.writes() == []
+
+
+def _table_files(root: Path) -> set[str]:
+    return {str(p) for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_copy_stands_alone_reruns_copy_only_new_files_and_bad_tables_fail_alone(env: SyncEnv, tmp_path: Path
+                                                                                   ) -> None:
+    require(java_available(), "Java 17 is needed for Spark")
+    source = _create(env.analytics, "copied")
+    broken = _create(env.analytics, "broken", batches=1)
+    Path(urlsplit(broken.metadata_location).path).unlink()  # its current metadata file is gone
+    with hms_client("127.0.0.1", env.analytics.port) as c:
+        delta = c.get_table(SRC, "copied")
+        delta.tableName = "deltaish"
+        delta.parameters = {"spark.sql.sources.provider": "delta", "EXTERNAL": "TRUE"}
+        delta.sd.location = f"file://{env.analytics.warehouse}/{SRC}.db/deltaish"
+        c.create_table(delta)
+    root = tmp_path / "copies"
+    args = ("--source", "analytics", "--tables", f"{SRC}.(copied|broken|deltaish)", "--target-database",
+            "ice_c", "--mode", "copy", "--location-root", f"file://{root}", "--master", "local[1]")
+    code, report, out = env.sync(*args)
+    assert code == 2, out  # some tables failed, the others ran
+    copied = table_report(report, "ice_c.copied")
+    assert (copied["status"], copied["table"]) == ("ok", "created"), copied
+    assert copied["files"] > 0 and copied["bytes"] > 0
+    failed = table_report(report, "ice_c.broken")
+    assert failed["status"] == "failed" and broken.metadata_location.split("/")[-1] in failed["error"], failed
+    assert "does not exist" in failed["error"]
+    refused = table_report(report, "ice_c.deltaish")
+    assert refused["status"] == "failed" and "Delta Lake" in refused["error"] and "deltaish" in refused["error"]
+    with hms_client("127.0.0.1", env.primary.port) as c:
+        assert set(c.get_all_tables("ice_c")) == {"copied"}  # nothing written for the failed ones
+    target = _metadata_location(env.primary, "ice_c", "copied")
+    assert urlsplit(target).path.startswith(f"{root}/copied/metadata/")
+
+    # a rerun after one source commit copies only what it added; a rerun after that writes nothing
+    before = _table_files(root)
+    source.append(_rows(5, start=100))
+    code, report, out = env.sync("--source", "analytics", "--tables", f"{SRC}.copied", "--target-database",
+                                 "ice_c", "--mode", "copy", "--location-root", f"file://{root}", "--master",
+                                 "local[1]")
+    again = table_report(report, "ice_c.copied")
+    assert code == 0 and again["table"] == "updated", out
+    added = _table_files(root) - before
+    assert len(added) == again["files"] <= 3 + 3 and not any("broken" in f for f in added), added
+    env.recorder.clear()
+    code, report, out = env.sync("--source", "analytics", "--tables", f"{SRC}.copied", "--target-database",
+                                 "ice_c", "--mode", "copy", "--location-root", f"file://{root}")
+    assert code == 0 and table_report(report, "ice_c.copied")["table"] == "unchanged", out
+    assert env.writes() == []
+
+    # the copy reads correctly once the source's files are gone
+    expected = _ids(_catalog(env.analytics).load_table(f"{SRC}.copied"))
+    shutil.rmtree(urlsplit(source.location()).path)
+    copy = _catalog(env.primary).load_table("ice_c.copied")
+    assert _ids(copy) == expected and len(expected) == 25
+    assert {urlsplit(f).path.startswith(str(root)) for f in copy.inspect.files().column("file_path").to_pylist()} \
+        == {True}

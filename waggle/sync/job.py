@@ -21,8 +21,9 @@ from typing import Any
 
 from waggle.hms.gen.hive_metastore.ttypes import Partition, Table
 from waggle.hms.names import partition_name
+from waggle.sync import iceberg
 from waggle.sync import objects as o
-from waggle.sync.files import CopyTask, copy_partitions, remove_tree
+from waggle.sync.files import CopyTask, copy_files, copy_partitions, remove_tree
 from waggle.sync.hms import Metastore, WritePool, read_pages
 from waggle.sync.report import TableReport
 
@@ -90,6 +91,9 @@ class TableSync:
         src = self.source.table(t.source_db, t.source_table)
         if src is None:
             raise SyncError(f"source table {t.source_object} does not exist in {t.source}")
+        refusal = o.copy_refusal(src) if t.mode == o.COPY else None
+        if refusal:
+            raise SyncError(refusal)
         existing = self.target.table(t.db, t.table)
         if existing is not None:
             problem = o.ownership_problem(existing, t)
@@ -104,6 +108,9 @@ class TableSync:
         event_id = self._events_shortcut(existing, params, table_fp)
         if event_id is None:
             return  # incremental: no event concerns this table since the last sync
+        if t.mode == o.COPY and o.is_iceberg(src):
+            self._iceberg_copy(src, existing, params, table_fp, event_id)
+            return
         if o.is_view(src) or not src.partitionKeys:
             self._unpartitioned(src, existing, params, table_fp, event_id)
             return
@@ -160,6 +167,49 @@ class TableSync:
             self.target.alter_table(t.db, t.table, new)
         if not o.is_view(src):
             r.statistics += self.target.copy_statistics(self.source, t.source_db, t.source_table, new, [])
+
+    # -- an Iceberg table, copied: its metadata rewritten to name the copy's files ---------------------------------
+    def _iceberg_copy(self, src: Table, existing: Table | None, params: Mapping[str, str], table_fp: str,
+                      event_id: int) -> None:
+        """Copy the files of the source's current version and rewrite its metadata (``waggle.sync.iceberg``),
+        then point the target at the new metadata file: the metastore is written last. A mirror needs none of
+        this: it keeps the source's ``metadata_location``, and follows it on every run."""
+        t, r = self.t, self.report
+        where = f"Iceberg table {t.source}:{t.source_object}"
+        source_metadata = (src.parameters or {}).get(o.METADATA_LOCATION)
+        if not source_metadata:
+            raise SyncError(f"{where} has no {o.METADATA_LOCATION} parameter")
+        if existing is not None and params.get(o.FINGERPRINT) == table_fp and params.get(o.MODE) == t.mode:
+            r.table = "unchanged"
+            return
+        r.table = "created" if existing is None else "updated"
+        if self.options.dry_run:
+            self._plan(f"copy Iceberg files named by {source_metadata}, then {r.table[:-1]} the table")
+            return
+        assert t.location is not None
+        try:
+            done = iceberg.copy_table(source_metadata, t.location,
+                                      lambda pairs: copy_files(pairs, self._spark_session))
+        except iceberg.IcebergError as exc:
+            raise SyncError(f"{where}: {exc}") from exc
+        r.files += done.files
+        r.bytes += done.bytes
+        new = o.target_table(src, t, self.now, self.db_names, table_fp)
+        new.parameters[o.METADATA_LOCATION] = done.metadata_location
+        new.parameters.pop(o.PREVIOUS_METADATA_LOCATION, None)
+        if existing is not None and params.get(o.METADATA_LOCATION) not in (None, done.metadata_location):
+            new.parameters[o.PREVIOUS_METADATA_LOCATION] = params[o.METADATA_LOCATION]
+        if event_id:
+            new.parameters[o.LAST_EVENT] = str(event_id)
+        if existing is None:
+            self.target.create_table(new)
+        else:
+            self.target.alter_table(t.db, t.table, new)
+
+    def _spark_session(self) -> Any:
+        if self.spark is None:
+            raise SyncError("copy mode needs a Spark session to copy files")
+        return self.spark()
 
     # -- a partitioned table ------------------------------------------------------------------------------------
     def _source_names(self, src: Table) -> list[str]:

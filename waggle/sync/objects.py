@@ -45,6 +45,9 @@ VOLATILE_PREFIXES = (PREFIX, "spark.sql.statistics.", "impala_intermediate_stats
 
 MIRROR, COPY = "mirror", "copy"
 
+#: An Iceberg table's current and previous metadata files, as Iceberg's Hive catalogs record them.
+METADATA_LOCATION, PREVIOUS_METADATA_LOCATION = "metadata_location", "previous_metadata_location"
+
 
 def _plain(value: Any) -> Any:
     """A Thrift value as JSON-able data, with None fields left out."""
@@ -115,6 +118,44 @@ def partition_values(name: str) -> list[str]:
 
 def is_view(table: Table) -> bool:
     return bool(table.tableType == "VIRTUAL_VIEW")
+
+
+#: Formats with metadata of their own (``table_type`` or Spark's provider names them).
+FORMATS = ("iceberg", "delta", "hudi", "paimon")
+
+
+def table_format(table: Table) -> str | None:
+    """The table format that keeps its own metadata beside the data (``iceberg``, ``delta``, ...), or None for
+    a plain Hive or Spark datasource table, whose metastore entry is all its metadata."""
+    params = table.parameters or {}
+    for key in ("table_type", "spark.sql.sources.provider"):
+        declared = (params.get(key) or "").strip().lower()
+        if declared in FORMATS:
+            return declared
+    handler = (params.get("storage_handler") or "").lower()
+    input_format = ((table.sd.inputFormat if table.sd is not None else None) or "").lower()
+    for name in ("delta", "hudi", "hoodie", "paimon"):
+        if name in handler or name in input_format:
+            return "hudi" if name == "hoodie" else name
+    return None
+
+
+def is_iceberg(table: Table) -> bool:
+    return table_format(table) == "iceberg"
+
+
+def copy_refusal(table: Table) -> str | None:
+    """Why copy mode cannot make this table independent of its source, or None when it can: a format whose
+    metadata may name files by absolute path, other than Iceberg (whose metadata the copy rewrites)."""
+    kind = table_format(table)
+    if kind is None or kind == "iceberg":
+        return None
+    if kind == "delta":
+        why = "Delta Lake's transaction log (_delta_log) may name data files by absolute path"
+    else:
+        why = f"its format ({kind}) keeps metadata that may name files by absolute path"
+    return (f"cannot make an independent copy of {table.dbName}.{table.tableName}: {why}, and the copy does not "
+            "rewrite it; mirror the table instead")
 
 
 @dataclass(frozen=True, slots=True)
