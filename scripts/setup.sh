@@ -20,10 +20,12 @@ need_java() {
 }
 
 apt_install() {
-  # Debian packages the tests use: the Thrift compiler (generated-code check) and OpenSSH (tunnel tests).
+  # Debian packages the tests use: the Thrift compiler (generated-code check), OpenSSH (tunnel tests) and
+  # jarjar (relocates Jackson for Iceberg's Spark runtime, scripts/iceberg_spark.sh).
   local missing=()
   command -v thrift >/dev/null || missing+=(thrift-compiler)
   [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+  [ -f /usr/share/java/jarjar.jar ] || missing+=(libjarjar-java)
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=""
   if [ "$(id -u)" -ne 0 ]; then
@@ -50,6 +52,8 @@ if [ "${1:-}" = "--test" ]; then
   .venv/bin/python -m pip install -q -e ".[test]"
   # Hive 3.1 generated client code, used as a test client; it pins an old thrift, so no deps.
   .venv/bin/python -m pip install -q --no-deps "hive-metastore-client>=1.0.9"
+  # Spark 3.5 with Apache Iceberg's runtime, in its own venv, for the Iceberg tests.
+  bash scripts/iceberg_spark.sh "$PY"
 else
   .venv/bin/python -m pip install -q -e ".[iceberg]"
 fi

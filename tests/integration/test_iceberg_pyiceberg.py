@@ -163,13 +163,15 @@ def test_two_concurrent_commits_to_one_member_table_both_land_and_leave_no_lock(
 
 
 def test_lock_refusals_and_a_member_dying_under_a_lock_give_clear_errors(primary, analytics, tmp_path):
-    """A lock a member refuses, and a member that dies holding one: the client gets an error naming the metastore,
-    and its connection goes on serving. ``lock``, ``check_lock`` and ``unlock`` declare no MetaException, so the
-    error is a TApplicationException carrying the message, which Java and Python clients both surface."""
+    """A lock a member refuses, and a member that dies holding one: the client gets an answer naming the
+    metastore, and its connection goes on serving. A refused lock is a lock NOT_ACQUIRED with the reason (Iceberg's
+    Java client retries every error from ``lock`` for minutes); ``check_lock`` and ``unlock`` declare no
+    MetaException, so a dead member's error is a TApplicationException carrying the message."""
     from conftest import WaggleProcess, federation_yaml
-    from hmsclient.genthrift.hive_metastore import ttypes as t
     from thrift.Thrift import TApplicationException
 
+    from waggle.hms.gen.hive_metastore import ttypes as t
+    from waggle.local.client import hms_client
     from waggle.local.metastore import LocalMetastore
     from waggle.local.seed import ensure_database
 
@@ -192,10 +194,10 @@ def test_lock_refusals_and_a_member_dying_under_a_lock_give_clear_errors(primary
                                         tablename=name)
             return t.LockRequest(component=[component], user="alice", hostname="client")
 
-        with hive2_client(proc.port) as c:
-            with pytest.raises(TApplicationException) as refused:
-                c.lock(exclusive("analytics_sales", "orders"))
-            assert "'analytics' is read-only" in str(refused.value), refused.value
+        with hms_client("127.0.0.1", proc.port) as c:
+            refused = c.lock(exclusive("analytics_sales", "orders"))
+            assert (refused.state, refused.lockid) == (t.LockState.NOT_ACQUIRED, 0)
+            assert "'analytics' is read-only" in refused.errorMessage, refused
             assert "default" in c.get_all_databases()  # the same connection goes on
 
             held = c.lock(exclusive("lake_raw", "events"))

@@ -21,6 +21,7 @@ from waggle.config.model import MetastoreConfig, ProtocolKind
 from waggle.hms import specs
 from waggle.hms.bridges import is_unknown_method
 from waggle.hms.catalogs import fill_catalog
+from waggle.hms.gen.hive_metastore.ttypes import LockResponse, LockState
 from waggle.hms.methods import Access, MethodSpec
 from waggle.hms.service import MethodIO
 from waggle.hms.splice import Splicer
@@ -69,9 +70,26 @@ def refusal(plan: Plan, encoder: Encoder) -> Answer:
                                                    plan.refusal)
         return Answer(raw, "refused", plan.metastore, {"names": plan.foreign},
                       reason="unknown method naming a routed database", loud=True)
-    raw = _failure_bytes(header, call.io, plan.refusal, encoder, plan.refused_as)
+    raw = None
+    if call.spec is not None and call.spec.access is Access.LOCK and plan.refused_as is Refused.META:
+        raw = _lock_not_acquired(header, call.spec, call.io, plan.refusal, encoder)
+    if raw is None:
+        raw = _failure_bytes(header, call.io, plan.refusal, encoder, plan.refused_as)
     return Answer(raw, "refused", plan.metastore, reason=None if plan.quiet else plan.refusal,
                   loud=plan.refused_as is Refused.META)
+
+
+def _lock_not_acquired(header: Header, spec: MethodSpec, io: MethodIO | None, message: str, encoder: Encoder
+                       ) -> bytes | None:
+    """A refused lock, answered as a lock NOT_ACQUIRED with the reason in ``errorMessage`` (lock id 0, which no
+    metastore grants). ``lock`` declares no MetaException, and Iceberg's Java HiveCatalog retries every Thrift
+    error from it until its lock-creation timeout (3 minutes by default); a lock not acquired fails the commit
+    at once, and the client's connection goes on."""
+    if io is None or io.result is None or not spec.granted_lock or header.mtype == TMessageType.ONEWAY:
+        return None
+    result = io.result()
+    setattr(result, spec.granted_lock[0], LockResponse(lockid=0, state=LockState.NOT_ACQUIRED, errorMessage=message))
+    return encoder.encode(header.name, TMessageType.REPLY, header.seqid, result)
 
 
 # -- replies ---------------------------------------------------------------------------------------------------
