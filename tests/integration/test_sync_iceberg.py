@@ -153,3 +153,37 @@ def test_a_copy_stands_alone_reruns_copy_only_new_files_and_bad_tables_fail_alon
     assert _ids(copy) == expected and len(expected) == 25
     assert {urlsplit(f).path.startswith(str(root)) for f in copy.inspect.files().column("file_path").to_pylist()} \
         == {True}
+
+
+def test_a_copy_of_a_table_spark_wrote_with_position_deletes_stands_alone(env: SyncEnv, tmp_path: Path) -> None:
+    """Spark with Iceberg's runtime writes the source (merge-on-read: deletes and updates leave position-delete
+    files naming data files by absolute path); the copy reads the same rows once the source is deleted."""
+    import iceberg_spark
+
+    require(java_available(), "Java 17 is needed for Spark")
+    require(iceberg_spark.available(), "Spark with Iceberg's runtime is not prepared (scripts/iceberg_spark.sh)")
+    t = f"lake.{SRC}.sparked"
+    done = iceberg_spark.run_steps(env.analytics.uri, f"file://{env.analytics.warehouse}", [
+        ("create", f"CREATE TABLE {t} (id bigint, kind string) USING iceberg PARTITIONED BY (kind) TBLPROPERTIES "
+                   "('format-version'='2', 'write.delete.mode'='merge-on-read', "
+                   "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read')"),
+        ("insert", f"INSERT INTO {t} VALUES (1, 'a'), (2, 'a'), (3, 'b'), (4, 'b'), (5, 'b')"),
+        ("delete", f"DELETE FROM {t} WHERE id = 2"),
+        ("update", f"UPDATE {t} SET id = 40 WHERE id = 4"),
+        ("deletes", f"SELECT count(*) FROM {t}.delete_files"),
+        ("select", f"SELECT id FROM {t} ORDER BY id"),
+    ])
+    assert all("error" not in step for step in done.values()), done
+    assert int(done["deletes"]["rows"][0][0]) >= 2  # position-delete files, not rewritten data files
+    root = tmp_path / "copies"
+    code, _, out = env.sync("--source", "analytics", "--tables", f"{SRC}.sparked", "--target-database",
+                                 "ice_s", "--mode", "copy", "--location-root", f"file://{root}", "--master",
+                                 "local[1]")
+    assert code == 0, out
+    source = _catalog(env.analytics).load_table(f"{SRC}.sparked")
+    shutil.rmtree(urlsplit(source.location()).path)
+    copy = _catalog(env.primary).load_table("ice_s.sparked")
+    assert _ids(copy) == [int(r[0]) for r in done["select"]["rows"]] == [1, 3, 5, 40]
+    files = copy.inspect.files()  # data and delete files
+    assert set(files.column("content").to_pylist()) >= {0, 1}
+    assert {urlsplit(f).path.startswith(str(root)) for f in files.column("file_path").to_pylist()} == {True}

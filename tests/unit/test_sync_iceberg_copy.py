@@ -207,3 +207,16 @@ def test_position_delete_files_name_the_copied_data_files(tmp_path: Path) -> Non
                                                        "position-delete file")))
     assert moved.column("file_path").to_pylist() == ["file:///c/t/data/a.parquet", "file:///c/t/data/b.parquet"]
     assert moved.column("pos").to_pylist() == [3, 7]
+
+
+def test_a_position_delete_files_path_bounds_move_with_it_and_truncated_ones_are_dropped() -> None:
+    """Readers match a position-delete file to its data files by its bounds on ``file_path``."""
+    from waggle.sync.iceberg import DELETE_FILE_PATH, _relocate_bounds
+
+    whole = b"file:/wh/t/data/a.parquet"
+    data_file = {"lower_bounds": [{"key": DELETE_FILE_PATH, "value": whole}, {"key": 2147483545, "value": b"\0"}],
+                 "upper_bounds": [{"key": DELETE_FILE_PATH, "value": b"file:/wh/t/da"}]}
+    _relocate_bounds(data_file, Relocation("file:///wh/t", "file:///c/t"))
+    assert data_file["lower_bounds"] == [{"key": DELETE_FILE_PATH, "value": b"file:///c/t/data/a.parquet"},
+                                         {"key": 2147483545, "value": b"\0"}]
+    assert data_file["upper_bounds"] == []  # truncated: dropped, so readers match by partition

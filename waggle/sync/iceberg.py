@@ -44,6 +44,8 @@ PATH_PROPERTIES = ("write.data.path", "write.metadata.path", "write.object-stora
 DATA, POSITION_DELETES, EQUALITY_DELETES = 0, 1, 2
 #: ``status`` of a manifest entry
 DELETED = 2
+#: the field id of a position-delete file's ``file_path`` column (reserved by the Iceberg spec)
+DELETE_FILE_PATH = 2147483546
 
 FileCopier = Callable[[list[tuple[str, str]]], tuple[int, int]]
 
@@ -241,9 +243,29 @@ def _rewrite_manifest(raw: bytes, move: Relocation, sizes: dict[str, int], what:
         data_file["file_path"] = move(old, "data file")
         if old in sizes:  # a rewritten position-delete file
             data_file["file_size_in_bytes"] = sizes[old]
+            _relocate_bounds(data_file, move)
         if data_file.get("referenced_data_file"):
             data_file["referenced_data_file"] = move(data_file["referenced_data_file"], "referenced data file")
     return _avro_bytes(schema, records, file_metadata, codec)
+
+
+def _relocate_bounds(data_file: dict[str, Any], move: Relocation) -> None:
+    """A position-delete file's bounds on ``file_path`` name the data files it deletes from, and readers use them
+    to match the two. Bounds that are whole paths are relocated; others (truncated) are dropped, which only makes
+    readers match the file by partition instead."""
+    for key in ("lower_bounds", "upper_bounds"):
+        bounds = data_file.get(key)
+        if not bounds:
+            continue
+        kept = []
+        for bound in bounds:
+            if bound["key"] == DELETE_FILE_PATH:
+                try:
+                    bound = {"key": bound["key"], "value": move(bound["value"].decode(), "bound").encode()}
+                except (IcebergError, UnicodeDecodeError):
+                    continue
+            kept.append(bound)
+        data_file[key] = kept
 
 
 def _rewrite_manifest_list(raw: bytes, move: Relocation, sizes: dict[str, int], what: str) -> bytes:
