@@ -215,8 +215,8 @@ def test_a_position_delete_files_path_bounds_move_with_it_and_truncated_ones_are
 
     whole = b"file:/wh/t/data/a.parquet"
     data_file = {"lower_bounds": [{"key": DELETE_FILE_PATH, "value": whole}, {"key": 2147483545, "value": b"\0"}],
-                 "upper_bounds": [{"key": DELETE_FILE_PATH, "value": b"file:/wh/t/da"}]}
+                 "upper_bounds": [{"key": DELETE_FILE_PATH, "value": b"file:/wh/u"}]}
     _relocate_bounds(data_file, Relocation("file:///wh/t", "file:///c/t"))
     assert data_file["lower_bounds"] == [{"key": DELETE_FILE_PATH, "value": b"file:///c/t/data/a.parquet"},
                                          {"key": 2147483545, "value": b"\0"}]
-    assert data_file["upper_bounds"] == []  # truncated: dropped, so readers match by partition
+    assert data_file["upper_bounds"] == []  # truncated inside the root: dropped; readers match by partition
