@@ -22,7 +22,9 @@ target, every figure a ratio to the limit it is anchored on:
 3. **copy vs cp -r**. ``waggle sync --mode copy --master local[2]`` into a directory: bytes and files copied /
    the report's seconds (which include starting Spark), against ``cp -r`` of the source's table directory
    (after ``sync``, page cache warm for both); then a no-op copy rerun.
-4. **Iceberg copy vs cp -r of the same files**: a hook, :func:`iceberg_copy`, not measured yet.
+4. **Iceberg copy vs cp -r of the same files**: an Iceberg table written by pyiceberg at the source
+   (``--iceberg-files`` data files over ``--iceberg-commits`` commits), copied by ``waggle sync --mode copy``
+   (data files by Spark's executors, manifests and metadata rewritten), against ``cp -r`` of its directory.
 5. With ``--spark-sql`` only, for reference: a local Spark session with Hive support (a subprocess: this
    script with a hidden ``--spark-child`` argument; the JVM start is not timed) adds the partitions with
    ``ALTER TABLE ... ADD PARTITION (...) LOCATION '...'`` of 100 a statement, then ``MSCK REPAIR TABLE`` on a
@@ -269,7 +271,7 @@ def print_table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
         print(line(r))
 
 
-# -- Iceberg copy: the hook -----------------------------------------------------------------------------------------
+# -- Iceberg copy ------------------------------------------------------------------------------------------------------
 @dataclass
 class IcebergFigure:
     """An Iceberg table's copy by ``waggle sync`` against ``cp -r`` of the same files."""
@@ -284,10 +286,48 @@ class IcebergFigure:
 
 def iceberg_copy(workdir: Path, source: LocalMetastore, target: LocalMetastore, env: dict[str, str],
                  args: argparse.Namespace) -> IcebergFigure | None:
-    """HOOK, to be filled in with the Iceberg copy (waggle/sync/iceberg.py): create an Iceberg table at the
-    source, copy it with ``waggle sync --mode copy`` (:func:`run_sync`), time ``cp -r`` of the same files, and
-    return the figure. None: not measured, and the results say so."""
-    return None
+    """An Iceberg table written by pyiceberg at the source (``--iceberg-files`` data files of about
+    ``--file-kb`` each, over ``--iceberg-commits`` commits), copied by ``waggle sync --mode copy``, against
+    ``cp -r`` of the table's directory (its data and metadata files)."""
+    import pyarrow as pa
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.transforms import IdentityTransform
+
+    files, commits = args.iceberg_files, args.iceberg_commits
+    t = time.perf_counter()
+    catalog = load_catalog("bench", type="hive", uri=source.uri, warehouse=f"file://{source.warehouse}")
+    schema = pa.schema([("part", pa.int32()), ("payload", pa.string())])
+    table = catalog.create_table(f"{SRC_DB}.ice", schema=schema)
+    with table.update_spec() as spec:
+        spec.add_field("part", IdentityTransform(), "part")
+    table = catalog.load_table(f"{SRC_DB}.ice")
+    per_commit = max(1, files // commits)
+    for c in range(commits):
+        parts = range(c * per_commit, (c + 1) * per_commit)
+        table.append(pa.table({"part": pa.array(parts, pa.int32()),
+                               "payload": [os.urandom(args.file_kb * 512).hex() for _ in parts]}, schema=schema))
+    table = catalog.load_table(f"{SRC_DB}.ice")
+    table_dir = Path(table.location().removeprefix("file:").removeprefix("//"))
+    on_disk = [f for f in table_dir.rglob("*") if f.is_file()]
+    print(f"seeded Iceberg table {SRC_DB}.ice: {len(on_disk)} files, "
+          f"{sum(f.stat().st_size for f in on_disk) / MB:.1f} MB, {commits} commits, in "
+          f"{time.perf_counter() - t:.1f}s", flush=True)
+    fed = workdir / "federation.yml"
+    root = workdir / "iceberg-copy"
+    cmd = [sys.executable, "-m", "waggle", "sync", "--federation-config", str(fed), "--source", "source",
+           "--tables", f"{SRC_DB}.ice", "--target-database", "bench_iceberg", "--mode", "copy", "--location-root",
+           f"file://{root}", "--master", "local[2]", "--no-progress", "--report", str(workdir / "iceberg.json")]
+    os.sync()
+    run = run_sync(cmd, workdir / "iceberg.log", env)
+    cp_dest = workdir / "cp-iceberg"
+    os.sync()
+    t = time.perf_counter()
+    subprocess.run(["cp", "-r", str(table_dir), str(cp_dest)], check=True)
+    cp_seconds = time.perf_counter() - t
+    print(f"waggle sync Iceberg copy: {run.seconds:.2f}s (report), {run.wall:.2f}s wall, {run.table['files']} "
+          f"files, {run.table['bytes'] / MB:.1f} MB; cp -r {cp_seconds:.2f}s", flush=True)
+    return IcebergFigure(int(run.table["files"]), int(run.table["bytes"]), run.seconds, run.wall, cp_seconds,
+                         shlex.join(cmd))
 
 
 # -- the benchmark -------------------------------------------------------------------------------------------------
@@ -453,7 +493,7 @@ def bench(args: argparse.Namespace, workdir: Path, source: LocalMetastore, targe
     subprocess.run(cp_cmd, check=True)
     cp = time.perf_counter() - t
 
-    # 4. Iceberg copy vs cp -r (the hook)
+    # 4. Iceberg copy vs cp -r
     iceberg = iceberg_copy(workdir, source, target, env, args)
     if iceberg is not None:
         commands.append("sync iceberg copy: " + iceberg.command)
@@ -514,7 +554,7 @@ def bench(args: argparse.Namespace, workdir: Path, source: LocalMetastore, targe
         ]
     print_table(("copy", "seconds", "MB/s", "files/s", "vs cp -r", "note"), copy_rows)
     if iceberg is None:
-        print("Iceberg copy: not measured (the hook iceberg_copy() in bench/bench_sync.py returns None)")
+        print("Iceberg copy: not measured")
 
     print("\nsetup:")
     print(f"  machine: {platform.platform()}, {os.cpu_count()} CPUs; Python {platform.python_version()}; "
@@ -541,7 +581,7 @@ def bench(args: argparse.Namespace, workdir: Path, source: LocalMetastore, targe
           f"(target <= 1.2x: {verdict(noop_ratio <= 1.2)})")
     print(f"copy: waggle sync {copy_rate:.1f} MB/s, {files / copy.seconds:,.0f} files/s vs cp -r {cp_rate:.1f} MB/s, "
           f"{n / cp:,.0f} files/s = {ratio(copy_rate / cp_rate)}; no-op copy rerun {copy_rerun.seconds:.2f} s")
-    print("iceberg copy: " + ("not measured (hook)" if iceberg is None else
+    print("iceberg copy: " + ("not measured" if iceberg is None else
                               f"{ratio((iceberg.bytes / iceberg.seconds) / (iceberg.bytes / iceberg.cp_seconds))} "
                               "cp -r"))
 
@@ -550,6 +590,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", type=int, default=5000)
     ap.add_argument("--file-kb", type=int, default=64, help="grow each partition's data file to about K KB")
+    ap.add_argument("--iceberg-files", type=int, default=1000, help="data files of the Iceberg table")
+    ap.add_argument("--iceberg-commits", type=int, default=10, help="commits that write them")
     ap.add_argument("--spark-sql", action="store_true",
                     help="also time Spark SQL's ALTER TABLE ADD PARTITION and MSCK REPAIR TABLE, for reference")
     ap.add_argument("--spark-child", metavar="SPEC", help=argparse.SUPPRESS)
