@@ -161,10 +161,7 @@ class TableSync:
         if self.options.dry_run:
             self._plan(f"{'create' if existing is None else 'update'} {'view' if o.is_view(src) else 'table'}")
             return
-        if existing is None:
-            self.target.create_table(new)
-        else:
-            self.target.alter_table(t.db, t.table, new)
+        self._put_table(existing, new)
         if not o.is_view(src):
             r.statistics += self.target.copy_statistics(self.source, t.source_db, t.source_table, new, [])
 
@@ -201,10 +198,13 @@ class TableSync:
             new.parameters[o.PREVIOUS_METADATA_LOCATION] = params[o.METADATA_LOCATION]
         if event_id:
             new.parameters[o.LAST_EVENT] = str(event_id)
+        self._put_table(existing, new)
+
+    def _put_table(self, existing: Table | None, new: Table) -> None:
         if existing is None:
             self.target.create_table(new)
         else:
-            self.target.alter_table(t.db, t.table, new)
+            self.target.alter_table(self.t.db, self.t.table, new)
 
     def _spark_session(self) -> Any:
         if self.spark is None:
