@@ -87,13 +87,12 @@ def table_fingerprint(table: Table) -> str:
 
 def partition_fingerprint(partition: Partition) -> str:
     """Values, storage and stable parameters, hashed from their Thrift encoding (Thrift's C codec: a rerun
-    fingerprints every source partition, so this is on the hot path). Maps are sorted first."""
+    fingerprints every source partition, so this is on the hot path). Maps are sorted first: the storage
+    descriptor's in place (the same map in another order), which spares copying it."""
     sd = partition.sd
     if sd is not None:
-        sd = copy.copy(sd)
         sd.parameters = _sorted(sd.parameters)
         if sd.serdeInfo is not None:
-            sd.serdeInfo = copy.copy(sd.serdeInfo)
             sd.serdeInfo.parameters = _sorted(sd.serdeInfo.parameters)
     stable = Partition(values=list(partition.values or ()), sd=sd,
                        parameters=dict(sorted(stable_params(partition.parameters).items())))
