@@ -159,8 +159,8 @@ def check_one(task: CopyTask) -> CopyResult:
 
 
 def copy_partitions(tasks: list[CopyTask], spark: Callable[[], Any]) -> list[CopyResult]:
-    """Copy what changed, on Spark's executors (one Spark task per ~16 locations); ``spark`` starts a session
-    when one is needed."""
+    """Copy what changed, on Spark's executors (``TASKS_PER_CORE`` Spark tasks per core); ``spark`` starts a
+    session when one is needed."""
     if not tasks:
         return []
     if not tasks[0].dry_run:
@@ -178,8 +178,8 @@ def copy_partitions(tasks: list[CopyTask], spark: Callable[[], Any]) -> list[Cop
     if not todo:
         return results
     session = spark()
-    slices = max(1, min(len(todo), (len(todo) + 15) // 16))
-    return results + list(session.sparkContext.parallelize(todo, slices).map(copy_one).collect())
+    return results + list(session.sparkContext.parallelize(todo, _slices(session, len(todo))).map(copy_one)
+                          .collect())
 
 
 def copy_file(pair: tuple[str, str]) -> int:
@@ -201,10 +201,19 @@ def copy_file(pair: tuple[str, str]) -> int:
 
 
 def copy_files(pairs: list[tuple[str, str]], spark: Callable[[], Any]) -> tuple[int, int]:
-    """Copy files (source URL, target URL) on Spark's executors, about 16 per Spark task: (files, bytes)."""
+    """Copy files (source URL, target URL) on Spark's executors: (files, bytes)."""
     if not pairs:
         return 0, 0
     session = spark()
-    slices = max(1, min(len(pairs), (len(pairs) + 15) // 16))
-    sizes = session.sparkContext.parallelize(pairs, slices).map(copy_file).collect()
+    sizes = session.sparkContext.parallelize(pairs, _slices(session, len(pairs))).map(copy_file).collect()
     return len(sizes), int(sum(sizes))
+
+
+#: Spark tasks per executor core: enough to even out slow files, few enough that a task's own cost (about 35 ms
+#: on local[2], measured) stays small beside its copies. One task per 16 files made 1,000 small files take 2.4 s
+#: to 4.6 s on local[2]; 8 tasks took 0.5 s.
+TASKS_PER_CORE = 4
+
+
+def _slices(session: Any, items: int) -> int:
+    return max(1, min(items, int(session.sparkContext.defaultParallelism) * TASKS_PER_CORE))
