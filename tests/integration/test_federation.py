@@ -180,9 +180,15 @@ def test_locks_read_locks_pass_write_locks_follow_access_and_ids_stay_with_their
                               (ttypes.LockType.SHARED_READ, "analytics_sales", "orders"))):
             answer = c.lock(refused)
             assert (answer.state, answer.lockid) == (ttypes.LockState.NOT_ACQUIRED, 0)
-        reasons = [e["reason"] for e in waggle.events("call.refused") if e["method"] == "lock"]
-        assert any(re.search(r"read-only.*type EXCLUSIVE", r) for r in reasons), reasons
-        assert any("two metastores" in r for r in reasons), reasons
+        deadline = time.monotonic() + 10  # the log is written by another process: wait for its lines
+        while True:
+            reasons = [e["reason"] for e in waggle.events("call.refused") if e["method"] == "lock"]
+            found = (any(re.search(r"read-only.*type EXCLUSIVE", r) for r in reasons)
+                     and any("two metastores" in r for r in reasons))
+            if found or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert found, reasons
     with hive2_client(analytics.port) as direct, pytest.raises(ttypes.NoSuchLockException):
         direct.check_lock(ttypes.CheckLockRequest(lockid=granted.lockid))  # the unlock reached analytics
 
