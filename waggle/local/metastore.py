@@ -15,8 +15,10 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import re
 import shutil
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -73,6 +75,52 @@ logger.audit.level = INFO
 """
 
 
+# With Kerberos: the keytab login ("Login successful for user ... using keytab file") shows the JVM got that far.
+_LOG4J2_KERBEROS = """logger.ugi.name = org.apache.hadoop.security.UserGroupInformation
+logger.ugi.level = INFO
+"""
+
+
+@dataclass(frozen=True)
+class KerberosSetup:
+    """What a Kerberized metastore needs: its service principal and keytab, the realm's ``krb5.conf``, and the
+    short names of the services allowed to act for other users (Hadoop proxy users, e.g. ``waggle``)."""
+
+    principal: str  # e.g. hive/localhost@WAGGLE.TEST
+    keytab: Path
+    krb5_conf: Path
+    proxy_users: tuple[str, ...] = ()
+    #: realms whose principals map to their first component (``alice@R`` and ``waggle/localhost@R`` to
+    #: ``alice`` and ``waggle``); the service principal's realm is always one
+    local_realms: tuple[str, ...] = ()
+
+    @property
+    def realm(self) -> str:
+        return self.principal.rpartition("@")[2]
+
+    def auth_to_local(self) -> str:
+        realms = dict.fromkeys((self.realm, *self.local_realms))
+        rules = [f"RULE:[{n}:$1@$0](.*@{re.escape(r)})s/@.*//" for r in realms for n in (1, 2)]
+        return "\n".join([*rules, "DEFAULT"])
+
+    def hive_site(self) -> dict[str, str]:
+        return {
+            "hive.metastore.sasl.enabled": "true",
+            "hive.metastore.kerberos.principal": self.principal,
+            "hive.metastore.kerberos.keytab.file": str(self.keytab),
+        }
+
+    def core_site(self) -> dict[str, str]:
+        props = {
+            "hadoop.security.authentication": "kerberos",
+            "hadoop.security.auth_to_local": self.auth_to_local(),
+        }
+        for user in self.proxy_users:
+            for key in ("hosts", "groups", "users"):
+                props[f"hadoop.proxyuser.{user}.{key}"] = "*"
+        return props
+
+
 def _site_xml(props: dict[str, str]) -> str:
     body = "".join(
         f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n" for k, v in props.items()
@@ -93,6 +141,8 @@ class LocalMetastore:
     #: start from a copy of the prepared template (transaction tables included); off only to build it
     from_template: bool = True
     process: subprocess.Popen[bytes] | None = None
+    #: Kerberos (SASL GSSAPI, and DIGEST-MD5 with delegation tokens) instead of plain Thrift
+    kerberos: KerberosSetup | None = None
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
@@ -130,9 +180,12 @@ class LocalMetastore:
             # BoneCP (the default pool) is not among the jars pyspark ships; DBCP is.
             "datanucleus.connectionPoolingType": "dbcp",
         }
+        if self.kerberos is not None:
+            props.update(self.kerberos.hive_site())
+            (conf / "core-site.xml").write_text(_site_xml(self.kerberos.core_site()))
         props.update(self.extra_conf)
         (conf / "hive-site.xml").write_text(_site_xml(props))
-        (conf / "hive-log4j2.properties").write_text(_LOG4J2)
+        (conf / "hive-log4j2.properties").write_text(_LOG4J2 + (_LOG4J2_KERBEROS if self.kerberos else ""))
         classpath = f"{conf}{os.pathsep}{pyspark_jars_dir()}/*"
         cmd = [
             java_executable(),
@@ -140,6 +193,7 @@ class LocalMetastore:
             "-XX:+UseSerialGC",
             *(["-XX:TieredStopAtLevel=1"] if self.fast_start else []),
             f"-Dderby.system.home={self.workdir}",
+            *([f"-Djava.security.krb5.conf={self.kerberos.krb5_conf}"] if self.kerberos else []),
             "-cp",
             classpath,
             METASTORE_MAIN,
@@ -155,7 +209,8 @@ class LocalMetastore:
         return self
 
     def wait_ready(self, timeout: float = 120.0) -> LocalMetastore:
-        """Block until the metastore answers a real Thrift call, or raise with the log's tail."""
+        """Block until the metastore answers a real Thrift call (with Kerberos: the first step of a SASL
+        negotiation), or raise with the log's tail."""
         from waggle.local.client import hms_client
 
         logging.getLogger("thrift.transport.TSocket").setLevel(logging.CRITICAL)  # refusals are expected here
@@ -167,8 +222,11 @@ class LocalMetastore:
                     f"metastore on port {self.port} exited with {self.process.returncode}:\n{self.log_tail()}"
                 )
             try:
-                with hms_client("127.0.0.1", self.port, timeout=5.0) as client:
-                    client.get_all_databases()
+                if self.kerberos is not None:
+                    _sasl_probe("127.0.0.1", self.port, timeout=5.0)
+                else:
+                    with hms_client("127.0.0.1", self.port, timeout=5.0) as client:
+                        client.get_all_databases()
                 return self
             except Exception as exc:
                 last_error = exc
@@ -221,6 +279,24 @@ class LocalMetastore:
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _sasl_probe(host: str, port: int, timeout: float) -> None:
+    """Prove a SASL Thrift server serves, without credentials: start a DIGEST-MD5 negotiation (which a Kerberized
+    metastore always offers, for delegation tokens) and expect its challenge. A metastore still starting up
+    accepts the connection but answers nothing."""
+    mechanism = b"DIGEST-MD5"
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(struct.pack(">BI", 1, len(mechanism)) + mechanism + struct.pack(">BI", 2, 0))
+        header = b""
+        while len(header) < 5:
+            chunk = sock.recv(5 - len(header))
+            if not chunk:
+                raise ConnectionError("the metastore closed the SASL negotiation")
+            header += chunk
+        status, length = struct.unpack(">BI", header)
+        if status != 2 or not length:
+            raise ConnectionError(f"unexpected SASL answer: status {status}, {length} bytes")
 
 
 def start_metastores(workdirs: list[Path], timeout: float = 180.0) -> list[LocalMetastore]:
