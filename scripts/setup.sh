@@ -20,12 +20,15 @@ need_java() {
 }
 
 apt_install() {
-  # Debian packages the tests use: the Thrift compiler (generated-code check), OpenSSH (tunnel tests) and
-  # jarjar (relocates Jackson for Iceberg's Spark runtime, scripts/iceberg_spark.sh).
+  # Debian packages the tests use: the Thrift compiler (generated-code check), OpenSSH (tunnel tests),
+  # jarjar (relocates Jackson for Iceberg's Spark runtime, scripts/iceberg_spark.sh) and MIT Kerberos (a real
+  # KDC for the Kerberos tests; libkrb5-dev builds python-gssapi where no wheel fits).
   local missing=()
   command -v thrift >/dev/null || missing+=(thrift-compiler)
   [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
   [ -f /usr/share/java/jarjar.jar ] || missing+=(libjarjar-java)
+  [ -x /usr/sbin/krb5kdc ] || missing+=(krb5-kdc krb5-admin-server krb5-user)
+  command -v krb5-config >/dev/null || missing+=(libkrb5-dev)
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=""
   if [ "$(id -u)" -ne 0 ]; then

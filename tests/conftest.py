@@ -416,3 +416,50 @@ def make(tmp_path: Path) -> Iterator[Any]:
 
     with harnesses(tmp_path) as build:
         yield build
+
+
+# -- Kerberos: a real MIT KDC and a Kerberized metastore -----------------------------------------------------
+KERBEROS_PRINCIPALS = ("waggle/localhost", "hive/localhost", "alice", "bob")
+
+
+@pytest.fixture(scope="session")
+def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One MIT KDC (realm WAGGLE.TEST) per session, with principals and keytabs (``kdc.keytab_path(name)``) for
+    waggle/localhost, hive/localhost, alice and bob. Its KRB5_CONFIG is this process's for the session, so
+    python-gssapi finds it."""
+    require(shutil.which("krb5kdc") is not None or Path("/usr/sbin/krb5kdc").exists(),
+            "MIT Kerberos (krb5kdc) is needed: apt-get install krb5-kdc krb5-admin-server krb5-user")
+    from waggle.local.kdc import LocalKdc, kdc_available
+
+    require(kdc_available(), "MIT Kerberos tools (krb5kdc, kdb5_util, kadmin.local, kinit) are needed")
+    server = LocalKdc(tmp_path_factory.mktemp("kdc")).start()
+    saved = {key: os.environ.get(key) for key in server.env()}
+    try:
+        for name in KERBEROS_PRINCIPALS:
+            server.add_principal(name)
+        os.environ.update(server.env())
+        yield server
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def kerberized_metastore(kdc: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real Hive 2.3 metastore that only speaks SASL (GSSAPI as hive/localhost, DIGEST-MD5 with delegation
+    tokens), trusting ``waggle`` as a proxy user."""
+    require(java_available(), "Java 17 is needed to run the local Hive metastores")
+    from waggle.local.metastore import KerberosSetup, LocalMetastore
+
+    setup = KerberosSetup(principal=kdc.principal("hive/localhost"), keytab=kdc.keytab_path("hive/localhost"),
+                          krb5_conf=kdc.krb5_conf, proxy_users=("waggle",))
+    store = LocalMetastore(tmp_path_factory.mktemp("metastore-kerberos"), kerberos=setup).start()
+    try:
+        store.wait_ready(180)
+        yield store
+    finally:
+        store.stop()
