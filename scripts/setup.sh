@@ -27,7 +27,9 @@ apt_install() {
   command -v thrift >/dev/null || missing+=(thrift-compiler)
   [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
   [ -f /usr/share/java/jarjar.jar ] || missing+=(libjarjar-java)
-  [ -x /usr/sbin/krb5kdc ] || missing+=(krb5-kdc krb5-admin-server krb5-user)
+  [ -x /usr/sbin/krb5kdc ] || missing+=(krb5-kdc)
+  [ -x /usr/sbin/kadmin.local ] || missing+=(krb5-admin-server)
+  command -v kinit >/dev/null || missing+=(krb5-user)
   command -v krb5-config >/dev/null || missing+=(libkrb5-dev)
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=""

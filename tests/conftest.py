@@ -420,6 +420,8 @@ def make(tmp_path: Path) -> Iterator[Any]:
 
 # -- Kerberos: a real MIT KDC and a Kerberized metastore -----------------------------------------------------
 KERBEROS_PRINCIPALS = ("waggle/localhost", "hive/localhost", "alice", "bob")
+#: a second realm that trusts the session's (and is trusted by it), for cross-realm tests
+PARTNER_REALM = "PARTNER.TEST"
 
 
 @pytest.fixture(scope="session")
@@ -451,12 +453,12 @@ def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def kerberized_metastore(kdc: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real Hive 2.3 metastore that only speaks SASL (GSSAPI as hive/localhost, DIGEST-MD5 with delegation
-    tokens), trusting ``waggle`` as a proxy user."""
+    tokens), trusting ``waggle`` as a proxy user and mapping PARTNER.TEST's principals to their short names."""
     require(java_available(), "Java 17 is needed to run the local Hive metastores")
     from waggle.local.metastore import KerberosSetup, LocalMetastore
 
     setup = KerberosSetup(principal=kdc.principal("hive/localhost"), keytab=kdc.keytab_path("hive/localhost"),
-                          krb5_conf=kdc.krb5_conf, proxy_users=("waggle",))
+                          krb5_conf=kdc.krb5_conf, proxy_users=("waggle",), local_realms=(PARTNER_REALM,))
     store = LocalMetastore(tmp_path_factory.mktemp("metastore-kerberos"), kerberos=setup).start()
     try:
         store.wait_ready(180)

@@ -107,12 +107,16 @@ class GssapiSasl(_AuthOnly):
 
     QOP_AUTH = 1
 
-    def __init__(self, service: str, host: str, ccache: str | None = None, authorization_id: str = "") -> None:
+    def __init__(self, service: str, host: str, ccache: str | None = None, authorization_id: str = "",
+                 realm: str | None = None) -> None:
         import gssapi
 
         store = {"ccache": ccache} if ccache else None
         creds = gssapi.Credentials(usage="initiate", store=store) if store else None
-        target = gssapi.Name(f"{service}@{host}", gssapi.NameType.hostbased_service)
+        if realm:  # an explicit principal, for a service in another realm than the client's default one
+            target = gssapi.Name(f"{service}/{host}@{realm}", gssapi.NameType.kerberos_principal)
+        else:
+            target = gssapi.Name(f"{service}@{host}", gssapi.NameType.hostbased_service)
         flags = [gssapi.RequirementFlag.mutual_authentication, gssapi.RequirementFlag.out_of_sequence_detection]
         self.context = gssapi.SecurityContext(name=target, creds=creds, usage="initiate", flags=flags)
         self.authorization_id = authorization_id
@@ -180,11 +184,14 @@ def _sasl_client(host: str, port: int, mechanism: str, factory: Any, timeout: fl
 
 @contextmanager
 def gssapi_client(host: str, port: int, service: str = "hive", ccache: str | None = None,
-                  server_host: str = "localhost", timeout: float = 30.0) -> Iterator[Any]:
+                  server_host: str = "localhost", server_realm: str | None = None, timeout: float = 30.0
+                  ) -> Iterator[Any]:
     """A metastore client authenticated by Kerberos from ``ccache`` (a path or ``FILE:...``; by default
-    ``KRB5CCNAME``) to the service principal ``service/server_host``."""
+    ``KRB5CCNAME``) to the service principal ``service/server_host`` (in ``server_realm``, or the default one of
+    ``KRB5_CONFIG``)."""
     cache = f"FILE:{ccache}" if ccache and ":" not in ccache else ccache
-    with _sasl_client(host, port, "GSSAPI", lambda: GssapiSasl(service, server_host, cache), timeout) as client:
+    with _sasl_client(host, port, "GSSAPI", lambda: GssapiSasl(service, server_host, cache, realm=server_realm),
+                      timeout) as client:
         yield client
 
 

@@ -96,3 +96,19 @@ def test_only_proxy_users_get_tokens_for_others(kerberized_metastore, kdc, tmp_p
     with gssapi_client("127.0.0.1", kerberized_metastore.port, ccache=ticket_cache(kdc, "alice", tmp_path)) as c, \
             pytest.raises(t.MetaException, match="is not allowed to impersonate bob"):
         c.get_delegation_token("bob", "alice")
+
+
+def test_a_user_of_a_trusted_realm_reaches_the_metastore(kerberized_metastore, kdc, tmp_path):
+    from conftest import PARTNER_REALM
+
+    from waggle.local.kdc import LocalKdc
+
+    with LocalKdc(tmp_path / "partner", realm=PARTNER_REALM) as partner:
+        keytab = partner.add_principal("carol")
+        kdc.add_trusted_realm(partner)
+        cache = partner.kinit("carol", keytab, tmp_path / "carol.ccache")
+        # a ticket from the partner's KDC, then a cross-realm one for hive/localhost@WAGGLE.TEST from the session's
+        with gssapi_client("127.0.0.1", kerberized_metastore.port, ccache=str(cache), server_realm=kdc.realm) as c:
+            name = new_database(c)
+    line = audit_line(kerberized_metastore, rf"cmd=create_database: Database\(name:{name},")
+    assert f"ugi=carol@{PARTNER_REALM}\t" in line
