@@ -284,19 +284,27 @@ class LocalMetastore:
 def _sasl_probe(host: str, port: int, timeout: float) -> None:
     """Prove a SASL Thrift server serves, without credentials: start a DIGEST-MD5 negotiation (which a Kerberized
     metastore always offers, for delegation tokens) and expect its challenge. A metastore still starting up
-    accepts the connection but answers nothing."""
+    accepts the connection but answers nothing. The probe then ends the negotiation with an ERROR message, which
+    the metastore logs as "Peer indicated failure: waggle readiness probe"."""
     mechanism = b"DIGEST-MD5"
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.sendall(struct.pack(">BI", 1, len(mechanism)) + mechanism + struct.pack(">BI", 2, 0))
-        header = b""
-        while len(header) < 5:
-            chunk = sock.recv(5 - len(header))
+
+    def read(sock: socket.socket, size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            chunk = sock.recv(size - len(data))
             if not chunk:
                 raise ConnectionError("the metastore closed the SASL negotiation")
-            header += chunk
-        status, length = struct.unpack(">BI", header)
+            data += chunk
+        return data
+
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(struct.pack(">BI", 1, len(mechanism)) + mechanism + struct.pack(">BI", 2, 0))
+        status, length = struct.unpack(">BI", read(sock, 5))
         if status != 2 or not length:
             raise ConnectionError(f"unexpected SASL answer: status {status}, {length} bytes")
+        read(sock, length)  # the DIGEST-MD5 challenge
+        reason = b"waggle readiness probe"
+        sock.sendall(struct.pack(">BI", 4, len(reason)) + reason)
 
 
 def start_metastores(workdirs: list[Path], timeout: float = 180.0) -> list[LocalMetastore]:
