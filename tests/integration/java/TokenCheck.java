@@ -1,0 +1,71 @@
+// Reads and writes Hive delegation tokens with Hadoop's and Hive's own classes, for waggle's compatibility test.
+//   read  <token> <keyId> <keyHex>   print the token's fields; verify and renew it with Hive's secret manager
+//   write <owner> <renewer> <realUser> <issueMs> <maxMs> <sequence> <keyId> <keyHex> <service>
+//         print a token string whose password Hive's secret manager computed
+import java.io.ByteArrayInputStream;
+import java.io.DataInputStream;
+import org.apache.hadoop.hive.thrift.DelegationTokenIdentifier;
+import org.apache.hadoop.hive.thrift.DelegationTokenSecretManager;
+import org.apache.hadoop.io.Text;
+import org.apache.hadoop.security.token.Token;
+import org.apache.hadoop.security.token.delegation.DelegationKey;
+
+public class TokenCheck {
+    static final long DAY = 24L * 3600 * 1000;
+
+    static String hex(byte[] bytes) {
+        StringBuilder out = new StringBuilder();
+        for (byte b : bytes) out.append(String.format("%02x", b & 0xff));
+        return out.toString();
+    }
+
+    static byte[] unhex(String text) {
+        byte[] out = new byte[text.length() / 2];
+        for (int i = 0; i < out.length; i++) out[i] = (byte) Integer.parseInt(text.substring(2 * i, 2 * i + 2), 16);
+        return out;
+    }
+
+    static DelegationTokenSecretManager manager(int keyId, String keyHex) throws Exception {
+        DelegationTokenSecretManager m = new DelegationTokenSecretManager(DAY, 7 * DAY, DAY, 3600 * 1000L);
+        m.addKey(new DelegationKey(keyId, Long.MAX_VALUE, DelegationTokenSecretManager.createSecretKey(unhex(keyHex))));
+        return m;
+    }
+
+    public static void main(String[] args) throws Exception {
+        // owners are principals; map them to their first component, as a cluster's auth_to_local would
+        org.apache.hadoop.security.authentication.util.KerberosName.setRules("RULE:[1:$1]\nRULE:[2:$1]\nDEFAULT");
+        if (args[0].equals("read")) {
+            Token<DelegationTokenIdentifier> token = new Token<>();
+            token.decodeFromUrlString(args[1]);
+            DelegationTokenIdentifier id = new DelegationTokenIdentifier();
+            id.readFields(new DataInputStream(new ByteArrayInputStream(token.getIdentifier())));
+            System.out.println("kind=" + token.getKind());
+            System.out.println("service=" + token.getService());
+            System.out.println("owner=" + id.getOwner());
+            System.out.println("renewer=" + id.getRenewer());
+            System.out.println("realUser=" + id.getRealUser());
+            System.out.println("issueDate=" + id.getIssueDate());
+            System.out.println("maxDate=" + id.getMaxDate());
+            System.out.println("sequence=" + id.getSequenceNumber());
+            System.out.println("masterKeyId=" + id.getMasterKeyId());
+            System.out.println("password=" + hex(token.getPassword()));
+            System.out.println("reserialized=" + hex(id.getBytes()).equals(hex(token.getIdentifier())));
+            DelegationTokenSecretManager m = manager(Integer.parseInt(args[2]), args[3]);
+            m.addPersistedDelegationToken(id, Long.MAX_VALUE);
+            m.verifyToken(id, token.getPassword());
+            System.out.println("verified=true");
+            System.out.println("renewed=" + m.renewToken(token, id.getRenewer().toString()));
+        } else {
+            DelegationTokenIdentifier id = new DelegationTokenIdentifier(new Text(args[1]), new Text(args[2]), new Text(args[3]));
+            id.setIssueDate(Long.parseLong(args[4]));
+            id.setMaxDate(Long.parseLong(args[5]));
+            id.setSequenceNumber(Integer.parseInt(args[6]));
+            id.setMasterKeyId(Integer.parseInt(args[7]));
+            DelegationTokenSecretManager m = manager(Integer.parseInt(args[7]), args[8]);
+            m.addPersistedDelegationToken(id, Long.MAX_VALUE);
+            byte[] password = m.retrievePassword(id);
+            Token<DelegationTokenIdentifier> token = new Token<>(id.getBytes(), password, id.getKind(), new Text(args[9]));
+            System.out.println(token.encodeToUrlString());
+        }
+    }
+}
