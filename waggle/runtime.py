@@ -11,6 +11,7 @@ did not change; those of removed or changed members are closed once the calls st
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -25,10 +26,14 @@ from waggle.hms.methods import LIST_ALL_DATABASES
 from waggle.hms.service import METHOD_IO
 from waggle.routing.databases import ManualMap, PrefixedMap
 from waggle.routing.federation import Planner
+from waggle.security import token_service
+from waggle.security.frontdoor import FrontDoor
+from waggle.security.gss import KerberosLogin
 from waggle.upstream.client import Connector, UpstreamError, connect
 from waggle.upstream.deadlines import Deadlines
 from waggle.upstream.health import Health
 from waggle.upstream.pool import UpstreamPool
+from waggle.upstream.security import MetastoreTokenStore, UpstreamCredentials
 from waggle.upstream.tunnel import Tunnel
 
 log = get_logger("waggle.federation")
@@ -38,6 +43,7 @@ RESTART_KEYS = {
     "port": "port", "bind_address": "bind-address", "endpoint_port": "endpoint.port", "wire": "transport/protocol",
     "limits": "limits.max-message-bytes/max-string-bytes/max-container-items", "max_connections": "max-connections",
     "hot_reload": "hot-reload", "log_level": "logging.level", "log_format": "logging.format",
+    "security": "Kerberos and TLS (hive.metastore.sasl.enabled, its principal and keytab, tls.*, delegation-tokens.*)",
 }
 
 
@@ -106,6 +112,12 @@ def _restart_only(old: ServerConfig, new: ServerConfig) -> ServerConfig:
 class Runtime:
     def __init__(self, config: WaggleConfig, connector: Connector = connect) -> None:
         self.deadlines = Deadlines()
+        kerberos = config.server.security.kerberos
+        #: waggle's Kerberos identity: it accepts clients with it and connects to Kerberized metastores as it
+        self.login = KerberosLogin(kerberos.principal, kerberos.keytab) if kerberos is not None else None
+        self.credentials = UpstreamCredentials(self.login)
+        if connector is connect:
+            connector = functools.partial(connect, credentials=self.credentials)
         #: how upstream connections are opened (an in-memory metastore in the dispatch tests)
         self.connector = connector
         #: one SSH tunnel per tunnelled metastore, shared by its pool and its health checks
@@ -126,10 +138,18 @@ class Runtime:
         self.routes = Routes.build(config, pools, self._planner(config), 1)
         #: client calls being answered (bounded by limits.max-in-flight-calls)
         self.call_slots = Limiter(config.server.load.max_in_flight_calls)
+        #: waggle's own delegation tokens (a Kerberos front door only)
+        self.tokens = token_service.build(kerberos, config.server.configuration_properties, MetastoreTokenStore(
+            lambda: self.routes.primary)) if config.server.security.answers_tokens and kerberos else None
+        #: TLS and SASL on client connections (None: clients connect in plain Thrift)
+        security = config.server.security
+        self.front_door = FrontDoor(security, config.server.limits, self.login, self.tokens) \
+            if security.tls is not None or security.answers_tokens else None
 
     def _pool(self, member: MetastoreConfig, server: ServerConfig, tunnels: Mapping[str, Tunnel]) -> UpstreamPool:
         return UpstreamPool(member, server.upstream_limits, self.deadlines, tunnels.get(member.name),
-                            server.load.max_calls_per_metastore, server.load.queue_wait_seconds, self.connector)
+                            server.load.max_calls_per_metastore, server.load.queue_wait_seconds, self.connector,
+                            self.credentials)
 
     @property
     def config(self) -> WaggleConfig:

@@ -66,6 +66,11 @@ SERVER_VALUES: dict[str, Callable[[ServerConfig], object]] = {
     "logging.level": lambda s: s.log_level,
     "logging.format": lambda s: s.log_format,
     "configuration-properties": lambda s: dict(s.configuration_properties),
+    "tls.certificate-file": lambda s: s.security.tls.certificate_file if s.security.tls else None,
+    "tls.key-file": lambda s: s.security.tls.key_file if s.security.tls else None,
+    "tls.client-ca-file": lambda s: s.security.tls.client_ca_file if s.security.tls else None,
+    "kerberos.trusted-realms": lambda s: ",".join(s.security.kerberos.trusted_realms) if s.security.kerberos else "",
+    "delegation-tokens.signing-key-file": lambda s: s.security.kerberos.token_key_file if s.security.kerberos else None,
 }
 
 METASTORE_VALUES: dict[str, Callable[[MetastoreConfig], object]] = {
@@ -81,6 +86,12 @@ METASTORE_VALUES: dict[str, Callable[[MetastoreConfig], object]] = {
     "connect-timeout": lambda m: m.connect_timeout_ms,
     "read-timeout": lambda m: m.read_timeout_ms,
     "pool-max-idle": lambda m: m.pool_max_idle,
+    "impersonation-enabled": lambda m: m.security.impersonation,
+    "tls.enabled": lambda m: m.security.tls is not None,
+    "tls.ca-file": lambda m: m.security.tls.ca_file if m.security.tls else None,
+    "tls.certificate-file": lambda m: m.security.tls.certificate_file if m.security.tls else None,
+    "tls.key-file": lambda m: m.security.tls.key_file if m.security.tls else None,
+    "tls.check-hostname": lambda m: m.security.tls.check_hostname if m.security.tls else True,
 }
 
 TUNNEL_VALUES: dict[str, Callable[[TunnelConfig], object]] = {

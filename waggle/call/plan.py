@@ -47,6 +47,8 @@ def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], asked: Set
     spec, planner = call.spec, routes.planner
     if spec is None or call.io is None or call.args is None:
         return _unknown(call, routes)
+    if spec.token is not None and routes.config.server.security.answers_tokens:
+        return Plan(Kind.TOKENS, call, routes.primary.name, routes.primary)
     if spec.route is Route.IDENTITY:
         return Plan(Kind.IDENTITY, call, routes.primary.name, routes.primary)
     if spec.route is Route.FANOUT:

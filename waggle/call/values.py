@@ -17,6 +17,7 @@ from waggle.upstream.client import Identity
 from waggle.wire import Header
 
 if TYPE_CHECKING:
+    from waggle.security.frontdoor import Authenticated
     from waggle.upstream.pool import UpstreamPool
 
 
@@ -34,6 +35,8 @@ class Session:
 
     #: the identity from the connection's set_ugi, if any: every call travels upstream as this user
     identity: Identity | None = None
+    #: who the connection proved to be (Kerberos or a token); then set_ugi cannot change ``identity``
+    authenticated: Authenticated | None = None
     #: lock id -> the federated member that granted it (locks granted by the primary are not recorded)
     lock_owners: dict[int, MetastoreConfig] = field(default_factory=dict)
 
@@ -68,6 +71,7 @@ class Kind(enum.Enum):
     BRIDGE = "bridge"  # answer through the method's bridge on ``pool``
     FANOUT = "fanout"  # send to every member in ``jobs``, then :func:`waggle.call.merge.merge`
     IDENTITY = "identity"  # take the call's identity for the connection; the primary answers
+    TOKENS = "tokens"  # waggle's token service answers (a Kerberos front door); see MethodSpec.token
 
 
 @dataclass(frozen=True, slots=True)

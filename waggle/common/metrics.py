@@ -75,3 +75,12 @@ def forget(metastore: str) -> None:
             gauge.remove(metastore)
         except KeyError:
             pass
+AUTH_FAILURES = Counter("waggle_client_auth_failures", "Client connections refused at the front door (TLS or SASL "
+                        "handshake failed, or an untrusted principal or bad token), by front door kind.", ["kind"],
+                        registry=REGISTRY)
+KERBEROS_TICKET_EXPIRY = Gauge("waggle_kerberos_ticket_expiry_timestamp_seconds", "When waggle's own Kerberos "
+                               "ticket expires (it logs in again from its keytab before then).", registry=REGISTRY)
+KERBEROS_LOGIN_OK = Gauge("waggle_kerberos_login_ok", "1 when waggle's last Kerberos login from its keytab "
+                          "succeeded, else 0.", registry=REGISTRY)
+CERTIFICATE_EXPIRY = Gauge("waggle_tls_certificate_expiry_timestamp_seconds", "When a certificate waggle "
+                           "presents or trusts expires, by file.", ["file"], registry=REGISTRY)

@@ -35,6 +35,7 @@ from waggle.config.model import (
     seconds,
 )
 from waggle.config.reader import MISSING, Reader
+from waggle.config.security import parse_metastore_security, parse_server_security
 from waggle.config.settings import METASTORE, SERVER, Section, Setting
 from waggle.config.settings import Metastore as M
 from waggle.config.settings import Server as S
@@ -168,6 +169,7 @@ def parse_server(path: str | None, data: Mapping[str, Any], problems: list[str],
         log_level=level,
         log_format=fmt,
         configuration_properties=props,
+        security=parse_server_security(r),
     )
 
 
@@ -294,6 +296,7 @@ def parse_metastore(
         read_timeout_ms=r.get(M.READ_TIMEOUT, read_default),
         wire=_wire(r, props),
         pool_max_idle=r.get(M.POOL_MAX_IDLE),
+        security=parse_metastore_security(r),
     )
 
 
@@ -358,6 +361,13 @@ def load(server_file: str | None, federation_file: str) -> WaggleConfig:
         raise ConfigError(problems + exc.problems) from exc
     server = parse_server(server_file, server_data, problems, warnings)
     federation = parse_federation(federation_file, fed_data, problems, warnings)
+    if federation is not None and server.security.kerberos is None:
+        for member in federation.members:
+            if member.security.kerberos:
+                problems.append(f"{federation_file}: metastore '{member.name}' uses Kerberos "
+                                f"(hive.metastore.sasl.enabled), so the server file needs waggle's own "
+                                f"principal and keytab (configuration-properties.hive.metastore.kerberos.principal "
+                                f"and .keytab.file)")
     if problems or federation is None:
         raise ConfigError(problems)
     return WaggleConfig(

@@ -59,6 +59,72 @@ class LoadLimits:
 
 
 @dataclass(frozen=True, slots=True)
+class TlsServer:
+    """TLS on waggle's Thrift port."""
+
+    certificate_file: str
+    key_file: str
+    client_ca_file: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TlsClient:
+    """TLS to one metastore."""
+
+    ca_file: str | None = None
+    certificate_file: str | None = None
+    key_file: str | None = None
+    check_hostname: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class KerberosServer:
+    """Kerberos on waggle's Thrift port, and waggle's own identity towards Kerberized metastores."""
+
+    principal: str  # ``_HOST`` already expanded
+    keytab: str
+    #: clients must log in with SASL (else the identity is only waggle's own, towards Kerberized metastores)
+    sasl: bool = True
+    qops: tuple[str, ...] = ("auth",)
+    auth_to_local: str = "DEFAULT"
+    trusted_realms: tuple[str, ...] = ()
+    #: delegation tokens: the signing-key file (None: a random key per process) and lifetimes
+    token_key_file: str | None = None
+    token_renew_interval_ms: int = 86_400_000
+    token_max_lifetime_ms: int = 7 * 86_400_000
+
+    @property
+    def realm(self) -> str:
+        return self.principal.rpartition("@")[2]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSecurity:
+    kerberos: KerberosServer | None = None
+    tls: TlsServer | None = None
+
+    @property
+    def answers_tokens(self) -> bool:
+        """Clients log in with Kerberos, so waggle issues and checks delegation tokens itself."""
+        return self.kerberos is not None and self.kerberos.sasl
+
+
+@dataclass(frozen=True, slots=True)
+class MetastoreSecurity:
+    """How waggle authenticates to one metastore."""
+
+    #: the metastore's principal as configured (``_HOST`` is expanded per host when connecting), or None
+    principal: str | None = None
+    qops: tuple[str, ...] = ("auth",)
+    impersonation: bool = False
+    tls: TlsClient | None = None
+
+    @property
+    def kerberos(self) -> bool:
+        return self.principal is not None
+
+
+@dataclass(frozen=True, slots=True)
 class HostPort:
     host: str
     port: int
@@ -105,11 +171,12 @@ class MetastoreConfig:
     read_timeout_ms: int = M.READ_TIMEOUT.default
     wire: WireFormat = WireFormat()
     pool_max_idle: int = M.POOL_MAX_IDLE.default
+    security: MetastoreSecurity = MetastoreSecurity()
 
     def upstream_key(self) -> tuple[object, ...]:
         """What a pool's connections depend on: members equal here can keep their pool across a reload."""
         return (self.name, self.uris, self.tunnel, self.connect_timeout_ms, self.read_timeout_ms, self.latency_ms,
-                self.wire, self.pool_max_idle, self.hive_version)
+                self.wire, self.pool_max_idle, self.hive_version, self.security)
 
     def tunnel_key(self) -> tuple[object, ...] | None:
         """What an SSH tunnel depends on: members equal here keep their tunnel across a reload."""
@@ -143,6 +210,7 @@ class ServerConfig:
     log_level: str = S.LOG_LEVEL.default
     log_format: str = S.LOG_FORMAT.default
     configuration_properties: Mapping[str, str] = field(default_factory=lambda: S.CONFIGURATION_PROPERTIES.default)
+    security: ServerSecurity = ServerSecurity()
 
 
 @dataclass(frozen=True, slots=True)

@@ -232,8 +232,32 @@ class Server:
                             "`json`, `console`, or `auto` (console on a terminal, JSON otherwise).")
     CONFIGURATION_PROPERTIES = SERVER.add(
         "configuration-properties", _EMPTY, string_map(),
-        "Hive properties. waggle reads the transport, protocol, thread and socket-timeout ones listed "
-        "above and passes the rest to nothing (it has no HiveConf).",
+        "Hive properties. waggle reads the transport, protocol and thread ones listed above and the security "
+        "ones in the table of Hive properties below, and passes the rest to nothing (it has no HiveConf).",
+    )
+
+
+    TLS_CERTIFICATE = SERVER.add(
+        "tls.certificate-file", None, optional_string(),
+        "PEM certificate chain of the Thrift port. With it (and `tls.key-file`) clients must speak TLS; Hive's "
+        "`hive.metastore.use.SSL` in `configuration-properties` asks for the same (waggle addition).",
+    )
+    TLS_KEY = SERVER.add("tls.key-file", None, optional_string(),
+                         "PEM private key of `tls.certificate-file` (unencrypted).")
+    TLS_CLIENT_CA = SERVER.add(
+        "tls.client-ca-file", None, optional_string(),
+        "PEM CA bundle: when set, every client must present a certificate it signed (mutual TLS).",
+    )
+    KERBEROS_TRUSTED_REALMS = SERVER.add(
+        "kerberos.trusted-realms", "", string(),
+        "Comma-separated realms, besides waggle's own, whose principals may connect (their KDCs must trust "
+        "each other). A principal of any other realm is refused (waggle addition).",
+    )
+    TOKEN_SIGNING_KEY_FILE = SERVER.add(
+        "delegation-tokens.signing-key-file", None, optional_string(),
+        "File of the key that signs waggle's delegation tokens: lines `id:base64-secret` (the highest id signs, "
+        "all verify), or one base64 secret. Give every replica the same file (a Kubernetes Secret). Without it "
+        "a random key per process is used, and a token works only on the replica that issued it, until restart.",
     )
 
 
@@ -331,12 +355,96 @@ class Metastore:
                                   "Idle upstream connections kept open to this metastore (waggle addition).")
 
 
-METASTORE.ignored("impersonation-enabled", "false", "Kerberos impersonation; not implemented.")
+    IMPERSONATION = METASTORE.add(
+        "impersonation-enabled", False, boolean(),
+        "Kerberos only: act for each caller. waggle gets the caller's delegation token from this metastore as a "
+        "proxy user (`hadoop.proxyuser.<waggle>.*` there), keeps it, renews it, and connects with it over "
+        "DIGEST-MD5, so the metastore sees the caller, not waggle.",
+    )
+    TLS_ENABLED = METASTORE.add(
+        "tls.enabled", False, boolean(),
+        "Connect with TLS; Hive's `hive.metastore.use.SSL` in `configuration-properties` does the same "
+        "(waggle addition).",
+    )
+    TLS_CA = METASTORE.add("tls.ca-file", None, optional_string(),
+                           "PEM CA bundle that signed the metastore's certificate; the system's when unset.")
+    TLS_CERTIFICATE = METASTORE.add("tls.certificate-file", None, optional_string(),
+                                    "PEM client certificate, for a metastore that asks for one.")
+    TLS_KEY = METASTORE.add("tls.key-file", None, optional_string(), "PEM key of `tls.certificate-file`.")
+    TLS_CHECK_HOSTNAME = METASTORE.add(
+        "tls.check-hostname", True, boolean(),
+        "Check that the certificate names the host of `remote-meta-store-uris` (also through an SSH tunnel).",
+    )
+
+
 METASTORE.ignored("hive-metastore-filter-hook", "-", "Java filter hook class; not applicable.")
 METASTORE.ignored("glue-config", "-", "AWS Glue catalogs; not implemented.")
 METASTORE.ignored("read-only-remote-meta-store-uris", "-", "Not implemented.")
 METASTORE.ignored("read-only-glue-config", "-", "Not implemented.")
 METASTORE.ignored("status", "-", "Runtime status in Waggle Dance's REST output; ignored in files.")
+
+# -- Hive properties waggle reads from ``configuration-properties`` ---------------------------------------------
+HIVE_SERVER = Section("server configuration-properties")
+HIVE_METASTORE = Section("metastore configuration-properties")
+
+
+class HiveServer:
+    """Hive and Hadoop keys of the server file's ``configuration-properties`` that waggle reads."""
+
+    SASL = HIVE_SERVER.add("hive.metastore.sasl.enabled", False, boolean(),
+                           "`true`: clients must authenticate with Kerberos (GSSAPI) or a waggle delegation token "
+                           "(DIGEST-MD5); anyone else is refused before a call is read.")
+    PRINCIPAL = HIVE_SERVER.add(
+        "hive.metastore.kerberos.principal", None, optional_string(),
+        "waggle's own principal, e.g. `hive/_HOST@REALM` (`_HOST` becomes this host's name). Waggle Dance's "
+        "`hive.server2.authentication.kerberos.principal` is read when this is absent.",
+    )
+    KEYTAB = HIVE_SERVER.add(
+        "hive.metastore.kerberos.keytab.file", None, optional_string(),
+        "Keytab holding waggle's principal; waggle logs in from it (no kinit) and renews before expiry. Waggle "
+        "Dance's `hive.server2.authentication.kerberos.keytab` is read when this is absent.",
+    )
+    WD_PRINCIPAL = HIVE_SERVER.add("hive.server2.authentication.kerberos.principal", None, optional_string(),
+                                   "Waggle Dance's spelling of the principal.")
+    WD_KEYTAB = HIVE_SERVER.add("hive.server2.authentication.kerberos.keytab", None, optional_string(),
+                                "Waggle Dance's spelling of the keytab.")
+    PROTECTION = HIVE_SERVER.add(
+        "hadoop.rpc.protection", "authentication", string(),
+        "Quality of protection offered to GSSAPI clients: `authentication` (`auth`), `integrity` (`auth-int`), "
+        "`privacy` (`auth-conf`), or a comma-separated list of them.",
+    )
+    AUTH_TO_LOCAL = HIVE_SERVER.add(
+        "hadoop.security.auth_to_local", "DEFAULT", string(),
+        "Hadoop's rules mapping principals to the short user names metastores see.",
+    )
+    RENEW_INTERVAL = HIVE_SERVER.add(
+        "hive.cluster.delegation.token.renew-interval", "1d", string(),
+        "How long a waggle delegation token lives unless renewed.",
+    )
+    MAX_LIFETIME = HIVE_SERVER.add(
+        "hive.cluster.delegation.token.max-lifetime", "7d", string(),
+        "The longest a waggle delegation token can be renewed to.",
+    )
+    USE_SSL = HIVE_SERVER.add("hive.metastore.use.SSL", False, boolean(),
+                              "`true`: the Thrift port speaks TLS (with `tls.certificate-file` and `tls.key-file`).")
+
+
+class HiveMetastore:
+    """Hive and Hadoop keys of a metastore's ``configuration-properties`` that waggle reads."""
+
+    SASL = HIVE_METASTORE.add("hive.metastore.sasl.enabled", False, boolean(),
+                              "`true`: connect with Kerberos (GSSAPI) as waggle's principal.")
+    PRINCIPAL = HIVE_METASTORE.add(
+        "hive.metastore.kerberos.principal", None, optional_string(),
+        "The metastore's principal, e.g. `hive/_HOST@REALM`; `_HOST` becomes the host of the URI waggle "
+        "connects to (through an SSH tunnel too).",
+    )
+    PROTECTION = HIVE_METASTORE.add(
+        "hadoop.rpc.protection", "authentication", string(),
+        "Protection waggle asks for, in order of preference (as the server's key).",
+    )
+    USE_SSL = HIVE_METASTORE.add("hive.metastore.use.SSL", False, boolean(), "`true`: connect with TLS.")
+
 
 # -- the sync file (``waggle sync --config``) ----------------------------------------------------------------------
 SYNC = Section("sync")
@@ -393,6 +501,8 @@ SERVER_SETTINGS: tuple[Setting[object], ...] = SERVER.settings
 METASTORE_SETTINGS: tuple[Setting[object], ...] = METASTORE.settings
 SYNC_SETTINGS: tuple[Setting[object], ...] = SYNC.settings
 SYNC_JOB_SETTINGS: tuple[Setting[object], ...] = SYNC_JOB.settings
+HIVE_SERVER_SETTINGS: tuple[Setting[object], ...] = HIVE_SERVER.settings
+HIVE_METASTORE_SETTINGS: tuple[Setting[object], ...] = HIVE_METASTORE.settings
 
 
 def markdown_table(settings: tuple[Setting[object], ...]) -> str:
@@ -407,7 +517,10 @@ def reference() -> str:
     """The README's configuration reference tables (``python -m waggle.config.settings``)."""
     return (f"### Server file\n\n{markdown_table(SERVER_SETTINGS)}\n\n"
             "### Federation file: every metastore (`primary-meta-store`, `federated-meta-stores[]`)\n\n"
-            f"{markdown_table(METASTORE_SETTINGS)}")
+            f"{markdown_table(METASTORE_SETTINGS)}\n\n"
+            "### Hive properties waggle reads (`configuration-properties`)\n\nIn the server file:\n\n"
+            f"{markdown_table(HIVE_SERVER_SETTINGS)}\n\nIn a metastore of the federation file:\n\n"
+            f"{markdown_table(HIVE_METASTORE_SETTINGS)}")
 
 
 def sync_reference() -> str:

@@ -57,6 +57,8 @@ __all__ = [
     "Path",
     "Route",
     "TableRef",
+    "TokenCall",
+    "TokenOp",
     "database_of",
 ]
 
@@ -81,6 +83,21 @@ class Route(enum.Enum):
     #: the connection's identity: answered by the primary, remembered for the connection, and replayed to
     #: each member when waggle first connects to it as that user
     IDENTITY = "identity"
+
+
+class TokenOp(enum.Enum):
+    """A delegation-token call that waggle answers itself when its clients log in with Kerberos."""
+
+    ISSUE = "issue"  # a new waggle token (success: the token string)
+    RENEW = "renew"  # a new expiry (success: milliseconds)
+    CANCEL = "cancel"  # no success value
+    STORE = "store"  # the token store and master keys behind them: refused, waggle keeps its own
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCall:
+    op: TokenOp
+    args: tuple[str, ...] = ()  # the string arguments the operation takes, in order
 
 
 class Merge(enum.Enum):
@@ -132,6 +149,8 @@ class MethodSpec:
     merge: Merge | None = None  # Route.FANOUT: how the members' answers are merged
     never_shed: bool = False  # answered even when limits.max-in-flight-calls are taken
     releases_lock: bool = False  # a success releases the lock id it names (the connection forgets its owner)
+    #: with a Kerberos front door, waggle answers this call itself (see :class:`TokenOp`); else the route applies
+    token: TokenCall | None = None
     # -- derived from the IDL when the table is built (see _derive); never written by hand ------------------
     lock_id: Path = ()  # args path to the lock id (Route.LOCK_ID)
     lock_components: Path = ()  # args path to the list of LockComponent (Access.LOCK)
@@ -184,6 +203,20 @@ def _write(name: str, *db_args: DbField, note: str = "") -> MethodSpec:
 def _listing(name: str, *db_args: DbField, note: str = "") -> MethodSpec:
     """A read of one database's table names (``mapped-tables`` filters them)."""
     return MethodSpec(name, Access.READ, Route.DATABASE, db_args, note=note, lists_tables=True)
+
+
+_TOKENS_NOTE = "with a Kerberos front door (hive.metastore.sasl.enabled), answered by waggle's own token service"
+
+
+def _tokens(entries: Any) -> list[MethodSpec]:
+    """Delegation-token methods: the primary's, unless waggle's Kerberos front door answers them itself."""
+    out = []
+    for spec, token in entries:
+        own = _TOKENS_NOTE if token.op is not TokenOp.STORE else \
+            "the token store behind delegation tokens: refused with a Kerberos front door, where waggle keeps its own"
+        note = f"{spec.note}; {own}" if spec.note else own
+        out.append(replace(spec, token=token, note=note))
+    return out
 
 
 def _primary_read(name: str, note: str = "") -> MethodSpec:
@@ -447,17 +480,16 @@ _SPECS: tuple[MethodSpec, ...] = (
     _write("grant_revoke_privileges", note="every privileges.privileges[].hiveObject"),
     _write("refresh_privileges", note="objToRefresh and grantRequest objects"),
     # ---- delegation tokens and master keys -------------------------------------------------------------------
-    _primary_read("get_delegation_token", "issues a token but changes no metadata; Kerberos clients need it"),
-    _primary_write("renew_delegation_token"),
-    _primary_write("cancel_delegation_token"),
-    _primary_write("add_token"),
-    _primary_write("remove_token"),
-    _primary_read("get_token"),
-    _primary_read("get_all_token_identifiers"),
-    _primary_write("add_master_key"),
-    _primary_write("update_master_key"),
-    _primary_write("remove_master_key"),
-    _primary_read("get_master_keys"),
+    *_tokens((
+        (_primary_read("get_delegation_token", "issues a token but changes no metadata; Kerberos clients need it"),
+         TokenCall(TokenOp.ISSUE, ("token_owner", "renewer_kerberos_principal_name"))),
+        (_primary_write("renew_delegation_token"), TokenCall(TokenOp.RENEW, ("token_str_form",))),
+        (_primary_write("cancel_delegation_token"), TokenCall(TokenOp.CANCEL, ("token_str_form",))),
+        *((_primary_write(name), TokenCall(TokenOp.STORE)) for name in (
+            "add_token", "remove_token", "add_master_key", "update_master_key", "remove_master_key")),
+        *((_primary_read(name), TokenCall(TokenOp.STORE)) for name in (
+            "get_token", "get_all_token_identifiers", "get_master_keys")),
+    )),
     # ---- transactions and write ids --------------------------------------------------------------------------
     _primary_read("get_open_txns"),
     _primary_read("get_open_txns_info"),

@@ -28,9 +28,11 @@ from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
 from waggle.config.model import ProtocolKind
 from waggle.hms.bridges import MethodMissing, Wrap
-from waggle.hms.methods import METHODS, MethodSpec, database_of
+from waggle.hms.methods import METHODS, MethodSpec, TokenOp, database_of
 from waggle.hms.service import METHOD_IO
 from waggle.runtime import Routes, Runtime
+from waggle.security.frontdoor import Authenticated
+from waggle.security.token_service import TokenRefused
 from waggle.upstream import compat, fanout
 from waggle.upstream.client import Reply, UpstreamError
 from waggle.upstream.pool import Overloaded
@@ -56,12 +58,16 @@ class _Abandon(Exception):
 class ClientDriver:
     __slots__ = ("calls", "conn_id", "idle", "peer", "runtime", "session", "sock", "wire")
 
-    def __init__(self, sock: socket.socket, peer: Any, runtime: Runtime) -> None:
+    def __init__(self, sock: socket.socket, peer: Any, runtime: Runtime, who: Authenticated | None = None) -> None:
         self.sock = sock
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.runtime = runtime
         self.conn_id = next(_ids)
         self.session = Session()
+        if who is not None:
+            # a proven identity: every call travels as this user, and set_ugi cannot change it
+            self.session.authenticated = who
+            self.session.identity = (who.user, ())
         self.idle = True
         server = runtime.config.server
         self.wire = Wire(sock, server.wire, server.limits)
@@ -160,6 +166,8 @@ class ClientDriver:
             answer = finish.refusal(step, self.wire)
         elif step.kind is Kind.IDENTITY:
             answer = self._identity(step)
+        elif step.kind is Kind.TOKENS:
+            answer = self._tokens(step)
         elif step.kind is Kind.FANOUT:
             answer = self._fan_out(step, routes)
         elif step.kind is Kind.BRIDGE:
@@ -259,10 +267,47 @@ class ClientDriver:
         return merge.merge(step, outcomes, self.wire, lambda message: finish.failure(
             call.header, call.io, message, self.wire, "upstream_error", "*"))
 
+    def _tokens(self, step: Plan) -> Answer:
+        """A delegation-token call, answered by waggle's token service (the front door logs clients in)."""
+        call = step.call
+        assert call.spec is not None and call.spec.token is not None and call.io is not None
+        assert call.io.result is not None
+        op, who, service = call.spec.token.op, self.session.authenticated, self.runtime.tokens
+        args = [str(getattr(call.args, name, None) or "") for name in call.spec.token.args]
+        value: object = None
+        try:
+            if service is None or who is None or op is TokenOp.STORE:
+                raise TokenRefused(f"{call.name} refused: waggle keeps its own delegation-token store, which "
+                                   f"clients cannot read or change")
+            if op is TokenOp.ISSUE:
+                value = service.issue(who.user, who.via_token, self.peer.rpartition(":")[0], *args)
+            elif op is TokenOp.RENEW:
+                value = service.renew(who.user, *args)
+            else:
+                service.cancel(who.user, *args)
+        except TokenRefused as exc:
+            answer = finish.failure(call.header, call.io, str(exc), self.wire, "refused", "waggle")
+            answer.reason, answer.loud = str(exc), True
+            return answer
+        except UpstreamError as exc:
+            return finish.failure(call.header, call.io, f"waggle's token store is unavailable: {exc}", self.wire,
+                                  "upstream_error", step.metastore, error=exc.detail)
+        result = call.io.result() if value is None else call.io.result(success=value)
+        return Answer(self.wire.encode(call.name, TMessageType.REPLY, call.header.seqid, result), "ok", "waggle")
+
     def _identity(self, step: Plan) -> Answer:
         """Remember the client's identity; every later call travels on a connection opened as this user."""
         call, pool = step.call, step.upstream
         assert call.io is not None and call.io.result is not None
+        if self.session.authenticated is not None and self.session.identity is not None:
+            # Kerberos or a token proved who this is: set_ugi is answered, and changes nothing
+            try:
+                groups = pool.set_ugi_reply(self.session.identity)
+            except UpstreamError as exc:
+                return finish.failure(call.header, call.io, str(exc), self.wire, "upstream_error", pool.name,
+                                      error=exc.detail)
+            return Answer(self.wire.encode(call.name, TMessageType.REPLY, call.header.seqid,
+                                           call.io.result(success=groups)), "ok", pool.name)
         identity = (str(call.args.user_name or ""), tuple(str(g) for g in call.args.group_names or ()))
         size = len(identity[0]) + sum(len(g) for g in identity[1])
         if size > MAX_IDENTITY_CHARS:

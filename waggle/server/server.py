@@ -25,6 +25,7 @@ from waggle.common.logging import Throttle, get_logger
 from waggle.config.timing import DRAIN_KILL_SECONDS, DRAIN_POLL_SECONDS, REFUSE_TIMEOUT
 from waggle.endpoint import HttpEndpoint
 from waggle.runtime import Runtime
+from waggle.security.frontdoor import Refused
 from waggle.server.driver import ClientDriver
 
 if TYPE_CHECKING:
@@ -67,7 +68,21 @@ class WaggleServer:
 
     def _handle(self, sock: socket.socket, peer: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = ClientDriver(sock, peer, self.runtime)
+        door = self.runtime.front_door
+        if door is None:
+            conn = ClientDriver(sock, peer, self.runtime)
+        else:
+            try:
+                secured, who = door.open(sock)
+            except Refused as exc:
+                metrics.AUTH_FAILURES.labels(door.kind).inc()
+                log.warning("client.unauthenticated", peer=f"{peer[0]}:{peer[1]}", reason=str(exc))
+                sock.close()
+                return
+            conn = ClientDriver(secured, peer, self.runtime, who)
+            if who is not None:
+                log.info("client.authenticated", peer=conn.peer, user=who.user, principal=who.principal,
+                         mechanism=who.mechanism, qop=who.qop)
         if len(self._connections) >= self._max_connections:
             metrics.SHED.labels("connections").inc()
             if self._refused_log.allow("connections"):  # at most once a second: the metric counts each one

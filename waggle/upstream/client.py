@@ -16,6 +16,7 @@ from waggle.upstream.deadlines import Deadlines, shutdown_socket
 from waggle.wire import Header, PeerClosed, Wire, WireError, decode_message
 
 if TYPE_CHECKING:
+    from waggle.upstream.security import UpstreamCredentials
     from waggle.upstream.tunnel import Tunnel
 
 # The unpatched poll: a zero-timeout readiness check needs no trip through the gevent hub.
@@ -181,8 +182,10 @@ Connector = Callable[..., "UpstreamConnection"]
 
 
 def connect(config: MetastoreConfig, limits: Limits, deadlines: Deadlines,
-            addresses: tuple[HostPort, ...] | None = None, tunnel: Tunnel | None = None) -> UpstreamConnection:
-    """Connect to the first of the metastore's URIs that accepts, in order (through ``tunnel``, if given)."""
+            addresses: tuple[HostPort, ...] | None = None, tunnel: Tunnel | None = None,
+            credentials: UpstreamCredentials | None = None, token: str | None = None) -> UpstreamConnection:
+    """Connect to the first of the metastore's URIs that accepts, in order (through ``tunnel``, if given), then
+    do its TLS and SASL handshakes (as waggle, or with ``token``, a caller's delegation token from it)."""
     timeout = (config.connect_timeout_ms + config.latency_ms) / 1000.0
     if tunnel is not None:
         from waggle.upstream.tunnel import TunnelUnavailable
@@ -192,7 +195,8 @@ def connect(config: MetastoreConfig, limits: Limits, deadlines: Deadlines,
         except TunnelUnavailable as exc:
             raise UpstreamError(config.name, str(exc)) from None
         _tune(sock)
-        conn = UpstreamConnection(config.name, address, sock, config, limits, deadlines)
+        # Kerberos and TLS name the metastore's host, not the tunnel's local end.
+        conn = _secured(config, address, config.uris[0].host, sock, limits, deadlines, timeout, credentials, token)
         conn.tunnel, conn.tunnel_port = tunnel, sock.getsockname()[1]
         return conn
     errors = []
@@ -205,5 +209,26 @@ def connect(config: MetastoreConfig, limits: Limits, deadlines: Deadlines,
             errors.append(f"{address}: {reason} after {1000 * (time.monotonic() - started):.0f} ms")
             continue
         _tune(sock)
-        return UpstreamConnection(config.name, address, sock, config, limits, deadlines)
+        return _secured(config, address, address.host, sock, limits, deadlines, timeout, credentials, token)
     raise UpstreamError(config.name, "is unreachable: " + "; ".join(errors))
+
+
+def _secured(config: MetastoreConfig, address: HostPort, host: str, sock: socket.socket, limits: Limits,
+             deadlines: Deadlines, timeout: float, credentials: UpstreamCredentials | None,
+             token: str | None) -> UpstreamConnection:
+    security = config.security
+    if security.tls is None and not security.kerberos:
+        return UpstreamConnection(config.name, address, sock, config, limits, deadlines)
+    from waggle.upstream.security import SecurityFailed, secure
+
+    sock.settimeout(timeout)
+    try:
+        secured = secure(sock, config, host, credentials, token, limits.max_message_bytes + 1024)
+    except SecurityFailed as exc:
+        sock.close()
+        raise UpstreamError(config.name, f"{exc} ({address})") from None
+    except OSError as exc:
+        sock.close()
+        raise UpstreamError(config.name, f"connection failed during the TLS or SASL handshake ({address}): "
+                                         f"{exc.strerror or exc}") from None
+    return UpstreamConnection(config.name, address, secured, config, limits, deadlines)

@@ -20,6 +20,7 @@ from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.upstream.client import Connector, Identity, Reply, UpstreamConnection, UpstreamError, connect
 from waggle.upstream.compat import Capabilities
 from waggle.upstream.deadlines import Deadlines
+from waggle.upstream.security import DelegationTokens, UpstreamCredentials
 from waggle.wire import Header
 
 if TYPE_CHECKING:
@@ -32,9 +33,13 @@ class UpstreamPool:
 
     def __init__(self, config: MetastoreConfig, limits: Limits, deadlines: Deadlines,
                  tunnel: Tunnel | None = None, max_calls: int = 200, queue_wait: float = 1.0,
-                 connector: Connector = connect) -> None:
+                 connector: Connector = connect, credentials: UpstreamCredentials | None = None) -> None:
         self.config = config
         self.connector = connector
+        #: waggle's own Kerberos identity (for impersonation: who asks for callers' tokens)
+        self.credentials = credentials or UpstreamCredentials(None)
+        #: callers' delegation tokens from this metastore (impersonation only)
+        self.tokens = DelegationTokens(config.name)
         #: the metastore's SSH tunnel, shared by every connection of this pool
         self.tunnel = tunnel
         self.limits = limits
@@ -66,7 +71,10 @@ class UpstreamPool:
         self.slots.limit = max_calls
 
     def _open(self, identity: Identity | None) -> UpstreamConnection:
-        conn = self.connector(self.config, self.limits, self.deadlines, tunnel=self.tunnel)
+        if identity is not None and identity[0] and self.config.security.impersonation:
+            conn = self._open_as(identity[0])
+        else:
+            conn = self.connector(self.config, self.limits, self.deadlines, tunnel=self.tunnel)
         self.opened += 1
         if identity is not None:
             try:
@@ -76,6 +84,29 @@ class UpstreamPool:
                 raise
         conn.identity = identity
         return conn
+
+    def _open_as(self, user: str) -> UpstreamConnection:
+        """A connection on which the metastore sees ``user``: DIGEST-MD5 with ``user``'s delegation token from
+        this metastore, got by waggle as a proxy user (impersonation)."""
+        def fetch(owner: str) -> str:
+            assert self.credentials.login is not None
+            result = self.invoke(None, "get_delegation_token", ThriftHiveMetastore.get_delegation_token_args(
+                token_owner=owner, renewer_kerberos_principal_name=self.credentials.login.principal),
+                ThriftHiveMetastore.get_delegation_token_result)
+            return str(result.success)
+
+        def renew(token: str) -> object:
+            return self.invoke(None, "renew_delegation_token", ThriftHiveMetastore.renew_delegation_token_args(
+                token_str_form=token), ThriftHiveMetastore.renew_delegation_token_result)
+
+        if self.credentials.login is None:
+            raise UpstreamError(self.name, "needs waggle's own Kerberos principal and keytab to impersonate users")
+        token = self.tokens.get(user, fetch, renew)
+        try:
+            return self.connector(self.config, self.limits, self.deadlines, tunnel=self.tunnel, token=token)
+        except UpstreamError:
+            self.tokens.drop(user)  # perhaps cancelled or expired at the metastore: the next try gets a new one
+            raise
 
     def _remember(self, identity: Identity, groups: list[str]) -> None:
         self._ugi_replies[identity] = groups
