@@ -1,6 +1,7 @@
 """Our delegation tokens are Hadoop's: Java's ``Token`` and Hive's ``DelegationTokenIdentifier`` and secret
 manager read, verify and renew tokens waggle issued, and waggle reads and verifies tokens Hive's classes wrote.
-Our DIGEST-MD5 server and client log in with such a token against Java's own SASL client and server.
+Our DIGEST-MD5 server and client log in with such a token against Java's own SASL client and server, and our
+``auth_to_local`` gives the short names Hadoop's ``KerberosName`` gives.
 
 ``java/TokenCheck.java`` is compiled once per session against pyspark's Hadoop and Hive jars.
 """
@@ -19,6 +20,7 @@ from conftest import java_available, require
 
 from waggle.local.metastore import java_executable, pyspark_jars_dir
 from waggle.security.digest import DigestClient, DigestServer
+from waggle.security.principals import AuthToLocal, NoMatchingRule
 from waggle.security.tokens import KIND, TokenAuthority, TokenIdentifier, decode_token
 
 pytestmark = pytest.mark.integration
@@ -131,3 +133,44 @@ def test_our_digest_client_logs_in_to_java_sasl_server_with_a_token(token_check:
     final_hex, user = converse([*token_check, "sasl-server", username, password.decode()], None, client.respond)
     client.verify(bytes.fromhex(final_hex))
     assert client.complete and user == f"user={username}"
+
+
+RULES = """
+RULE:[1:$1@$0](.*@YAHOO\\.COM)s/@.*//
+RULE:[2:$1](johndoe)s/^.*$/guest/
+RULE:[2:$1;$2](^.*;admin$)s/;admin$//
+RULE:[2:$2](root)
+RULE:[2:$1/$2@$0]([ndj]n/.*@EXAMPLE\\.COM)s/.*/hdfs/
+RULE:[1:$1](Mixed.*)s/x/y/g/L
+RULE:[2:$1-$2](svc.*)s/(.*)-(.*)/$2_$1\\$/
+DEFAULT
+"""
+PRINCIPALS = [
+    "omalley@EXAMPLE.COM",
+    "hive/hms1.example.com@EXAMPLE.COM",
+    "nn/h1@EXAMPLE.COM",
+    "oom@YAHOO.COM",
+    "johndoe/zoo@FOO.COM",
+    "joe/admin@FOO.COM",
+    "joe/root@FOO.COM",
+    "foo@ACME.COM",
+    "root/joe@FOO.COM",
+    "MixedCaseXx@EXAMPLE.COM",
+    "svc1/host@OTHER",
+    "hdfs",
+    "alice@YAHOO.COM",
+]
+
+
+def test_auth_to_local_agrees_with_hadoops_kerberos_name(token_check: list[str]) -> None:
+    realm = ["-Djava.security.krb5.realm=EXAMPLE.COM", "-Djava.security.krb5.kdc=localhost"]
+    java = run([token_check[0], *realm, *token_check[1:], "short", RULES, *PRINCIPALS]).split()
+    rules = AuthToLocal(RULES, "EXAMPLE.COM")
+
+    def ours(principal: str) -> str:
+        try:
+            return rules.short_name(principal)
+        except NoMatchingRule:
+            return "!"
+
+    assert [ours(p) for p in PRINCIPALS] == java

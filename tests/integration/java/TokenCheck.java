@@ -4,6 +4,7 @@
 //         print a token string whose password Hive's secret manager computed
 //   sasl-client <username> <password>   Java's DIGEST-MD5 client as Hive's token client sets it up, over hex lines
 //   sasl-server <username> <password>   Java's DIGEST-MD5 server as Hive's metastore sets it up, over hex lines
+//   short <rules> <principal>...        each principal's auth_to_local short name, or "!" if none
 import java.io.ByteArrayInputStream;
 import java.io.BufferedReader;
 import java.io.DataInputStream;
@@ -82,6 +83,19 @@ public class TokenCheck {
     }
 
     public static void main(String[] args) throws Exception {
+        if (args[0].equals("short")) {
+            org.apache.hadoop.security.authentication.util.KerberosName.setRules(args[1]);
+            for (int i = 2; i < args.length; i++) {
+                String name;
+                try {
+                    name = new org.apache.hadoop.security.authentication.util.KerberosName(args[i]).getShortName();
+                } catch (Exception e) {
+                    name = "!";
+                }
+                System.out.println(name);
+            }
+            return;
+        }
         if (args[0].startsWith("sasl-")) {
             sasl(args);
             return;
