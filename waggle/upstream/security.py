@@ -184,8 +184,14 @@ class MetastoreTokenStore:
         self._primary = primary
 
     def put(self, key: str, value: str) -> None:
-        self._primary().invoke(None, "add_token", T.add_token_args(token_identifier=key, delegation_token=value),
-                               T.add_token_result)
+        """Add or replace the record (the metastore's ``add_token`` never overwrites: a renewal removes first)."""
+        pool = self._primary()
+        added = pool.invoke(None, "add_token", T.add_token_args(token_identifier=key, delegation_token=value),
+                            T.add_token_result)
+        if not added.success:
+            pool.invoke(None, "remove_token", T.remove_token_args(token_identifier=key), T.remove_token_result)
+            pool.invoke(None, "add_token", T.add_token_args(token_identifier=key, delegation_token=value),
+                        T.add_token_result)
 
     def get(self, key: str) -> str | None:
         result = self._primary().exchange(None, "get_token", T.get_token_args(token_identifier=key),
