@@ -16,6 +16,7 @@ from waggle.config.loader import ConfigError, load
 from waggle.config.model import WaggleConfig
 from waggle.reload import Reloader, digest_of
 from waggle.runtime import Runtime
+from waggle.security.sasl import SaslError
 from waggle.server.server import WaggleServer
 
 
@@ -54,6 +55,10 @@ def serve(server_file: str | None, federation_file: str) -> int:
         log.error("server.cannot_listen", port=config.server.port, http_port=config.server.endpoint_port,
                   error=str(exc))
         return 1
+    except SaslError as exc:
+        log.error("kerberos.cannot_start", error=str(exc))
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     log.info("federation.loaded", primary=config.federation.primary.name,
              members=[m.name for m in config.federation.members],
              resolution=config.server.database_resolution.value)

@@ -103,7 +103,11 @@ class HttpEndpoint:
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
             return [generate_latest(metrics.REGISTRY)]
         if path == "/healthz":
-            return _answer(start_response, "200 OK", {"status": "ok", "metastores": member_states(self.runtime)})
+            body = {"status": "ok", "metastores": member_states(self.runtime)}
+            security = self.runtime.security_watch.view()
+            if security:
+                body["security"] = security
+            return _answer(start_response, "200 OK", body)
         if path == "/readyz":
             ready, reason = self.runtime.ready()
             return _answer(start_response, "200 OK" if ready else "503 Service Unavailable",

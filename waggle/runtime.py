@@ -29,6 +29,7 @@ from waggle.routing.federation import Planner
 from waggle.security import token_service
 from waggle.security.frontdoor import FrontDoor
 from waggle.security.gss import KerberosLogin
+from waggle.security.status import SecurityWatch
 from waggle.upstream.client import Connector, UpstreamError, connect
 from waggle.upstream.deadlines import Deadlines
 from waggle.upstream.health import Health
@@ -145,6 +146,8 @@ class Runtime:
         security = config.server.security
         self.front_door = FrontDoor(security, config.server.limits, self.login, self.tokens) \
             if security.tls is not None or security.answers_tokens else None
+        #: waggle's ticket renewal and certificate expiry, for /healthz and /metrics
+        self.security_watch = SecurityWatch(self.login, config)
 
     def _pool(self, member: MetastoreConfig, server: ServerConfig, tunnels: Mapping[str, Tunnel]) -> UpstreamPool:
         return UpstreamPool(member, server.upstream_limits, self.deadlines, tunnels.get(member.name),
@@ -272,6 +275,7 @@ class Runtime:
                 tunnel.publish()
             self.health.update(config.federation.members, server, self.tunnels, reset=set(plan.open_pools))
             self.call_slots.limit = server.load.max_in_flight_calls
+            self.security_watch.config = config
             self.routes = Routes.build(config, pools, planner, old.generation + 1)
             for name in plan.close_pools:
                 if name not in members:
@@ -299,6 +303,9 @@ class Runtime:
     # -- lifecycle --------------------------------------------------------------------------------------------
     def start(self) -> None:
         """Background work: tunnels, health checks, and in MANUAL mode the first database map (before serving)."""
+        if self.login is not None and self.config.server.security.answers_tokens:
+            self.login.acceptor()  # a keytab that cannot accept clients stops waggle here, naming the file
+        self.security_watch.start()
         for tunnel in self.tunnels.values():
             tunnel.start()
         self.health.start()
@@ -320,6 +327,7 @@ class Runtime:
         if self._refresher is not None:
             self._refresher.kill(block=False)
         self.health.close()
+        self.security_watch.close()
         for pool in self.routes.pools.values():
             pool.close()
         for tunnel in self.tunnels.values():

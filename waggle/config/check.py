@@ -41,7 +41,9 @@ def admin_token(config: WaggleConfig) -> str | None:
 
 def file_problems(config: WaggleConfig) -> list[str]:
     """What loading does not check: the files the configuration names (tunnel keys, the admin token)."""
-    problems = tunnel_problems(config)
+    from waggle.security.check import kerberos_problems
+
+    problems = tunnel_problems(config) + kerberos_problems(config)
     try:
         admin_token(config)
     except ConfigError as exc:

@@ -58,12 +58,14 @@ class _DigestMechanism:
     def __init__(self, tokens: TokenService) -> None:
         self._tokens = tokens
         self._refusal: str | None = None
+        self._username: str | None = None
         self._server = DigestServer(self._lookup)
         self._stage = 0
         self._complete = False
         self.owner = ""
 
     def _lookup(self, username: str) -> bytes | None:
+        self._username = username
         try:
             password, identifier = self._tokens.login(username)
         except TokenRefused as exc:
@@ -83,7 +85,12 @@ class _DigestMechanism:
         try:
             final = self._server.respond(data)
         except DigestError as exc:
-            raise SaslError(self._refusal or f"DIGEST-MD5 login failed: {exc}") from None
+            if self._refusal:
+                raise SaslError(self._refusal) from None
+            # the message may quote the user name, which is the token's identifier: never log it
+            name = self._username or ""
+            reason = str(exc).replace(name, f"<the token of {self.owner or 'an unknown owner'}>") if name else str(exc)
+            raise SaslError(f"DIGEST-MD5 login failed: {reason}") from None
         self._complete = True
         return final
 
