@@ -219,3 +219,37 @@ def test_logs_never_contain_keys_tickets_tokens_or_passwords(secure_waggle, kdc,
     keytab = kdc.keytab_path("waggle/localhost").read_bytes()
     assert keytab[-32:].hex() not in log and "password=" not in log.lower()
     assert secure_waggle.events("token.issued") and secure_waggle.events("token.cancelled")
+
+
+def test_a_kerberized_member_behind_an_ssh_tunnel_is_reached_as_waggle(kdc, kerberized_metastore, primary,
+                                                                        tmp_path_factory):
+    """No Kerberos front door here: waggle reaches a Kerberized member as itself, through an SSH hop whose local
+    end (127.0.0.1) is not the metastore's host (localhost): the principal must name the metastore's."""
+    from test_tunnels import start_hops, tunnel_yaml
+
+    hops = start_hops(tmp_path_factory.mktemp("krb-ssh"), ("127.0.0.4",))
+    try:
+        member = tunnel_yaml("krb", f"thrift://localhost:{kerberized_metastore.port}", hops, hops.servers,
+                             str(hops.key), hops.known_hosts, extra=(
+                                 "  configuration-properties:\n"
+                                 "    hive.metastore.sasl.enabled: true\n"
+                                 f"    hive.metastore.kerberos.principal: hive/_HOST@{kdc.realm}\n"))
+        member = member.replace("  metastore-tunnel:\n", "  metastore-tunnel:\n    localhost: 127.0.0.1\n")
+        federation = (f"primary-meta-store:\n  name: primary\n  remote-meta-store-uris: {primary.uri}\n"
+                      "federated-meta-stores:\n" + "\n".join("  " + line for line in member.splitlines()) + "\n")
+        server = ("database-resolution: PREFIXED\nconfiguration-properties:\n"
+                  f"  hive.metastore.kerberos.principal: waggle/localhost@{kdc.realm}\n"
+                  f"  hive.metastore.kerberos.keytab.file: {kdc.keytab_path('waggle/localhost')}\n")
+        proc = WaggleProcess(tmp_path_factory.mktemp("waggle-krb-ssh"), federation, server).start()
+        try:
+            with proc.client() as c:
+                assert "krb_default" in c.get_all_databases()
+                assert c.get_database("krb_default").name == "krb_default"
+                assert "default" in c.get_all_databases()  # the plain primary beside it
+        finally:
+            proc.stop()
+        line = audit_line(kerberized_metastore, r"ugi=waggle/localhost@WAGGLE.TEST\t.*get_database: default")
+        assert "127.0.0.1" in line
+    finally:
+        for s in hops.servers:
+            s.stop()
