@@ -13,10 +13,11 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # -- builder: the project and its dependencies in a venv at /opt/waggle (the same path in the final images) --
 FROM ${PYTHON_IMAGE} AS builder
-# A C compiler for dependencies without a wheel here (thrift's C codec is required); build stage only, unpinned.
+# A C compiler for dependencies without a wheel here (thrift's C codec is required, python-gssapi builds against
+# MIT Kerberos); build stage only, unpinned.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && apt-get install -y --no-install-recommends gcc libc6-dev libkrb5-dev \
     && rm -rf /var/lib/apt/lists/*
 RUN python -m venv /opt/waggle
 WORKDIR /src
@@ -27,6 +28,7 @@ COPY waggle ./waggle
 # filesystem. Without it each start compiles the 4 MB of generated Thrift code: 1 s, and 125 MB more memory.
 RUN /opt/waggle/bin/pip install --no-cache-dir --compile . \
     && /opt/waggle/bin/python -c "from thrift.protocol import fastbinary" \
+    && /opt/waggle/bin/python -c "import gssapi" \
     && /opt/waggle/bin/waggle --version
 
 # -- the proxy's venv: the same, without PySpark and py4j, which only `waggle sync` imports --
@@ -37,6 +39,11 @@ RUN /opt/waggle/bin/pip uninstall --yes pyspark py4j \
 
 # -- what both images share: the user, the environment --
 FROM ${PYTHON_IMAGE} AS runtime
+# MIT Kerberos' GSSAPI library (Kerberos and delegation tokens on either side); unpinned for security updates.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libgssapi-krb5-2 \
+    && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 waggle \
     && useradd --system --no-log-init --uid 10001 --gid 10001 --create-home --home-dir /home/waggle \
        --shell /usr/sbin/nologin waggle \

@@ -218,6 +218,10 @@ ALL_ON = {
     "ssh": {"privateKeys": {"bastion.pem": "-----BEGIN OPENSSH PRIVATE KEY-----\nx\n"},
             "knownHosts": "h ssh-ed25519 A"},
     "admin": {"existingSecret": "waggle-admin"},
+    "security": {"kerberos": {"principal": "hive/_HOST@EXAMPLE.COM", "keytabSecret": "waggle-keytab",
+                              "krb5ConfigMap": "krb5"},
+                 "tokens": {"signingKeySecret": "waggle-token-key"},
+                 "tls": {"secret": "waggle-tls", "clientCertificates": True}, "extraSecrets": ["metastore-ca"]},
 }
 
 
@@ -395,6 +399,34 @@ def test_admin_token_secret(chart: Any) -> None:
         assert _mounts(r.container(name))["/etc/waggle/admin"] == {"name": "admin", "mountPath": "/etc/waggle/admin",
                                                                   "readOnly": True}
     assert r.all("Secret") == [], "the token's Secret is the user's"
+
+
+def test_keytab_token_key_and_certificates_come_from_secrets(chart: Any) -> None:
+    plain = Rendered(chart)
+    assert "configuration-properties" not in plain.server and "tls" not in plain.server
+    assert all(plain.volume(v) is None for v in ("kerberos", "tokens", "tls", "krb5"))
+    r = Rendered(chart, {"security": ALL_ON["security"]})
+    assert r.server["configuration-properties"] == {
+        "hive.metastore.sasl.enabled": True, "hive.metastore.kerberos.principal": "hive/_HOST@EXAMPLE.COM",
+        "hive.metastore.kerberos.keytab.file": "/etc/waggle/kerberos/waggle.keytab"}
+    assert r.server["delegation-tokens"] == {"signing-key-file": "/etc/waggle/tokens/keys"}
+    assert r.server["tls"] == {"certificate-file": "/etc/waggle/tls/tls.crt", "key-file": "/etc/waggle/tls/tls.key",
+                               "client-ca-file": "/etc/waggle/tls/ca.crt"}
+    assert r.volume("kerberos") == {"name": "kerberos", "secret": {
+        "secretName": "waggle-keytab", "defaultMode": 256, "items": [{"key": "waggle.keytab",
+                                                                      "path": "waggle.keytab"}]}}
+    assert r.volume("tls") == {"name": "tls", "secret": {"secretName": "waggle-tls", "defaultMode": 256}}
+    assert r.volume("krb5") == {"name": "krb5", "configMap": {"name": "krb5"}}
+    for name in ("waggle", "check"):
+        mounts = _mounts(r.container(name))
+        for path in ("/etc/waggle/kerberos", "/etc/waggle/tokens", "/etc/waggle/tls", "/etc/waggle/krb5",
+                     "/etc/waggle/secrets/metastore-ca"):
+            assert mounts[path]["readOnly"] is True, (name, path)
+        assert {"name": "KRB5_CONFIG", "value": "/etc/waggle/krb5/krb5.conf"} in r.container(name)["env"]
+    mine = Rendered(chart, {"security": ALL_ON["security"], "server": {
+        "configuration-properties": {"hive.metastore.sasl.enabled": False}}})
+    assert mine.server["configuration-properties"]["hive.metastore.sasl.enabled"] is False
+    assert r.all("Secret") == [], "the Secrets are the user's"
 
 
 def test_optional_resources_only_when_enabled(chart: Any) -> None:

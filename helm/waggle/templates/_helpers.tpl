@@ -115,6 +115,42 @@ the Service's ports so that the Service, the probes and the server agree.
 {{- end }}
 {{- $_ := set $server "admin" $admin }}
 {{- end }}
+{{- $sec := .Values.security }}
+{{- $props := deepCopy (get $server "configuration-properties" | default dict) }}
+{{- if $sec.kerberos.keytabSecret }}
+{{- if not $sec.kerberos.principal }}
+{{- fail "security.kerberos.principal: waggle's principal is needed with security.kerberos.keytabSecret" }}
+{{- end }}
+{{- $krb := dict "hive.metastore.sasl.enabled" $sec.kerberos.sasl "hive.metastore.kerberos.principal" $sec.kerberos.principal "hive.metastore.kerberos.keytab.file" (printf "/etc/waggle/kerberos/%s" $sec.kerberos.keytabKey) }}
+{{- range $key, $value := $krb }}
+{{- if not (hasKey $props $key) }}
+{{- $_ := set $props $key $value }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if $props }}
+{{- $_ := set $server "configuration-properties" $props }}
+{{- end }}
+{{- if $sec.tokens.signingKeySecret }}
+{{- $tokens := deepCopy (get $server "delegation-tokens" | default dict) }}
+{{- if not (hasKey $tokens "signing-key-file") }}
+{{- $_ := set $tokens "signing-key-file" (printf "/etc/waggle/tokens/%s" $sec.tokens.signingKeyKey) }}
+{{- end }}
+{{- $_ := set $server "delegation-tokens" $tokens }}
+{{- end }}
+{{- if $sec.tls.secret }}
+{{- $tls := deepCopy (get $server "tls" | default dict) }}
+{{- $files := dict "certificate-file" "/etc/waggle/tls/tls.crt" "key-file" "/etc/waggle/tls/tls.key" }}
+{{- if $sec.tls.clientCertificates }}
+{{- $_ := set $files "client-ca-file" "/etc/waggle/tls/ca.crt" }}
+{{- end }}
+{{- range $key, $value := $files }}
+{{- if not (hasKey $tls $key) }}
+{{- $_ := set $tls $key $value }}
+{{- end }}
+{{- end }}
+{{- $_ := set $server "tls" $tls }}
+{{- end }}
 {{- $_ := set $server "port" .Values.service.thriftPort }}
 {{- $endpoint := deepCopy (get $server "endpoint" | default dict) }}
 {{- $_ := set $endpoint "port" .Values.service.httpPort }}
@@ -162,6 +198,91 @@ configured, and /tmp.
   mountPath: /etc/waggle/admin
   readOnly: true
 {{- end }}
+{{- with .Values.security }}
+{{- if .kerberos.keytabSecret }}
+- name: kerberos
+  mountPath: /etc/waggle/kerberos
+  readOnly: true
+{{- end }}
+{{- if .kerberos.krb5ConfigMap }}
+- name: krb5
+  mountPath: /etc/waggle/krb5
+  readOnly: true
+{{- end }}
+{{- if .tokens.signingKeySecret }}
+- name: tokens
+  mountPath: /etc/waggle/tokens
+  readOnly: true
+{{- end }}
+{{- if .tls.secret }}
+- name: tls
+  mountPath: /etc/waggle/tls
+  readOnly: true
+{{- end }}
+{{- range .extraSecrets }}
+- name: secret-{{ . }}
+  mountPath: /etc/waggle/secrets/{{ . }}
+  readOnly: true
+{{- end }}
+{{- end }}
 - name: tmp
   mountPath: /tmp
+{{- end }}
+
+
+{{/*
+The proxy's and the check init container's Secret and ConfigMap volumes for Kerberos, tokens and TLS.
+*/}}
+{{- define "waggle.securityVolumes" -}}
+{{- with .Values.security }}
+{{- if .kerberos.keytabSecret }}
+- name: kerberos
+  secret:
+    secretName: {{ .kerberos.keytabSecret }}
+    defaultMode: 256  # 0400
+    items:
+      - key: {{ .kerberos.keytabKey }}
+        path: {{ .kerberos.keytabKey }}
+{{- end }}
+{{- if .kerberos.krb5ConfigMap }}
+- name: krb5
+  configMap:
+    name: {{ .kerberos.krb5ConfigMap }}
+{{- end }}
+{{- if .tokens.signingKeySecret }}
+- name: tokens
+  secret:
+    secretName: {{ .tokens.signingKeySecret }}
+    defaultMode: 256  # 0400
+    items:
+      - key: {{ .tokens.signingKeyKey }}
+        path: {{ .tokens.signingKeyKey }}
+{{- end }}
+{{- if .tls.secret }}
+- name: tls
+  secret:
+    secretName: {{ .tls.secret }}
+    defaultMode: 256  # 0400
+{{- end }}
+{{- range .extraSecrets }}
+- name: secret-{{ . }}
+  secret:
+    secretName: {{ . }}
+    defaultMode: 256  # 0400
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The proxy's and the check init container's environment: KRB5_CONFIG when a krb5.conf ConfigMap is given, then
+values.extraEnv.
+*/}}
+{{- define "waggle.proxyEnv" -}}
+{{- if .Values.security.kerberos.krb5ConfigMap }}
+- name: KRB5_CONFIG
+  value: /etc/waggle/krb5/krb5.conf
+{{- end }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
