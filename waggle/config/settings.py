@@ -251,7 +251,7 @@ class Server:
     KERBEROS_TRUSTED_REALMS = SERVER.add(
         "kerberos.trusted-realms", "", string(),
         "Comma-separated realms, besides waggle's own, whose principals may connect (their KDCs must trust "
-        "each other). A principal of any other realm is refused (waggle addition).",
+        "each other). A principal of any other realm is refused (waggle addition).", "none",
     )
     TOKEN_SIGNING_KEY_FILE = SERVER.add(
         "delegation-tokens.signing-key-file", None, optional_string(),
