@@ -253,3 +253,14 @@ def test_a_kerberized_member_behind_an_ssh_tunnel_is_reached_as_waggle(kdc, kerb
     finally:
         for s in hops.servers:
             s.stop()
+
+
+def test_the_token_store_behind_waggles_tokens_is_not_served_to_clients(secure_waggle, kdc, tmp_path):
+    from thrift.Thrift import TApplicationException
+
+    with as_user(secure_waggle, kdc, "alice", tmp_path) as c:
+        with pytest.raises(TApplicationException, match="waggle keeps its own delegation-token store"):
+            c.add_token("waggle:forged", str(2**62))
+        with pytest.raises(TApplicationException, match="waggle keeps its own delegation-token store"):
+            c.get_all_token_identifiers()
+        assert "default" in c.get_all_databases()  # the connection is still served

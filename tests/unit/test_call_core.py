@@ -192,3 +192,22 @@ def test_a_lock_of_a_metastore_a_reload_removed_is_refused_naming_it(runtime: Ru
     assert "granted by metastore 'gone', which is no longer in the federation" in (step.refusal or "")
     answer = finish.refusal(step, _Encoder(runtime))
     assert answer.raw is not None and answer.metastore == "gone"
+
+
+def test_token_calls_are_waggles_only_behind_a_kerberos_front_door(runtime: Runtime, tmp_path: Path) -> None:
+    assert _plan(runtime, _call(runtime, "get_delegation_token", token_owner="a", renewer_kerberos_principal_name="a")
+                 ).kind is Kind.SEND  # no front door: the primary's, as before
+    (tmp_path / "server.yml").write_text(yaml.safe_dump({"database-resolution": "PREFIXED", "configuration-properties": {
+        "hive.metastore.sasl.enabled": True, "hive.metastore.kerberos.principal": "waggle/h@EX.COM",
+        "hive.metastore.kerberos.keytab.file": "/none.keytab"}}))
+    (tmp_path / "federation.yml").write_text(yaml.safe_dump(FEDERATION))
+    secured = Runtime(load(str(tmp_path / "server.yml"), str(tmp_path / "federation.yml")))  # never started
+    try:
+        for method, fields in (("get_delegation_token", {"token_owner": "a"}),
+                               ("renew_delegation_token", {"token_str_form": "x"}),
+                               ("add_token", {"token_identifier": "waggle:x", "delegation_token": "forever"}),
+                               ("get_all_token_identifiers", {})):
+            step = _plan(secured, _call(secured, method, **fields))
+            assert step.kind is Kind.TOKENS and step.call.spec is not None and step.call.spec.token is not None
+    finally:
+        secured.close()
