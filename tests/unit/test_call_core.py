@@ -197,9 +197,10 @@ def test_a_lock_of_a_metastore_a_reload_removed_is_refused_naming_it(runtime: Ru
 def test_token_calls_are_waggles_only_behind_a_kerberos_front_door(runtime: Runtime, tmp_path: Path) -> None:
     assert _plan(runtime, _call(runtime, "get_delegation_token", token_owner="a", renewer_kerberos_principal_name="a")
                  ).kind is Kind.SEND  # no front door: the primary's, as before
-    (tmp_path / "server.yml").write_text(yaml.safe_dump({"database-resolution": "PREFIXED", "configuration-properties": {
-        "hive.metastore.sasl.enabled": True, "hive.metastore.kerberos.principal": "waggle/h@EX.COM",
-        "hive.metastore.kerberos.keytab.file": "/none.keytab"}}))
+    properties = {"hive.metastore.sasl.enabled": True, "hive.metastore.kerberos.principal": "waggle/h@EX.COM",
+                  "hive.metastore.kerberos.keytab.file": "/none.keytab"}
+    (tmp_path / "server.yml").write_text(yaml.safe_dump({"database-resolution": "PREFIXED",
+                                                         "configuration-properties": properties}))
     (tmp_path / "federation.yml").write_text(yaml.safe_dump(FEDERATION))
     secured = Runtime(load(str(tmp_path / "server.yml"), str(tmp_path / "federation.yml")))  # never started
     try:
