@@ -88,6 +88,18 @@ def secure_waggle(kdc: Any, kerberized_metastore: Any, analytics: Any, federatio
         f"    remote-meta-store-uris: {analytics.uri}\n"
     )
     proc = WaggleProcess(work, federation, server).start()
+    proc.files = (server, federation)  # type: ignore[attr-defined]
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def replica(secure_waggle: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A second waggle with the same files (and so the same signing key): another replica behind one Service."""
+    server, federation = secure_waggle.files
+    proc = WaggleProcess(tmp_path_factory.mktemp("waggle-kerberos-replica"), federation, server).start()
     try:
         yield proc
     finally:
@@ -264,3 +276,17 @@ def test_the_token_store_behind_waggles_tokens_is_not_served_to_clients(secure_w
         with pytest.raises(TApplicationException, match="waggle keeps its own delegation-token store"):
             c.get_all_token_identifiers()
         assert "default" in c.get_all_databases()  # the connection is still served
+
+
+def test_a_token_from_one_replica_works_on_another_and_a_cancel_reaches_both(secure_waggle, replica, kdc, tmp_path):
+    with as_user(secure_waggle, kdc, "alice", tmp_path) as c:
+        token = c.get_delegation_token("alice", "alice")
+    with digest_client("127.0.0.1", replica.port, token) as d:
+        assert "default" in d.get_all_databases()
+    with as_user(replica, kdc, "alice", tmp_path) as c:
+        assert c.renew_delegation_token(token) > time.time() * 1000
+        c.cancel_delegation_token(token)
+    for proc in (secure_waggle, replica):
+        with pytest.raises(REFUSED), digest_client("127.0.0.1", proc.port, token) as d:
+            d.get_all_databases()
+        refusal(proc, "was cancelled")

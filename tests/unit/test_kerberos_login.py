@@ -1,0 +1,27 @@
+"""When waggle logs in again from its keytab: before the ticket's last ten minutes, or once most of it is used."""
+
+from __future__ import annotations
+
+from waggle.security.gss import RENEW_MARGIN_SECONDS, KerberosLogin
+
+
+def login(expires_in: float, lived: float, now: float = 1_000_000.0) -> bool:
+    k = KerberosLogin("waggle/h@EX.COM", "/none.keytab")  # nothing is read until a login
+    k.status.last_login = now - lived
+    k.status.expires_at = now + expires_in
+    return k._due(now)
+
+
+def test_a_fresh_long_ticket_is_kept():
+    assert not login(expires_in=10 * 3600, lived=60)
+
+
+def test_a_ticket_near_its_end_or_mostly_used_is_renewed():
+    assert login(expires_in=RENEW_MARGIN_SECONDS - 1, lived=3600)
+    assert login(expires_in=3 * 3600, lived=7 * 3600)  # more than two thirds used
+    assert login(expires_in=-5, lived=36000)
+
+
+def test_nothing_is_due_before_the_first_login_is_asked_for():
+    k = KerberosLogin("waggle/h@EX.COM", "/none.keytab")
+    assert k._due(1_000_000.0) and k.status.error is None and k.realm == "EX.COM"
