@@ -22,6 +22,6 @@ def test_a_ticket_near_its_end_or_mostly_used_is_renewed():
     assert login(expires_in=-5, lived=36000)
 
 
-def test_nothing_is_due_before_the_first_login_is_asked_for():
+def test_a_login_is_due_until_the_first_one_happens():
     k = KerberosLogin("waggle/h@EX.COM", "/none.keytab")
     assert k._due(1_000_000.0) and k.status.error is None and k.realm == "EX.COM"
