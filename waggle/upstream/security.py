@@ -64,6 +64,19 @@ def client_context(tls: TlsClient) -> ssl.SSLContext:
     return context
 
 
+#: OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH and X509_V_ERR_IP_ADDRESS_MISMATCH
+_NAME_MISMATCH = (62, 64)
+
+
+def tls_failure(exc: ssl.SSLError) -> str:
+    """Why a TLS handshake failed, with the certificate check's own words when the certificate was refused."""
+    reason = getattr(exc, "reason", None) or str(exc)
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        hint = "tls.check-hostname" if exc.verify_code in _NAME_MISMATCH else "tls.ca-file"
+        return f"{reason}: the metastore's certificate was refused: {exc.verify_message} (see {hint})"
+    return str(reason)
+
+
 class _DigestClientMechanism:
     """DIGEST-MD5 with a Hive delegation token, as a SASL client mechanism."""
 
@@ -113,9 +126,8 @@ def secure(sock: Any, config: MetastoreConfig, host: str, credentials: UpstreamC
     if security.tls is not None:
         try:
             conn = client_context(security.tls).wrap_socket(sock, server_hostname=host)
-        except (ssl.SSLError, ssl.CertificateError) as exc:
-            raise SecurityFailed(f"TLS handshake with {host} failed: {getattr(exc, 'reason', None) or exc}") \
-                from None
+        except ssl.SSLError as exc:
+            raise SecurityFailed(f"TLS handshake with {host} failed: {tls_failure(exc)}") from None
     if not security.kerberos:
         return conn
     assert security.principal is not None
