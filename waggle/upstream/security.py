@@ -64,6 +64,12 @@ def client_context(tls: TlsClient) -> ssl.SSLContext:
     return context
 
 
+def _tls_files(tls: TlsClient) -> str:
+    named = [("tls.ca-file", tls.ca_file), ("tls.certificate-file", tls.certificate_file),
+             ("tls.key-file", tls.key_file)]
+    return ", ".join(f"{key} '{path}'" for key, path in named if path) or "the system's CAs"
+
+
 #: OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH and X509_V_ERR_IP_ADDRESS_MISMATCH
 _NAME_MISMATCH = (62, 64)
 
@@ -125,7 +131,12 @@ def secure(sock: Any, config: MetastoreConfig, host: str, credentials: UpstreamC
     conn = sock
     if security.tls is not None:
         try:
-            conn = client_context(security.tls).wrap_socket(sock, server_hostname=host)
+            context = client_context(security.tls)
+        except OSError as exc:  # ssl.SSLError included
+            raise SecurityFailed(f"cannot use its TLS files ({_tls_files(security.tls)}): "
+                                 f"{getattr(exc, 'reason', None) or exc.strerror or exc}") from None
+        try:
+            conn = context.wrap_socket(sock, server_hostname=host)
         except ssl.SSLError as exc:
             raise SecurityFailed(f"TLS handshake with {host} failed: {tls_failure(exc)}") from None
     if not security.kerberos:
