@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from waggle.config.check import file_problems
+    from waggle.config.check import file_problems, tls_findings
     from waggle.config.loader import ConfigError, load
 
     try:
@@ -78,7 +78,7 @@ def _check(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
         return 2
-    for warning in config.warnings:
+    for warning in (*config.warnings, *tls_findings(config)[1]):
         print(f"warning: {warning}", file=sys.stderr)
     problems = file_problems(config)
     for problem in problems:

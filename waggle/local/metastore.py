@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import socket
+import ssl
 import struct
 import subprocess
 import tempfile
@@ -121,6 +122,35 @@ class KerberosSetup:
         return props
 
 
+@dataclass(frozen=True)
+class TlsSetup:
+    """What a metastore serving TLS needs: a Java keystore (PKCS12, Java 17's default, or JKS) holding its key
+    and certificate. ``ca_file`` (PEM), when given, is what :meth:`LocalMetastore.wait_ready` trusts."""
+
+    keystore: Path
+    password: str
+    ca_file: Path | None = None
+
+    def hive_site(self) -> dict[str, str]:
+        """The keys Hive 2.3's ``HiveMetaStore.startMetaStore`` reads for TLS on the Thrift port."""
+        return {
+            "hive.metastore.use.SSL": "true",
+            "hive.metastore.keystore.path": str(self.keystore),
+            "hive.metastore.keystore.password": self.password,
+        }
+
+    def client_context(self) -> ssl.SSLContext:
+        """A context trusting ``ca_file`` (without checking the host name), or trusting anything without it."""
+        if self.ca_file is None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            return context
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        context.check_hostname = False
+        return context
+
+
 def _site_xml(props: dict[str, str]) -> str:
     body = "".join(
         f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n" for k, v in props.items()
@@ -143,6 +173,8 @@ class LocalMetastore:
     process: subprocess.Popen[bytes] | None = None
     #: Kerberos (SASL GSSAPI, and DIGEST-MD5 with delegation tokens) instead of plain Thrift
     kerberos: KerberosSetup | None = None
+    #: TLS on the Thrift port (``hive.metastore.use.SSL``)
+    tls: TlsSetup | None = None
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
@@ -183,6 +215,8 @@ class LocalMetastore:
         if self.kerberos is not None:
             props.update(self.kerberos.hive_site())
             (conf / "core-site.xml").write_text(_site_xml(self.kerberos.core_site()))
+        if self.tls is not None:
+            props.update(self.tls.hive_site())
         props.update(self.extra_conf)
         (conf / "hive-site.xml").write_text(_site_xml(props))
         (conf / "hive-log4j2.properties").write_text(_LOG4J2 + (_LOG4J2_KERBEROS if self.kerberos else ""))
@@ -210,7 +244,7 @@ class LocalMetastore:
 
     def wait_ready(self, timeout: float = 120.0) -> LocalMetastore:
         """Block until the metastore answers a real Thrift call (with Kerberos: the first step of a SASL
-        negotiation), or raise with the log's tail."""
+        negotiation; with TLS: the call, over TLS), or raise with the log's tail."""
         from waggle.local.client import hms_client
 
         logging.getLogger("thrift.transport.TSocket").setLevel(logging.CRITICAL)  # refusals are expected here
@@ -224,6 +258,8 @@ class LocalMetastore:
             try:
                 if self.kerberos is not None:
                     _sasl_probe("127.0.0.1", self.port, timeout=5.0)
+                elif self.tls is not None:
+                    _tls_probe("127.0.0.1", self.port, self.tls.client_context(), timeout=5.0)
                 else:
                     with hms_client("127.0.0.1", self.port, timeout=5.0) as client:
                         client.get_all_databases()
@@ -305,6 +341,29 @@ def _sasl_probe(host: str, port: int, timeout: float) -> None:
         read(sock, length)  # the DIGEST-MD5 challenge
         reason = b"waggle readiness probe"
         sock.sendall(struct.pack(">BI", 4, len(reason)) + reason)
+
+
+def _tls_probe(host: str, port: int, context: ssl.SSLContext, timeout: float) -> None:
+    """One ``get_all_databases`` over TLS (unframed binary, as Hive clients over TLS send it)."""
+    from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
+    from thrift.transport.TSocket import TSocket
+    from thrift.transport.TTransport import TBufferedTransport
+
+    from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
+
+    raw = socket.create_connection((host, port), timeout=timeout)
+    try:
+        tls = context.wrap_socket(raw, server_hostname=host)
+    except BaseException:
+        raw.close()
+        raise
+    sock = TSocket(host, port)
+    sock.setHandle(tls)
+    transport = TBufferedTransport(sock)
+    try:
+        ThriftHiveMetastore.Client(TBinaryProtocolAccelerated(transport)).get_all_databases()
+    finally:
+        transport.close()
 
 
 def start_metastores(workdirs: list[Path], timeout: float = 180.0) -> list[LocalMetastore]:

@@ -185,8 +185,21 @@ def server_context(tls: TlsServer) -> ssl.SSLContext:
     """The TLS context of the Thrift port (TLS 1.2 or newer; client certificates when a CA is given)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(tls.certificate_file, tls.key_file)
+    try:
+        context.load_cert_chain(tls.certificate_file, tls.key_file)
+    except OSError as exc:  # ssl.SSLError included
+        raise OSError(f"cannot use tls.certificate-file '{tls.certificate_file}' with tls.key-file "
+                      f"'{tls.key_file}': {_why(exc)}") from None
     if tls.client_ca_file:
-        context.load_verify_locations(tls.client_ca_file)
+        try:
+            context.load_verify_locations(tls.client_ca_file)
+        except OSError as exc:
+            raise OSError(f"cannot use tls.client-ca-file '{tls.client_ca_file}': {_why(exc)}") from None
         context.verify_mode = ssl.CERT_REQUIRED
     return context
+
+
+def _why(exc: OSError) -> str:
+    if isinstance(exc, ssl.SSLError):
+        return str(exc.reason or exc)
+    return exc.strerror or str(exc)

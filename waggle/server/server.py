@@ -92,7 +92,7 @@ class WaggleServer:
                 conn.refuse(f"waggle is serving {self._max_connections} client connections, its limit "
                             f"(max-connections); try again shortly", REFUSE_TIMEOUT)
             finally:
-                sock.close()
+                _close(conn, sock)
             return
         me = gevent.getcurrent()
         self._connections[me] = conn
@@ -102,10 +102,7 @@ class WaggleServer:
         finally:
             self._connections.pop(me, None)
             metrics.CLIENT_CONNECTIONS.dec()
-            try:
-                sock.close()
-            except OSError:
-                pass
+            _close(conn, sock)
 
     def stop(self, grace_seconds: float, delay_seconds: float = 0.0) -> None:
         """Fail readiness, keep serving for ``delay_seconds``, stop accepting, let calls in flight finish within
@@ -140,3 +137,13 @@ class WaggleServer:
 
     def wait(self) -> None:
         self._stopped.wait()
+
+
+def _close(conn: ClientDriver, sock: socket.socket) -> None:
+    """Close a client's connection. With TLS, the TLS socket took ``sock``'s descriptor over (``sock`` is left
+    detached, and closing it does nothing), so the socket the driver used is closed too."""
+    for s in (conn.sock, sock):
+        try:
+            s.close()
+        except OSError:
+            pass

@@ -64,6 +64,25 @@ def client_context(tls: TlsClient) -> ssl.SSLContext:
     return context
 
 
+def _tls_files(tls: TlsClient) -> str:
+    named = [("tls.ca-file", tls.ca_file), ("tls.certificate-file", tls.certificate_file),
+             ("tls.key-file", tls.key_file)]
+    return ", ".join(f"{key} '{path}'" for key, path in named if path) or "the system's CAs"
+
+
+#: OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH and X509_V_ERR_IP_ADDRESS_MISMATCH
+_NAME_MISMATCH = (62, 64)
+
+
+def tls_failure(exc: ssl.SSLError) -> str:
+    """Why a TLS handshake failed, with the certificate check's own words when the certificate was refused."""
+    reason = getattr(exc, "reason", None) or str(exc)
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        hint = "tls.check-hostname" if exc.verify_code in _NAME_MISMATCH else "tls.ca-file"
+        return f"{reason}: the metastore's certificate was refused: {exc.verify_message} (see {hint})"
+    return str(reason)
+
+
 class _DigestClientMechanism:
     """DIGEST-MD5 with a Hive delegation token, as a SASL client mechanism."""
 
@@ -112,10 +131,14 @@ def secure(sock: Any, config: MetastoreConfig, host: str, credentials: UpstreamC
     conn = sock
     if security.tls is not None:
         try:
-            conn = client_context(security.tls).wrap_socket(sock, server_hostname=host)
-        except (ssl.SSLError, ssl.CertificateError) as exc:
-            raise SecurityFailed(f"TLS handshake with {host} failed: {getattr(exc, 'reason', None) or exc}") \
-                from None
+            context = client_context(security.tls)
+        except OSError as exc:  # ssl.SSLError included
+            raise SecurityFailed(f"cannot use its TLS files ({_tls_files(security.tls)}): "
+                                 f"{getattr(exc, 'reason', None) or exc.strerror or exc}") from None
+        try:
+            conn = context.wrap_socket(sock, server_hostname=host)
+        except ssl.SSLError as exc:
+            raise SecurityFailed(f"TLS handshake with {host} failed: {tls_failure(exc)}") from None
     if not security.kerberos:
         return conn
     assert security.principal is not None
