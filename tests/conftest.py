@@ -472,13 +472,14 @@ def kerberized_metastore(kdc: Any, tmp_path_factory: pytest.TempPathFactory) -> 
 SECURE_TOKEN_RENEW_SECONDS = 6
 
 
-@pytest.fixture(scope="session")
-def secure_waggle(kdc: Any, kerberized_metastore: Any, analytics: Any, federation_data: dict[str, Any],
-                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[WaggleProcess]:
-    """waggle with a Kerberos front door (SASL GSSAPI as waggle/localhost, DIGEST-MD5 with its own delegation
-    tokens): the Kerberized primary ``secure``, reached as each caller (impersonation), and the plain member
-    ``analytics`` behind the prefix ``analytics_``."""
-    work = tmp_path_factory.mktemp("waggle-kerberos")
+def secure_waggle_process(kdc: Any, kerberized_metastore: Any, analytics: Any, work: Path,
+                          renew_seconds: float = SECURE_TOKEN_RENEW_SECONDS,
+                          extra_properties: str = "") -> WaggleProcess:
+    """A started waggle with a Kerberos front door (SASL GSSAPI as waggle/localhost, DIGEST-MD5 with its own
+    delegation tokens, which live ``renew_seconds`` unless renewed): the Kerberized primary ``secure``, reached
+    as each caller (impersonation), and the plain member ``analytics`` behind the prefix ``analytics_``.
+    ``extra_properties`` are more YAML lines of its configuration-properties (indented two spaces)."""
+    work.mkdir(parents=True, exist_ok=True)
     key_file = work / "token-keys"
     key_file.write_text("1:" + base64.b64encode(b"k" * 32).decode() + "\n")
     server = (
@@ -489,7 +490,8 @@ def secure_waggle(kdc: Any, kerberized_metastore: Any, analytics: Any, federatio
         "  hive.metastore.sasl.enabled: true\n"
         f"  hive.metastore.kerberos.principal: waggle/localhost@{kdc.realm}\n"
         f"  hive.metastore.kerberos.keytab.file: {kdc.keytab_path('waggle/localhost')}\n"
-        f"  hive.cluster.delegation.token.renew-interval: {SECURE_TOKEN_RENEW_SECONDS}s\n"
+        f"  hive.cluster.delegation.token.renew-interval: {renew_seconds:g}s\n"
+        f"{extra_properties}"
         "logging:\n  format: json\n"
     )
     federation = (
@@ -505,7 +507,14 @@ def secure_waggle(kdc: Any, kerberized_metastore: Any, analytics: Any, federatio
         "  - name: analytics\n"
         f"    remote-meta-store-uris: {analytics.uri}\n"
     )
-    proc = WaggleProcess(work, federation, server).start()
+    return WaggleProcess(work, federation, server).start()
+
+
+@pytest.fixture(scope="session")
+def secure_waggle(kdc: Any, kerberized_metastore: Any, analytics: Any, federation_data: dict[str, Any],
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[WaggleProcess]:
+    """:func:`secure_waggle_process`, shared by the session (its tokens live 6 seconds unless renewed)."""
+    proc = secure_waggle_process(kdc, kerberized_metastore, analytics, tmp_path_factory.mktemp("waggle-kerberos"))
     try:
         yield proc
     finally:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import WaggleProcess, java_available, require
+from conftest import WaggleProcess, java_available, require, secure_waggle_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.kerberos]
 HERE = Path(__file__).resolve().parent
@@ -39,8 +39,10 @@ def audit_lines(store: Any, pattern: str, timeout: float = 10.0) -> list[str]:
 
 
 def run_kerberized_spark(kdc: Any, waggle: WaggleProcess, work: Path, queries: list[str],
-                         principal: str = "alice") -> list[list[list[str]]]:
-    """Each query's rows, from a fresh local Spark session logged in as ``principal`` with its keytab."""
+                         principal: str = "alice", proxy_user: str | None = None) -> list[list[list[str]]]:
+    """Each query's rows, from a fresh local Spark session logged in as ``principal`` with its keytab; or, with
+    ``proxy_user``, from ``principal``'s ticket cache, acting for ``proxy_user`` (spark-submit's
+    ``--proxy-user``, which cannot be combined with a keytab)."""
     require(java_available(), "Java 17 is needed for Spark")
     pytest.importorskip("pyspark")
     hadoop_conf = work / "hadoop-conf"
@@ -53,12 +55,18 @@ def run_kerberized_spark(kdc: Any, waggle: WaggleProcess, work: Path, queries: l
         f"  <property><name>yarn.resourcemanager.principal</name><value>yarn/localhost@{kdc.realm}</value>"
         "</property>\n"
         "</configuration>\n")
+    java_options = f"--driver-java-options -Djava.security.krb5.conf={kdc.krb5_conf} pyspark-shell"
+    if proxy_user is None:
+        login = f"--principal {kdc.principal(principal)} --keytab {kdc.keytab_path(principal)}"
+        ccache = work / "no-such-ccache"  # the keytab, not some ticket cache, is the login
+    else:
+        login = f"--proxy-user {proxy_user}"
+        ccache = kdc.kinit(principal, kdc.keytab_path(principal), work / f"{principal}.ccache")
     env = {
         **os.environ, **kdc.env(),
         "HADOOP_CONF_DIR": str(hadoop_conf),
-        "PYSPARK_SUBMIT_ARGS": (f"--principal {kdc.principal(principal)} --keytab {kdc.keytab_path(principal)} "
-                                f"--driver-java-options -Djava.security.krb5.conf={kdc.krb5_conf} pyspark-shell"),
-        "KRB5CCNAME": f"FILE:{work / 'no-such-ccache'}",  # the keytab, not some ticket cache, is the login
+        "PYSPARK_SUBMIT_ARGS": f"{login} {java_options}",
+        "KRB5CCNAME": f"FILE:{ccache}",
     }
     settings = {
         "spark.hadoop.hive.metastore.sasl.enabled": "true",
@@ -112,3 +120,34 @@ def test_spark_with_a_keytab_reads_and_writes_through_a_kerberized_waggle(
         assert lines, f"no audit line matching {pattern!r} in {kerberized_metastore.log_path}"
         assert all("ugi=alice\t" in line for line in lines), lines
     assert audit_lines(analytics, r"ugi=alice\t.*get_table.*tbl=orders\b")
+
+
+@pytest.fixture(scope="module")
+def proxying_waggle(kdc, kerberized_metastore, analytics, federation_data, tmp_path_factory):
+    """Like ``secure_waggle``, but alice may get tokens for bob, and tokens live long enough for a Spark run."""
+    proc = secure_waggle_process(kdc, kerberized_metastore, analytics, tmp_path_factory.mktemp("waggle-proxying"),
+                                 renew_seconds=3600, extra_properties="  hadoop.proxyuser.alice.users: bob\n"
+                                                                       "  hadoop.proxyuser.alice.hosts: 127.0.0.1\n")
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def test_spark_as_a_proxy_user_logs_in_with_a_delegation_token_from_waggle(
+        kdc, kerberized_metastore, proxying_waggle, tmp_path):
+    """spark-submit --proxy-user bob, with alice's tickets: Spark's HiveDelegationTokenProvider asks waggle (over
+    GSSAPI, as alice) for a token owned by bob; Spark's Hive client then logs in with it over DIGEST-MD5, as bob."""
+    db = f"krbproxy_{uuid.uuid4().hex[:8]}"
+    before = len(proxying_waggle.log())
+    shown, _, _ = run_kerberized_spark(kdc, proxying_waggle, tmp_path, [
+        "SHOW DATABASES", f"CREATE DATABASE {db}", f"DROP DATABASE {db}"], proxy_user="bob")
+    assert "analytics_sales" in {row[0] for row in shown}
+    issued = proxying_waggle.events("token.issued", since=before)
+    assert [(e["owner"], e["real_user"], e["renewer"]) for e in issued] == [("bob", "alice", "waggle")]
+    logins = proxying_waggle.events("client.authenticated", since=before)
+    assert ("alice", "GSSAPI") in {(e["user"], e["mechanism"]) for e in logins}  # the token provider
+    assert ("bob", "DIGEST-MD5") in {(e["user"], e["mechanism"]) for e in logins}  # the Hive client
+    for pattern in (rf"cmd=create_database: Database\(name:{db},", rf"cmd=drop_database: {db}\b"):
+        lines = audit_lines(kerberized_metastore, pattern)
+        assert lines and all("ugi=bob\t" in line for line in lines), lines
