@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import WaggleProcess, hive2_client
+from conftest import SECURE_TOKEN_RENEW_SECONDS as RENEW_SECONDS
+from conftest import WaggleProcess, hive2_client, secure_waggle_process
 from hmsclient.genthrift.hive_metastore import ttypes as t
 from sasl_clients import digest_client, gssapi_client
 from thrift.transport.TTransport import TTransportException
@@ -24,8 +25,6 @@ from waggle.security.tokens import decode_token, encode_token
 
 pytestmark = [pytest.mark.integration, pytest.mark.kerberos]
 REFUSED = (TTransportException, OSError, EOFError)
-#: waggle's tokens live this long unless renewed (short, so expiry is testable)
-RENEW_SECONDS = 6
 
 
 def audit_line(store: Any, pattern: str, timeout: float = 10.0) -> str:
@@ -57,49 +56,10 @@ def ticket_cache(kdc: Any, name: str, tmp_path: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def secure_waggle(kdc: Any, kerberized_metastore: Any, analytics: Any, federation_data: dict[str, Any],
-                  tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """waggle with a Kerberos front door: the Kerberized primary (impersonating callers) and a plain member."""
-    work = tmp_path_factory.mktemp("waggle-kerberos")
-    key_file = work / "token-keys"
-    key_file.write_text("1:" + base64.b64encode(b"k" * 32).decode() + "\n")
-    server = (
-        "database-resolution: PREFIXED\n"
-        "delegation-tokens:\n"
-        f"  signing-key-file: {key_file}\n"
-        "configuration-properties:\n"
-        "  hive.metastore.sasl.enabled: true\n"
-        f"  hive.metastore.kerberos.principal: waggle/localhost@{kdc.realm}\n"
-        f"  hive.metastore.kerberos.keytab.file: {kdc.keytab_path('waggle/localhost')}\n"
-        f"  hive.cluster.delegation.token.renew-interval: {RENEW_SECONDS}s\n"
-        "logging:\n  format: json\n"
-    )
-    federation = (
-        "primary-meta-store:\n"
-        "  name: secure\n"
-        f"  remote-meta-store-uris: thrift://localhost:{kerberized_metastore.port}\n"
-        "  access-control-type: READ_AND_WRITE_AND_CREATE\n"
-        "  impersonation-enabled: true\n"
-        "  configuration-properties:\n"
-        "    hive.metastore.sasl.enabled: true\n"
-        f"    hive.metastore.kerberos.principal: hive/_HOST@{kdc.realm}\n"
-        "federated-meta-stores:\n"
-        "  - name: analytics\n"
-        f"    remote-meta-store-uris: {analytics.uri}\n"
-    )
-    proc = WaggleProcess(work, federation, server).start()
-    proc.files = (server, federation)  # type: ignore[attr-defined]
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-@pytest.fixture(scope="module")
-def replica(secure_waggle: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A second waggle with the same files (and so the same signing key): another replica behind one Service."""
-    server, federation = secure_waggle.files
-    proc = WaggleProcess(tmp_path_factory.mktemp("waggle-kerberos-replica"), federation, server).start()
+def replica(kdc: Any, kerberized_metastore: Any, analytics: Any, secure_waggle: Any,
+            tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A second waggle like ``secure_waggle``, with the same signing key: another replica behind one Service."""
+    proc = secure_waggle_process(kdc, kerberized_metastore, analytics, tmp_path_factory.mktemp("replica"))
     try:
         yield proc
     finally:

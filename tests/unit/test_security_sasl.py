@@ -89,6 +89,16 @@ def test_a_plain_thrift_client_is_answered_bad_before_anything_else_is_read():
     assert "expected a SASL START" in server["error"]
 
 
+def test_a_client_whose_mechanism_fails_before_start_is_reported_with_its_reason():
+    """Java's TSaslClientTransport sends BAD with its error when its GSSAPI client fails (no ticket)."""
+    a, b = socket.socketpair()
+    server = run_server(a, {"GSSAPI": Echo})
+    sasl.send_message(b, sasl.BAD, b"GSS initiate failed")
+    server["thread"].join(5)
+    assert server["error"] == ("the client gave up before starting the SASL negotiation (BAD): "
+                               "GSS initiate failed")
+
+
 def test_an_unknown_mechanism_and_a_failing_step_are_refused_with_reasons():
     a, b = socket.socketpair()
     server = run_server(a, {"GSSAPI": Echo})

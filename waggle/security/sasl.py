@@ -106,6 +106,11 @@ def accept(sock: socket.socket, mechanisms: Mapping[str, Callable[[], Mechanism]
     """
     head = _recv_exact(sock, 5)
     status, length = _HEADER.unpack(head)
+    if status in (BAD, ERROR) and length <= 4096:
+        # A Java client whose own mechanism fails first (GSSAPI without a ticket) says so before any START.
+        reason = _recv_exact(sock, length).decode("utf-8", "replace") if length else ""
+        raise SaslError(f"the client gave up before starting the SASL negotiation ({status_name(status)}): "
+                        f"{reason[:200] or 'no reason given'}")
     if status != START:
         raise _refuse(sock, BAD, f"expected a SASL START message, got bytes {head[:5].hex()}: this server "
                                  f"requires SASL ({' or '.join(mechanisms)})")
