@@ -260,10 +260,13 @@ class LocalKdc:
         password = secrets.token_hex(16)
         for kdc in (self, other):
             for a, b in ((self.realm, other.realm), (other.realm, self.realm)):
-                kdc._kadmin(f"addprinc -pw {password} krbtgt/{a}@{b}")
-        if all(t.realm != other.realm for t in self.trusted):
-            self.trusted.append(TrustedRealm(other.realm, other.port))
-        if all(t.realm != self.realm for t in other.trusted):
-            other.trusted.append(TrustedRealm(self.realm, self.port))
+                name = f"krbtgt/{a}@{b}"
+                # a realm trusted before (by an earlier KDC of that name) gets new keys, at key version 1 on both
+                # sides as the new KDC's are
+                if name in kdc._kadmin("listprincs").split():
+                    kdc._kadmin(f"delprinc -force {name}")
+                kdc._kadmin(f"addprinc -pw {password} {name}")
+        self.trusted = [t for t in self.trusted if t.realm != other.realm] + [TrustedRealm(other.realm, other.port)]
+        other.trusted = [t for t in other.trusted if t.realm != self.realm] + [TrustedRealm(self.realm, self.port)]
         self._write_krb5_conf()
         other._write_krb5_conf()
