@@ -192,12 +192,24 @@ class SaslSocket:
     def _fill(self) -> bool:
         """Read at least one whole frame; False at a clean end of stream."""
         raw = self._raw
+        if not raw:
+            # the usual case: nothing left over, and one recv brings exactly one whole frame
+            raw = self.sock.recv(_RECV)
+            if not raw:
+                return False
+            n = len(raw)
+            if n > 4:
+                size = _LENGTH.unpack_from(raw)[0]
+                if n == 4 + size and size <= self._max_frame:
+                    self._raw = b""
+                    payload = raw[4:]
+                    self._buf = self._mech.unwrap(payload) if self._wraps else payload
+                    self._pos = 0
+                    return True
         while len(raw) < 4:
             more = self.sock.recv(_RECV)
             if not more:
-                if raw:
-                    raise ConnectionError("connection closed in the middle of a SASL frame")
-                return False
+                raise ConnectionError("connection closed in the middle of a SASL frame")
             raw += more
         size = _LENGTH.unpack_from(raw)[0]
         if size > self._max_frame:
@@ -215,7 +227,11 @@ class SaslSocket:
 
     def send(self, data: bytes | memoryview) -> int:
         payload = self._mech.wrap(bytes(data)) if self._wraps else data
-        self.sock.sendall(_LENGTH.pack(len(payload)) + bytes(payload))
+        frame = _LENGTH.pack(len(payload)) + payload
+        # One send() moves a typical frame whole; gevent's sendall costs a getsockopt per call.
+        sent = self.sock.send(frame)
+        if sent < len(frame):
+            self.sock.sendall(memoryview(frame)[sent:])
         return len(data)
 
     def sendall(self, data: bytes | memoryview) -> None:
