@@ -250,3 +250,31 @@ def test_a_token_from_one_replica_works_on_another_and_a_cancel_reaches_both(sec
         with pytest.raises(REFUSED), digest_client("127.0.0.1", proc.port, token) as d:
             d.get_all_databases()
         refusal(proc, "was cancelled")
+
+
+def test_a_client_of_a_trusted_realm_gets_in_under_its_mapped_name(kdc, primary, tmp_path):
+    from conftest import PARTNER_REALM
+
+    from waggle.local.kdc import LocalKdc
+
+    server = ("configuration-properties:\n  hive.metastore.sasl.enabled: true\n"
+              f"  hive.metastore.kerberos.principal: waggle/localhost@{kdc.realm}\n"
+              f"  hive.metastore.kerberos.keytab.file: {kdc.keytab_path('waggle/localhost')}\n"
+              "  hadoop.security.auth_to_local: |\n"
+              f"    RULE:[1:$1@$0](.*@{PARTNER_REALM.replace('.', '[.]')})s/@.*//\n"
+              "    DEFAULT\n"
+              f"kerberos:\n  trusted-realms: {PARTNER_REALM}\nlogging:\n  format: json\n")
+    federation = f"primary-meta-store:\n  name: primary\n  remote-meta-store-uris: {primary.uri}\n"
+    proc = WaggleProcess(tmp_path / "w", federation, server).start()
+    try:
+        with LocalKdc(tmp_path / "partner", realm=PARTNER_REALM) as partner:
+            keytab = partner.add_principal("carol")
+            kdc.add_trusted_realm(partner)
+            cache = partner.kinit("carol", keytab, tmp_path / "carol.ccache")
+            with gssapi_client("127.0.0.1", proc.port, service="waggle", ccache=str(cache),
+                               server_realm=kdc.realm) as c:
+                assert "default" in c.get_all_databases()
+        event = proc.events("client.authenticated")[-1]
+        assert (event["user"], event["principal"]) == ("carol", f"carol@{PARTNER_REALM}")
+    finally:
+        proc.stop()

@@ -25,3 +25,31 @@ def test_a_ticket_near_its_end_or_mostly_used_is_renewed():
 def test_a_login_is_due_until_the_first_one_happens():
     k = KerberosLogin("waggle/h@EX.COM", "/none.keytab")
     assert k._due(1_000_000.0) and k.status.error is None and k.realm == "EX.COM"
+
+
+def test_impersonation_tokens_are_kept_bounded_and_renewed_after_their_interval():
+    from waggle.upstream.security import DelegationTokens
+
+    now = [0.0]
+    fetched: list[str] = []
+    renewed: list[str] = []
+    tokens = DelegationTokens("m", max_tokens=2, refresh_seconds=100, clock=lambda: now[0])
+
+    def fetch(user: str) -> str:
+        fetched.append(user)
+        return f"token-of-{user}-{len(fetched)}"
+
+    def renew(token: str) -> None:
+        if token.startswith("token-of-bob"):
+            raise RuntimeError("cancelled at the metastore")
+        renewed.append(token)
+
+    assert tokens.get("alice", fetch, renew) == "token-of-alice-1"
+    assert tokens.get("alice", fetch, renew) == "token-of-alice-1" and fetched == ["alice"]
+    tokens.get("bob", fetch, renew)
+    tokens.get("carol", fetch, renew)  # the bound drops the least recently used: alice
+    assert len(tokens) == 2
+    assert tokens.get("alice", fetch, renew) == "token-of-alice-4"
+    now[0] = 150  # past the interval: alice's is renewed, bob's cannot be and is replaced
+    assert tokens.get("alice", fetch, renew) == "token-of-alice-4" and renewed == ["token-of-alice-4"]
+    assert tokens.get("bob", fetch, renew) == "token-of-bob-5"
