@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import gevent
 import gevent.lock
@@ -24,7 +24,9 @@ from waggle.common.logging import get_logger
 from waggle.config.model import DatabaseResolution, MetastoreConfig, ServerConfig, WaggleConfig
 from waggle.hms.methods import LIST_ALL_DATABASES
 from waggle.hms.service import METHOD_IO
-from waggle.routing.databases import ManualMap, PrefixedMap
+from waggle.remotes.links import Link
+from waggle.remotes.registry import LinkRegistry
+from waggle.routing.databases import DatabaseMap, LinkedMap, ManualMap, PrefixedMap
 from waggle.routing.federation import Planner
 from waggle.security import token_service
 from waggle.security.frontdoor import FrontDoor
@@ -60,12 +62,18 @@ class Routes:
     loaded_at: float
     #: some member hides tables with mapped-tables: calls carry a table check (else skipped entirely)
     mapped_tables: bool
+    #: remote databases: the links served now (local name -> link), and the registry that knows every primary
+    #: database name seen (None when remote-databases.enabled is false)
+    links: Mapping[str, Link] = field(default_factory=dict)
+    registry: LinkRegistry | None = None
 
     @classmethod
     def build(cls, config: WaggleConfig, pools: Mapping[str, UpstreamPool], planner: Planner,
-              generation: int) -> Routes:
+              generation: int, registry: LinkRegistry | None = None) -> Routes:
+        links = {name: link for name, (_, link) in registry.active(config).items()} if registry else {}
         return cls(config, pools, planner, generation, time.time(),
-                   any(m.mapped_tables is not None for m in config.federation.members))
+                   any(m.mapped_tables is not None for m in config.federation.members), links,
+                   registry if config.server.remotes.enabled else None)
 
     @property
     def primary(self) -> UpstreamPool:
@@ -136,7 +144,10 @@ class Runtime:
         self._refresher: gevent.Greenlet | None = None
         #: one reload, or one MANUAL refresh, at a time
         self._reloading = gevent.lock.Semaphore()
-        self.routes = Routes.build(config, pools, self._planner(config), 1)
+        #: remote databases: which primary databases are links
+        self.links = LinkRegistry()
+        self._links_task: gevent.Greenlet | None = None
+        self.routes = Routes.build(config, pools, self._planner(config), 1, self.links)
         #: client calls being answered (bounded by limits.max-in-flight-calls)
         self.call_slots = Limiter(config.server.load.max_in_flight_calls)
         #: waggle's own delegation tokens (a Kerberos front door only)
@@ -183,16 +194,48 @@ class Runtime:
     def _planner(self, config: WaggleConfig) -> Planner:
         federation = config.federation
         mode = config.server.database_resolution
+        dbmap: DatabaseMap
         if mode is DatabaseResolution.PREFIXED:
-            return Planner(federation, mode, PrefixedMap(federation))
-        dbmap = ManualMap.build(federation, self._listings)
-        for clash in dbmap.clashes:
-            text = clash.describe()
-            if text not in self._reported_clashes:
-                self._reported_clashes.add(text)
-                log.warning("federation.database_clash", database=clash.name, kept=clash.kept,
-                            hidden=clash.hidden, detail=text)
-        return Planner(federation, mode, dbmap)
+            dbmap = PrefixedMap(federation)
+        else:
+            manual = ManualMap.build(federation, self._listings)
+            for clash in manual.clashes:
+                text = clash.describe()
+                if text not in self._reported_clashes:
+                    self._reported_clashes.add(text)
+                    log.warning("federation.database_clash", database=clash.name, kept=clash.kept,
+                                hidden=clash.hidden, detail=text)
+            dbmap = manual
+        links = self.links.active(config)
+        if links:
+            dbmap = LinkedMap(dbmap, links)
+        return Planner(federation, mode, dbmap, config.server.remotes.read_only)
+
+    # -- remote databases: links stored in the primary --------------------------------------------------------
+    def learn_links(self, names: list[str]) -> None:
+        """Look names this replica has not seen up in the primary (a link made elsewhere works at once)."""
+        routes = self.routes
+        if self.links.learn(routes.primary, names):
+            self.relink()
+
+    def relink(self) -> None:
+        """Serve the registry's links now: a new planner over the same configuration and pools."""
+        routes = self.routes
+        links = {name: link for name, (_, link) in self.links.active(routes.config).items()}
+        self.routes = replace(routes, planner=self._planner(routes.config), links=links)
+
+    def _links_loop(self) -> None:
+        while True:
+            policy = self.config.server.remotes
+            if policy.enabled:
+                try:
+                    if self.links.refresh(self.routes.primary):
+                        self.relink()
+                except UpstreamError as exc:
+                    log.info("links.refresh_failed", error=str(exc))
+                except Exception as exc:  # never let the loop die
+                    log.error("links.refresh_failed", error=repr(exc))
+            gevent.sleep(policy.refresh_seconds)
 
     # -- MANUAL: which member owns each database ------------------------------------------------------------
     def refresh_databases(self) -> None:
@@ -276,7 +319,7 @@ class Runtime:
             self.health.update(config.federation.members, server, self.tunnels, reset=set(plan.open_pools))
             self.call_slots.limit = server.load.max_in_flight_calls
             self.security_watch.config = config
-            self.routes = Routes.build(config, pools, planner, old.generation + 1)
+            self.routes = Routes.build(config, pools, planner, old.generation + 1, self.links)
             for name in plan.close_pools:
                 if name not in members:
                     self.created.pop(name, None)
@@ -312,6 +355,7 @@ class Runtime:
         if self.manual:
             self.refresh_databases()
         self._refresher = gevent.spawn(self._refresh_loop)
+        self._links_task = gevent.spawn(self._links_loop)
 
     def _refresh_loop(self) -> None:
         while True:
@@ -326,6 +370,8 @@ class Runtime:
     def close(self) -> None:
         if self._refresher is not None:
             self._refresher.kill(block=False)
+        if self._links_task is not None:
+            self._links_task.kill(block=False)
         self.health.close()
         self.security_watch.close()
         for pool in self.routes.pools.values():

@@ -25,6 +25,7 @@ from waggle.hms.gen.hive_metastore.ttypes import LockResponse, LockState
 from waggle.hms.methods import Access, MethodSpec
 from waggle.hms.service import MethodIO
 from waggle.hms.splice import Splicer
+from waggle.remotes.links import decorate
 from waggle.routing.access import table_visible
 from waggle.routing.federation import Decision, Naming, Refused
 from waggle.upstream.client import Reply
@@ -121,7 +122,7 @@ def rewritten(plan: Plan, reply: Reply, result_class: type, encoder: Encoder) ->
     assert naming is not None and decision is not None
     to_client = _to_client(naming, decision)
     if plan.fill is None and naming.member.mapped_tables is None and pool.config.wire == plan.call.wire and \
-            plan.call.wire.protocol is ProtocolKind.BINARY:
+            plan.call.wire.protocol is ProtocolKind.BINARY and plan.link is None:
         spliced = _SPLICER.splice_names(reply.raw, result_class, to_client, pool.limits)
         if spliced is not None:
             return spliced
@@ -150,6 +151,8 @@ def encoded_result(plan: Plan, header: Header, result: Any, encoder: Encoder, to
         REWRITER.rewrite(result, to_client or _to_client(naming, decision))
     if plan.fill is not None:
         fill_catalog(result, plan.fill)
+    if plan.link is not None:
+        decorate(result, plan.link)
     return encoder.encode(header.name, TMessageType.REPLY, header.seqid, result)
 
 

@@ -11,13 +11,15 @@ from collections.abc import Mapping, Set
 from typing import TYPE_CHECKING, Any
 
 from waggle.call import merge
-from waggle.call.values import Call, Kind, NeedCatalogs, Plan
+from waggle.call.values import Call, Kind, NeedCatalogs, NeedLinks, Plan
 from waggle.config.model import TransportKind
 from waggle.hms.bridges import DEFAULT_CATALOG, strip_catalog
 from waggle.hms.catalogs import carries_catalog
-from waggle.hms.methods import MethodSpec, Path, Route
+from waggle.hms.methods import LinkOp, MethodSpec, Path, Route
 from waggle.hms.names import parse
 from waggle.hms.rewrite import Rewriter, call_rewriter
+from waggle.remotes.links import Link, LinkError, creator_refusal, is_link, link_of, policy_refusal
+from waggle.routing.access import create_refusal
 from waggle.routing.federation import Decision, Naming, Planner, Refused
 from waggle.wire import strings_in
 
@@ -41,7 +43,7 @@ def value_at(obj: Any, path: Path) -> Any:
 
 
 def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], asked: Set[str] = frozenset()
-         ) -> Plan | NeedCatalogs:
+         ) -> Plan | NeedCatalogs | NeedLinks:
     """What to do with ``call`` under ``routes``. ``created``: databases created through waggle per member (the
     whitelist); ``asked``: members whose catalog support was asked for already (whatever the answer)."""
     spec, planner = call.spec, routes.planner
@@ -49,6 +51,10 @@ def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], asked: Set
         return _unknown(call, routes)
     if spec.token is not None and routes.config.server.security.answers_tokens:
         return Plan(Kind.TOKENS, call, routes.primary.name, routes.primary)
+    if spec.link is not None and routes.registry is not None:
+        linked = _link_call(call, spec, routes)
+        if linked is not None:
+            return linked
     if spec.route is Route.IDENTITY:
         return Plan(Kind.IDENTITY, call, routes.primary.name, routes.primary)
     if spec.route is Route.FANOUT:
@@ -58,6 +64,10 @@ def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], asked: Set
         decision = _lock_owner(call, spec, routes)
     else:
         names = REWRITER.names_in(call.args)
+        if routes.registry is not None:
+            unknown = _unseen(names, routes)
+            if unknown:
+                return NeedLinks(tuple(unknown))
         locks = [(c.dbname or "", c.type) for c in value_at(call.args, spec.lock_components) or ()] \
             if spec.lock_components else ()
         tables = _table_refs(call.args, spec) if routes.mapped_tables else ()
@@ -101,8 +111,11 @@ def _to(kind: Kind, call: Call, pool: UpstreamPool, naming: Naming, decision: De
     else:
         fill = None
     stream = not rewrite_reply and pool.config.wire == call.wire and call.wire.transport is TransportKind.BUFFERED
+    link = decision.link if decision is not None else None
+    if link is not None:
+        rewrite_reply, stream = True, False  # a link's database is described as such
     return Plan(kind, call, pool.name, pool, naming, decision, raw, fill=fill, rewrite_reply=rewrite_reply,
-                stream=stream)
+                stream=stream, link=link)
 
 
 def reply_changes(result_class: type, naming: Naming, decision: Decision | None, fill: str | None
@@ -178,4 +191,75 @@ def _foreign_database(first: str | None, strings: list[str], planner: Planner) -
             if found is not None and found.target is not None and (
                     not found.target.member.primary or found.target.db != (parse(candidate).db or "").lower()):
                 return f"database '{found.shown}' of metastore '{found.target.member.name}'"
+    return None
+
+
+def _unseen(names: list[str], routes: Routes) -> list[str]:
+    """Names the call would send to the primary that the link registry has never seen: one of them may be a
+    link another replica just made."""
+    registry, planner = routes.registry, routes.planner
+    assert registry is not None
+    out = []
+    for name in names:
+        found = planner.lookup(name)
+        if found is not None and found.target is not None and found.target.member.primary and \
+                found.target.link is None:
+            out.append(found.target.db)
+    return registry.unknown(out)
+
+
+def _link_call(call: Call, spec: MethodSpec, routes: Routes) -> Plan | None:
+    """A create of a database with link properties, or a drop of a link's name; None for any other."""
+    assert spec.link is not None
+    planner, policy, primary = routes.planner, routes.config.server.remotes, routes.primary
+    value = value_at(call.args, spec.link.path)
+    identity = call.session.identity or ("", ())
+    if spec.link.op is LinkOp.DROP:
+        link = routes.links.get(str(value or "").lower())
+        if link is None:
+            return None
+        why = creator_refusal(policy, *identity)
+        if why is not None:
+            return _refuse(call, primary.name, f"{call.name} refused: {why}", Refused.META, None)
+        step = _to(Kind.LINK, call, primary, planner.naming(planner.primary), Decision(planner.primary), call.raw,
+                   None)
+        step.link = link
+        return step
+    parameters = getattr(value, "parameters", None)
+    if not is_link(parameters):
+        return None
+    name = str(getattr(value, "name", "") or "")
+    try:
+        link = link_of(name, parameters)
+    except LinkError as exc:
+        return _refuse(call, primary.name, f"{call.name} refused: {exc}", Refused.META, None)
+    assert link is not None
+    why = policy_refusal(link, policy, routes.config.federation) or creator_refusal(policy, *identity)
+    if why is None and link.uri is not None:
+        why = "links by waggle.remote.uris are not served yet; name a federation member"
+    if why is None:
+        why = _clash(link, routes)
+    if why is None and len(routes.links) >= policy.max_links:
+        why = f"the primary holds {len(routes.links)} links, the limit (remote-databases.max-links)"
+    if why is None:
+        why = create_refusal(planner.primary, name)
+    if why is not None:
+        return _refuse(call, primary.name, f"{call.name} refused: cannot link '{name}' to {link.describe()}: {why}",
+                       Refused.META, None)
+    step = _to(Kind.LINK, call, primary, planner.naming(planner.primary), Decision(planner.primary), call.raw,
+               None)
+    step.link = link
+    return step
+
+
+def _clash(link: Link, routes: Routes) -> str | None:
+    if link.name in routes.links:
+        return f"'{link.name}' is already a link to {routes.links[link.name].describe()}"
+    for naming in routes.planner.namings.values():
+        if naming.prefix and link.name.startswith(naming.prefix):
+            return f"'{link.name}' carries the prefix '{naming.prefix}' of metastore '{naming.member.name}'"
+    found = routes.planner.lookup(link.name)
+    if found is not None and found.target is not None and not found.target.member.primary:
+        return f"'{link.name}' is already the name of database '{found.target.db}' of metastore " \
+               f"'{found.target.member.name}'"
     return None

@@ -17,6 +17,7 @@ from waggle.upstream.client import Identity
 from waggle.wire import Header
 
 if TYPE_CHECKING:
+    from waggle.remotes.links import Link
     from waggle.security.frontdoor import Authenticated
     from waggle.upstream.pool import UpstreamPool
 
@@ -72,6 +73,7 @@ class Kind(enum.Enum):
     FANOUT = "fanout"  # send to every member in ``jobs``, then :func:`waggle.call.merge.merge`
     IDENTITY = "identity"  # take the call's identity for the connection; the primary answers
     TOKENS = "tokens"  # waggle's token service answers (a Kerberos front door); see MethodSpec.token
+    LINK = "link"  # a link is created (the remote checked, then the primary) or dropped (in the primary only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,13 @@ class NeedCatalogs:
     members: tuple[str, ...]
     #: ask in parallel within the fan-out timeout (a fan-out); else ask the one member and wait for it
     bounded: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NeedLinks:
+    """Planning needs to know whether these names are links: look them up in the primary, then plan again."""
+
+    names: tuple[str, ...]
 
 
 @dataclass(slots=True)
@@ -107,6 +116,8 @@ class Plan:
     fill: str | None = None
     #: the reply needs names rewritten, tables filtered or catalogs filled
     rewrite_reply: bool = False
+    #: the call names a link (a reply describing its database says so), or creates or drops one (Kind.LINK)
+    link: Link | None = None
     #: the reply may stream to the client while it arrives (unchanged, same wire format, unframed)
     stream: bool = False
     #: Kind.FANOUT: (pool, naming, args) per member asked, and the merge's own facts

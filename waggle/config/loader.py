@@ -27,6 +27,7 @@ from waggle.config.model import (
     MappedTables,
     MetastoreConfig,
     ProtocolKind,
+    RemotePolicy,
     ServerConfig,
     TransportKind,
     TunnelConfig,
@@ -170,6 +171,32 @@ def parse_server(path: str | None, data: Mapping[str, Any], problems: list[str],
         log_format=fmt,
         configuration_properties=props,
         security=parse_server_security(r),
+        remotes=_remote_policy(r),
+    )
+
+
+def _names(r: Reader, setting: Setting[tuple[str, ...]]) -> tuple[str, ...]:
+    """A list of names, as a YAML list or a comma-separated string."""
+    value = r.raw(setting.key)
+    if value is MISSING or value is None:
+        return setting.default
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(v, (str, int)) for v in items):
+        r.fail(setting.key, value, "expected a list of names")
+        return setting.default
+    return tuple(str(v).strip() for v in items if str(v).strip())
+
+
+def _remote_policy(r: Reader) -> RemotePolicy:
+    return RemotePolicy(
+        enabled=r.get(S.REMOTES_ENABLED),
+        allowed_metastores=_names(r, S.REMOTES_METASTORES),
+        allowed_uris=_regex_list(r, S.REMOTES_URIS) or (),
+        allowed_users=_names(r, S.REMOTES_USERS),
+        allowed_groups=_names(r, S.REMOTES_GROUPS),
+        read_only=r.get(S.REMOTES_ACCESS) == "READ_ONLY",
+        max_links=r.get(S.REMOTES_MAX_LINKS),
+        refresh_seconds=float(r.get(S.REMOTES_REFRESH)),
     )
 
 
@@ -361,6 +388,13 @@ def load(server_file: str | None, federation_file: str) -> WaggleConfig:
         raise ConfigError(problems + exc.problems) from exc
     server = parse_server(server_file, server_data, problems, warnings)
     federation = parse_federation(federation_file, fed_data, problems, warnings)
+    if federation is not None:
+        names = {m.name for m in federation.federated}
+        for name in server.remotes.allowed_metastores:
+            if name != "*" and name not in names:
+                problems.append(f"{server_file or '(server defaults)'}: key 'remote-databases.allowed-metastores': "
+                                f"invalid value {name!r}: no federated metastore of that name in {federation_file} "
+                                f"(links name federated members: {', '.join(sorted(names)) or 'there are none'})")
     if federation is not None and server.security.kerberos is None:
         for member in federation.members:
             if member.security.kerberos:

@@ -99,6 +99,20 @@ class KerberosServer:
 
 
 @dataclass(frozen=True, slots=True)
+class RemotePolicy:
+    """``remote-databases``: whether users may link remote databases from SQL, and within what."""
+
+    enabled: bool = S.REMOTES_ENABLED.default
+    allowed_metastores: tuple[str, ...] = ()
+    allowed_uris: tuple[re.Pattern[str], ...] = ()
+    allowed_users: tuple[str, ...] = ("*",)
+    allowed_groups: tuple[str, ...] = ()
+    read_only: bool = True
+    max_links: int = S.REMOTES_MAX_LINKS.default
+    refresh_seconds: float = float(S.REMOTES_REFRESH.default)
+
+
+@dataclass(frozen=True, slots=True)
 class ServerSecurity:
     kerberos: KerberosServer | None = None
     tls: TlsServer | None = None
@@ -211,6 +225,7 @@ class ServerConfig:
     log_format: str = S.LOG_FORMAT.default
     configuration_properties: Mapping[str, str] = field(default_factory=lambda: S.CONFIGURATION_PROPERTIES.default)
     security: ServerSecurity = ServerSecurity()
+    remotes: RemotePolicy = RemotePolicy()
 
 
 @dataclass(frozen=True, slots=True)

@@ -260,6 +260,43 @@ class Server:
         "a random key per process is used, and a token works only on the replica that issued it, until restart.",
     )
 
+    REMOTES_ENABLED = SERVER.add(
+        "remote-databases.enabled", False, boolean(),
+        "Let users link remote databases from their own SQL (`CREATE DATABASE x WITH DBPROPERTIES "
+        "('waggle.remote.metastore'=...)`); see \"Remote databases\" (waggle addition).",
+    )
+    REMOTES_METASTORES = SERVER.add(
+        "remote-databases.allowed-metastores", (), None,
+        "Federation members that links may name (`*`: every federated member).", "[] (none)",
+    )
+    REMOTES_URIS = SERVER.add(
+        "remote-databases.allowed-uris", (), None,
+        "Case-insensitive regexes of `thrift://host:port` URIs that links may name with `waggle.remote.uris`. A "
+        "refused URI is never connected to.", "[] (none)",
+    )
+    REMOTES_USERS = SERVER.add(
+        "remote-databases.allowed-users", ("*",), None,
+        "Users (the connection's identity: Kerberos, or set_ugi) who may create and drop links; `*`: anyone.",
+        "[*]",
+    )
+    REMOTES_GROUPS = SERVER.add(
+        "remote-databases.allowed-groups", (), None,
+        "Groups (from set_ugi) whose members may create and drop links, besides `allowed-users`.", "[]",
+    )
+    REMOTES_ACCESS = SERVER.add(
+        "remote-databases.access", "READ_ONLY", one_of(("READ_ONLY", "READ_AND_WRITE"), "READ_ONLY or READ_AND_WRITE",
+                                                       str.upper),
+        "What linked databases allow: `READ_ONLY`, or `READ_AND_WRITE` (still within the member's own "
+        "access-control-type).",
+    )
+    REMOTES_MAX_LINKS = SERVER.add("remote-databases.max-links", 100, integer(0),
+                                   "The most links the primary may hold; a link over it is refused.")
+    REMOTES_REFRESH = SERVER.add(
+        "remote-databases.refresh-seconds", 30, integer(1),
+        "How often waggle rereads the primary's links. A new link is seen at once (a name waggle does not "
+        "know is looked up in the primary); a dropped one within this time on other replicas.",
+    )
+
 
 SERVER.ignored("verbose", "false", "Accepted for compatibility; waggle's logs are always structured.")
 SERVER.ignored("disconnect-connection-delay", "5", "Accepted; waggle notices closed clients at once.")

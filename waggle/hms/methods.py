@@ -51,6 +51,8 @@ __all__ = [
     "STRUCT_DB_FIELDS",
     "Access",
     "DbField",
+    "LinkCall",
+    "LinkOp",
     "Merge",
     "MethodSpec",
     "NameForm",
@@ -98,6 +100,19 @@ class TokenOp(enum.Enum):
 class TokenCall:
     op: TokenOp
     args: tuple[str, ...] = ()  # the string arguments the operation takes, in order
+
+
+class LinkOp(enum.Enum):
+    """A call that may create or drop a link (a remote database under a local name; see waggle.remotes)."""
+
+    CREATE = "create"  # ``path`` leads to the new Database: parameters waggle.remote.* make it a link
+    DROP = "drop"  # ``path`` leads to the database name: dropping a link drops only the link, in the primary
+
+
+@dataclass(frozen=True, slots=True)
+class LinkCall:
+    op: LinkOp
+    path: tuple[str, ...]
 
 
 class Merge(enum.Enum):
@@ -151,6 +166,8 @@ class MethodSpec:
     releases_lock: bool = False  # a success releases the lock id it names (the connection forgets its owner)
     #: with a Kerberos front door, waggle answers this call itself (see :class:`TokenOp`); else the route applies
     token: TokenCall | None = None
+    #: the call creates or drops a link when it names one (see :class:`LinkOp`)
+    link: LinkCall | None = None
     # -- derived from the IDL when the table is built (see _derive); never written by hand ------------------
     lock_id: Path = ()  # args path to the lock id (Route.LOCK_ID)
     lock_components: Path = ()  # args path to the list of LockComponent (Access.LOCK)
@@ -300,12 +317,15 @@ _SPECS: tuple[MethodSpec, ...] = (
     _primary_read("get_catalogs"),
     _catalog("drop_catalog", "catalog namespace change: gated like database creation; names no database"),
     # ---- databases -----------------------------------------------------------------------------------------------
-    _create("create_database", "always the primary; Database.name is the new database"),
+    replace(_create("create_database", "always the primary; Database.name is the new database; with "
+                                       "waggle.remote.* parameters, a link (remote databases)"),
+            link=LinkCall(LinkOp.CREATE, ("database",))),
     _create("create_database_req", "Hive 4; always the primary; CreateDatabaseRequest.databaseName is the new "
                                    "database"),
     _read("get_database", db("name")),
     _read("get_database_req", note="Hive 4; GetDatabaseRequest.name"),
-    _write("drop_database", db("name")),
+    replace(_write("drop_database", db("name"), note="a link's name drops the link only, in the primary"),
+            link=LinkCall(LinkOp.DROP, ("name",))),
     _write("drop_database_req", note="Hive 4; DropDatabaseRequest.name"),
     _fanout("get_databases", Merge.DATABASE_NAMES, db_pattern("pattern"), result_names=NameForm.NAME,
             note="Hive 3/4 clients send get_databases('@hive#') for all databases"),

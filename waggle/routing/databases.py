@@ -15,12 +15,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from waggle.config.model import Federation, MetastoreConfig
+from waggle.remotes.links import Link
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
     member: MetastoreConfig
     db: str  # the database's name inside the member's metastore (lower-case)
+    #: the name is a link (a remote database under a local name), not the member's own naming
+    link: Link | None = None
 
 
 def visible(member: MetastoreConfig, db: str) -> bool:
@@ -44,6 +47,38 @@ class DatabaseMap:
 
     def client_names(self, member: MetastoreConfig, db: str) -> tuple[str, ...]:
         raise NotImplementedError
+
+    def renames(self, member: MetastoreConfig) -> bool:
+        """Some name clients use for this member's databases is not the member's own (links)."""
+        return False
+
+
+class LinkedMap(DatabaseMap):
+    """Another map, with links on top: a link's local name resolves to its remote database, and the remote
+    database's names for clients include the link's (replies answer in the name the call used)."""
+
+    def __init__(self, base: DatabaseMap, links: Mapping[str, tuple[MetastoreConfig, Link]]) -> None:
+        self.base = base
+        self.links = dict(links)
+        self._by_target: dict[tuple[str, str], list[str]] = {}
+        for name, (member, link) in sorted(self.links.items()):
+            self._by_target.setdefault((member.name, link.database), []).append(name)
+        self._linked_members = {member.name for member, _ in self.links.values()}
+
+    def resolve(self, name: str) -> Target | None:
+        found = self.links.get(name.lower())
+        if found is not None:
+            member, link = found
+            return Target(member, link.database, link)
+        return self.base.resolve(name)
+
+    def client_names(self, member: MetastoreConfig, db: str) -> tuple[str, ...]:
+        own = self.base.client_names(member, db)
+        linked = self._by_target.get((member.name, db.lower()))
+        return own + tuple(linked) if linked else own
+
+    def renames(self, member: MetastoreConfig) -> bool:
+        return member.name in self._linked_members or self.base.renames(member)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from waggle.config.model import AccessControlType, DatabaseResolution, Federation, MetastoreConfig
 from waggle.hms.methods import Access, MethodSpec, Route
 from waggle.hms.names import parse
+from waggle.remotes.links import Link
 from waggle.routing.access import create_refusal, table_visible, write_refusal
 from waggle.routing.databases import DatabaseMap, Target, visible
 
@@ -37,7 +38,7 @@ class Naming:
         self.mode = mode
         self.prefix = member.database_prefix.lower() if mode is DatabaseResolution.PREFIXED else ""
         #: Client and member spell every name the same way: calls and replies can travel unchanged.
-        self.identity = not self.prefix and not member.database_name_mapping
+        self.identity = not self.prefix and not member.database_name_mapping and not dbmap.renames(member)
 
     def to_member(self, name: str) -> str:
         """A client's name (``db`` or ``@cat#db``) as this member knows it; names of others stay as they are."""
@@ -83,6 +84,8 @@ class Decision:
     rewrite_request: bool = False
     #: a database this call creates, added to the in-memory whitelist when it succeeds
     creates: str | None = None
+    #: the call names a link: the remote database it stands for
+    link: Link | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +99,11 @@ class Lookup:
 class Planner:
     """Decides calls for one immutable configuration and one database map (rebuilt when either changes)."""
 
-    def __init__(self, federation: Federation, mode: DatabaseResolution, dbmap: DatabaseMap) -> None:
+    def __init__(self, federation: Federation, mode: DatabaseResolution, dbmap: DatabaseMap,
+                 links_read_only: bool = True) -> None:
         self.federation = federation
+        #: remote-databases.access: writes through a link are refused
+        self.links_read_only = links_read_only
         self.mode = mode
         self.dbmap = dbmap
         self.primary = federation.primary
@@ -178,7 +184,8 @@ class Planner:
                 AccessControlType.READ_AND_WRITE_AND_CREATE_ON_DATABASE_WHITELIST:
             assert own[0].target is not None
             creates = own[0].target.db
-        return Decision(member, None, Refused.META, requested, rewrite, creates)
+        link = next((f.target.link for f in own if f.target is not None and f.target.link is not None), None)
+        return Decision(member, None, Refused.META, requested, rewrite, creates, link)
 
     def _access(self, spec: MethodSpec, member: MetastoreConfig, own: list[Lookup],
                 locks: Iterable[tuple[str, int]], created: Mapping[str, Set[str]]) -> str | None:
@@ -199,16 +206,24 @@ class Planner:
                     continue
                 found = self.lookup(name)
                 if found is not None and found.target is not None:
-                    why = write_refusal(found.target.member, found.target.db, writable, found.shown)
+                    why = self._link_refusal(found) or \
+                        write_refusal(found.target.member, found.target.db, writable, found.shown)
                     if why is not None:
                         return f"{why}; refused a lock of type {_LOCK_NAMES.get(lock_type, lock_type)}"
             return None
         for f in own:
             assert f.target is not None
-            why = write_refusal(member, f.target.db, writable, f.shown)
+            why = self._link_refusal(f) or write_refusal(member, f.target.db, writable, f.shown)
             if why is not None:
                 return f"{spec.name} refused: {why}"
         return None
+
+    def _link_refusal(self, found: Lookup) -> str | None:
+        link = found.target.link if found.target is not None else None
+        if link is None or not self.links_read_only:
+            return None
+        return f"database '{found.shown}' is a link to {link.describe()}, and linked databases are read-only " \
+               f"(remote-databases.access)"
 
 
 _LOCK_NAMES = {1: "SHARED_READ", 2: "SHARED_WRITE", 3: "EXCLUSIVE", 4: "EXCL_WRITE"}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import socket
 import time
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -23,13 +24,14 @@ from thrift.Thrift import TMessageType
 
 from waggle.call import finish, merge
 from waggle.call.plan import plan
-from waggle.call.values import Answer, Call, Kind, NeedCatalogs, Plan, Session
+from waggle.call.values import Answer, Call, Kind, NeedCatalogs, NeedLinks, Plan, Session
 from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
 from waggle.config.model import ProtocolKind
 from waggle.hms.bridges import MethodMissing, Wrap
-from waggle.hms.methods import METHODS, MethodSpec, TokenOp, database_of
+from waggle.hms.methods import METHODS, LinkOp, MethodSpec, TokenOp, database_of
 from waggle.hms.service import METHOD_IO
+from waggle.remotes.registry import remote_refusal
 from waggle.runtime import Routes, Runtime
 from waggle.security.frontdoor import Authenticated
 from waggle.security.token_service import TokenRefused
@@ -158,9 +160,17 @@ class ClientDriver:
         routes = self.runtime.routes  # one configuration and map for the whole call, even if a reload swaps them
         step = plan(call, routes, self.runtime.created)
         asked: set[str] = set()
-        while isinstance(step, NeedCatalogs):
-            self._learn_catalogs(routes, step)
-            asked.update(step.members)
+        while isinstance(step, (NeedCatalogs, NeedLinks)):
+            if isinstance(step, NeedLinks):
+                self.runtime.learn_links(list(step.names))
+                fresh = self.runtime.routes
+                if fresh.registry is None or fresh.registry.unknown(step.names):
+                    routes = replace(fresh, registry=None)  # the primary did not answer: plan without links
+                else:
+                    routes = fresh
+            else:
+                self._learn_catalogs(routes, step)
+                asked.update(step.members)
             step = plan(call, routes, self.runtime.created, asked)
         if step.kind is Kind.REFUSE:
             answer = finish.refusal(step, self.wire)
@@ -168,6 +178,8 @@ class ClientDriver:
             answer = self._identity(step)
         elif step.kind is Kind.TOKENS:
             answer = self._tokens(step)
+        elif step.kind is Kind.LINK:
+            answer = self._link(step, started)
         elif step.kind is Kind.FANOUT:
             answer = self._fan_out(step, routes)
         elif step.kind is Kind.BRIDGE:
@@ -266,6 +278,30 @@ class ClientDriver:
                                  call.header.seqid, call.io.result, step.jobs)
         return merge.merge(step, outcomes, self.wire, lambda message: finish.failure(
             call.header, call.io, message, self.wire, "upstream_error", "*"))
+
+    def _link(self, step: Plan, started: float) -> Answer:
+        """Create a link (the remote database must exist and be no link itself; then the primary stores it) or
+        drop one (in the primary only: nothing reaches the remote metastore)."""
+        call, link = step.call, step.link
+        assert call.spec is not None and call.spec.link is not None and link is not None and call.io is not None
+        if call.spec.link.op is LinkOp.CREATE:
+            assert link.member is not None
+            why = remote_refusal(self.runtime.routes.pools[link.member], self.session.identity, link)
+            if why is not None:
+                answer = finish.failure(call.header, call.io, f"{call.name} refused: cannot link '{link.name}' to "
+                                        f"{link.describe()}: {why}", self.wire, "refused", step.metastore)
+                answer.reason, answer.loud = why, True
+                return answer
+        answer = self._send(step, started)
+        if answer.outcome == "ok":
+            if call.spec.link.op is LinkOp.CREATE:
+                self.runtime.links.add(link)
+                log.info("link.created", database=link.name, remote=link.describe())
+            else:
+                self.runtime.links.remove(link.name)
+                log.info("link.dropped", database=link.name, remote=link.describe())
+            self.runtime.relink()
+        return answer
 
     def _tokens(self, step: Plan) -> Answer:
         """A delegation-token call, answered by waggle's token service (the front door logs clients in)."""

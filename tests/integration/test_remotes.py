@@ -1,0 +1,238 @@
+"""Remote databases: users link remote databases from their own SQL, with no YAML edit. Real metastores and Spark.
+
+The federation (PREFIXED): the primary, ``analytics`` (prefix ``analytics_``) and ``ops`` (``ops_``). Both
+members hold a database called ``sales``; users link them as ``eu_sales`` and ``us_sales``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import WaggleProcess, hive2_client
+from hmsclient.genthrift.hive_metastore import ttypes as t
+
+pytestmark = pytest.mark.integration
+HERE = Path(__file__).resolve().parent
+SERVER = """\
+database-resolution: PREFIXED
+remote-databases:
+  enabled: true
+  allowed-metastores: [analytics, ops]
+logging:
+  format: json
+"""
+
+
+def federation(primary: Any, analytics: Any, ops: Any) -> str:
+    return (f"primary-meta-store:\n  name: primary\n  remote-meta-store-uris: {primary.uri}\n"
+            "  access-control-type: READ_AND_WRITE_AND_CREATE\n"
+            "federated-meta-stores:\n"
+            f"  - name: analytics\n    remote-meta-store-uris: {analytics.uri}\n"
+            f"  - name: ops\n    remote-meta-store-uris: {ops.uri}\n"
+            "    access-control-type: READ_AND_WRITE_ON_DATABASE_WHITELIST\n    writable-database-white-list: [sales]\n")
+
+
+@pytest.fixture(scope="module")
+def remotes(primary: Any, analytics: Any, ops: Any, federation_data: dict[str, Any],
+            tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from waggle.local.client import hms_client
+    from waggle.local.seed import ensure_table
+
+    with hms_client("127.0.0.1", ops.port, timeout=60) as c:
+        ensure_table(c, "sales", "orders", f"file://{ops.warehouse}/sales.db/orders",
+                     [("id", "int"), ("customer", "string")], rows=["1,carol", "4,dave"])
+    proc = WaggleProcess(tmp_path_factory.mktemp("waggle-remotes"), federation(primary, analytics, ops), SERVER)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def link(client: Any, name: str, **properties: str) -> None:
+    client.create_database(t.Database(name=name, description="", parameters={
+        f"waggle.remote.{k}": v for k, v in properties.items()}))
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def spark_sql(waggle: Any, tmp_path: Path, *queries: str) -> list[list[list[str]]]:
+    done = subprocess.run([sys.executable, str(HERE / "spark_query.py"), f"thrift://127.0.0.1:{waggle.port}",
+                           str(tmp_path / "warehouse"), *queries], capture_output=True, text=True, timeout=240)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, f"Spark failed:\n{done.stderr[-4000:]}\nwaggle:\n{waggle.log()[-3000:]}"
+    return list(json.loads(lines[-1][len("RESULT "):]))
+
+
+def audit_count(store: Any, text: str) -> int:
+    return sum(1 for line in store.log_path.read_text(errors="replace").splitlines()
+               if " audit: " in line and text in line)
+
+
+@pytest.mark.spark
+def test_two_remote_databases_of_one_name_linked_from_spark_sql_and_joined(remotes, tmp_path):
+    eu, us = unique("eu_sales"), unique("us_sales")
+    rows = spark_sql(
+        remotes, tmp_path,
+        f"CREATE DATABASE {eu} WITH DBPROPERTIES ('waggle.remote.metastore'='analytics', "
+        "'waggle.remote.database'='sales')",
+        f"CREATE DATABASE {us} WITH DBPROPERTIES ('waggle.remote.metastore'='ops', 'waggle.remote.database'='sales')",
+        "SHOW DATABASES",
+        f"SHOW TABLES IN {eu}",
+        f"SELECT e.customer, u.customer FROM {eu}.orders e JOIN {us}.orders u ON e.id = u.id",
+        f"DESCRIBE DATABASE EXTENDED {eu}",
+        f"CREATE VIEW default.{eu}_view AS SELECT id FROM {eu}.orders WHERE id > 1",
+        f"SELECT * FROM default.{eu}_view ORDER BY id",
+    )
+    databases = {r[0] for r in rows[2]}
+    assert {eu, us, "analytics_sales", "ops_sales"} <= databases
+    assert "orders" in {r[1] for r in rows[3]}
+    assert rows[4] == [["alice", "carol"]]
+    described = {r[0]: r[1] for r in rows[5]}
+    assert described["Namespace Name"] == eu
+    assert "[waggle link to database 'sales' of metastore 'analytics']" in described["Comment"]
+    assert rows[7] == [["2"], ["3"]]
+    with hive2_client(remotes.port) as c:
+        table = c.get_table(eu, "orders")
+        assert table.dbName == eu and table.sd.location.endswith("sales.db/orders")
+        c.drop_table("default", f"{eu}_view", True)
+
+
+def test_a_link_is_read_only_and_a_refused_write_never_reaches_the_remote(remotes, analytics):
+    name = unique("ro_sales")
+    with hive2_client(remotes.port) as c:
+        link(c, name, metastore="analytics", database="sales")
+        before = audit_count(analytics, "cmd=source:127.0.0.1 create_table")
+        table = c.get_table(name, "orders")
+        table.tableName = "sneaky"
+        with pytest.raises(t.MetaException, match=rf"create_table refused: database '{name}' is a link to "
+                                                  r"database 'sales' of metastore 'analytics', and linked databases "
+                                                  r"are read-only \(remote-databases.access\)"):
+            c.create_table(table)
+        with pytest.raises(t.MetaException, match="read-only"):
+            c.drop_table(name, "orders", False)
+        assert c.get_table(name, "orders").tableName == "orders"
+    time.sleep(0.5)
+    assert audit_count(analytics, "cmd=source:127.0.0.1 create_table") == before
+    assert audit_count(analytics, "drop_table") == 0
+
+
+def test_dropping_a_link_drops_only_the_link(remotes, analytics):
+    name = unique("gone_sales")
+    with hive2_client(remotes.port) as c:
+        link(c, name, metastore="analytics", database="sales")
+        assert c.get_table(name, "orders").dbName == name
+        c.drop_database(name, True, True)  # CASCADE
+        assert name not in c.get_all_databases()
+        with pytest.raises(t.NoSuchObjectException):
+            c.get_database(name)
+        assert c.get_table("analytics_sales", "orders").tableName == "orders"
+    assert audit_count(analytics, "drop_database") == 0 and audit_count(analytics, "drop_table") == 0
+    assert remotes.events("link.dropped")[-1]["database"] == name
+
+
+@pytest.mark.parametrize(("properties", "message"), [
+    ({"metastore": "nowhere"}, "waggle.remote.metastore names 'nowhere', which is not a federated metastore"),
+    ({"metastore": "analytics", "database": "no_such_db"}, "metastore 'analytics' has no database 'no_such_db'"),
+    ({"uris": "thrift//broken"}, "is not a thrift://host:port URI"),
+    ({"metastore": "primary"}, "which is not a federated metastore (the primary's databases need no link)"),
+    ({"metastore": "analytics", "uris": "thrift://h:1"}, "not both"),
+    ({"metastore": "analytics", "colour": "red"}, "unknown link property waggle.remote.colour"),
+])
+def test_bad_links_are_refused_and_nothing_is_created(remotes, primary, properties, message):
+    name = unique("bad")
+    with hive2_client(remotes.port) as c:
+        with pytest.raises(t.MetaException) as err:
+            link(c, name, **properties)
+        assert message in err.value.message
+        assert name not in c.get_all_databases()
+    with hive2_client(primary.port) as direct:
+        assert name not in direct.get_all_databases()
+
+
+def test_names_that_clash_and_links_to_links_are_refused(remotes):
+    first = unique("first")
+    with hive2_client(remotes.port) as c:
+        link(c, first, metastore="analytics", database="sales")
+        with pytest.raises(t.MetaException, match="is already a link"):
+            link(c, first, metastore="ops", database="sales")
+        with pytest.raises(t.MetaException, match="carries the prefix 'analytics_' of metastore 'analytics'"):
+            link(c, "analytics_new", metastore="ops", database="sales")
+        with pytest.raises((t.MetaException, t.AlreadyExistsException)):
+            link(c, "default", metastore="ops", database="sales")
+        c.drop_database(first, True, True)
+
+
+def test_a_refused_uri_is_never_connected_to(remotes):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(5)
+    listener.settimeout(0.2)
+    seen: list[Any] = []
+
+    def watch() -> None:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            try:
+                seen.append(listener.accept())
+            except TimeoutError:
+                pass
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    uri = f"thrift://127.0.0.1:{listener.getsockname()[1]}"
+    with hive2_client(remotes.port) as c, pytest.raises(t.MetaException,
+                                                        match=r"matches no pattern of remote-databases.allowed-uris"):
+        link(c, unique("elsewhere"), uris=uri, database="sales")
+    watcher.join()
+    listener.close()
+    assert seen == []
+
+
+def test_a_second_waggle_sees_a_new_link_at_once_and_links_survive_a_restart(remotes, primary, analytics, ops,
+                                                                             tmp_path):
+    other = WaggleProcess(tmp_path / "other", federation(primary, analytics, ops), SERVER).start()
+    try:
+        with hive2_client(other.port) as o:
+            o.get_all_databases()  # the second waggle is up and has read the links it had
+        name = unique("shared_sales")
+        with hive2_client(remotes.port) as c:
+            link(c, name, metastore="analytics", database="sales")
+        with hive2_client(other.port) as o:  # no reload, no wait
+            assert o.get_table(name, "orders").dbName == name
+    finally:
+        other.stop()
+    again = WaggleProcess(tmp_path / "again", federation(primary, analytics, ops), SERVER).start()
+    try:
+        with hive2_client(again.port) as o:
+            assert o.get_database(name).description.endswith("[waggle link to database 'sales' of metastore "
+                                                              "'analytics']")
+    finally:
+        again.stop()
+
+
+def test_a_primary_database_the_policy_forbids_is_served_as_a_plain_one(remotes, primary, analytics, ops, tmp_path):
+    name = unique("forbidden")
+    with hive2_client(primary.port) as direct:  # written behind waggle's back, naming a member not allowed
+        link(direct, name, metastore="analytics", database="sales")
+    strict = SERVER.replace("allowed-metastores: [analytics, ops]", "allowed-metastores: [ops]")
+    other = WaggleProcess(tmp_path / "strict", federation(primary, analytics, ops), strict).start()
+    try:
+        with hive2_client(other.port) as o:
+            assert o.get_all_tables(name) == []  # the primary's own (empty) database, not analytics' sales
+            assert o.get_all_tables(name) == []
+        refused = [e for e in other.events("link.refused") if e["database"] == name]
+        assert len(refused) == 1 and "not in remote-databases.allowed-metastores" in refused[0]["reason"]
+    finally:
+        other.stop()

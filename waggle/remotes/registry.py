@@ -1,0 +1,143 @@
+"""Which of the primary's databases are links, read from the primary itself.
+
+The registry knows every primary database name it has seen, and which of them are links. A name it has not
+seen (a link another replica just created, say) is looked up in the primary before the call that names it
+is planned (:class:`~waggle.call.values.NeedLinks`), so a new link works everywhere at once. The whole list
+is reread every ``remote-databases.refresh-seconds``; that is how other replicas learn of a dropped link.
+
+A database whose link properties the policy forbids is served as the plain database it is. The refusal is
+logged once per database, and such a database is never a way around the policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import gevent.pool
+
+from waggle.common.logging import get_logger
+from waggle.config.model import MetastoreConfig, WaggleConfig
+from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
+from waggle.hms.gen.hive_metastore.ttypes import Database
+from waggle.remotes.links import Link, LinkError, is_link, link_of, policy_refusal
+from waggle.upstream.client import Identity, UpstreamError
+
+if TYPE_CHECKING:
+    from waggle.upstream.pool import UpstreamPool
+
+log = get_logger("waggle.remotes")
+#: names of plain primary databases remembered (beyond it the oldest are forgotten and looked up again)
+MAX_KNOWN = 200_000
+LOOKUPS_AT_ONCE = 8
+
+
+class LinkRegistry:
+    def __init__(self) -> None:
+        #: local name -> link, as stored in the primary (policy not applied)
+        self.stored: dict[str, Link] = {}
+        #: every primary database name looked at (links and plain ones), lower-case
+        self.known: dict[str, None] = {}
+        self._reported: set[tuple[str, str]] = set()
+
+    def __len__(self) -> int:
+        return len(self.stored)
+
+    def add(self, link: Link) -> None:
+        self.stored[link.name] = link
+        self.known[link.name] = None
+
+    def remove(self, name: str) -> None:
+        self.stored.pop(name.lower(), None)
+        self.known.pop(name.lower(), None)
+
+    def unknown(self, names: Iterable[str]) -> list[str]:
+        return [n for n in {n.lower() for n in names} if n and n not in self.known]
+
+    def learn(self, primary: UpstreamPool, names: Iterable[str]) -> bool:
+        """Look these names up in the primary; True when the links changed."""
+        wanted = self.unknown(names)
+        if not wanted:
+            return False
+        before = dict(self.stored)
+        group = gevent.pool.Pool(LOOKUPS_AT_ONCE)
+        for name, (answered, database) in zip(wanted, group.imap(lambda n: _database(primary, n), wanted),
+                                               strict=True):
+            if not answered:
+                continue  # asked again next time
+            self.known[name] = None
+            if database is None:
+                continue
+            try:
+                link = link_of(name, database.parameters)
+            except LinkError as exc:
+                self._report(name, f"its link properties are malformed: {exc}")
+                continue
+            if link is not None:
+                self.stored[name] = link
+        while len(self.known) > MAX_KNOWN:
+            self.known.pop(next(iter(self.known)))
+        return self.stored != before
+
+    def refresh(self, primary: UpstreamPool) -> bool:
+        """Reread the primary's database list: forget what is gone, look up what is new."""
+        result = primary.invoke(None, "get_all_databases", T.get_all_databases_args(), T.get_all_databases_result)
+        names = {str(n).lower() for n in result.success or ()}
+        before = dict(self.stored)
+        for gone in [n for n in self.known if n not in names]:
+            self.known.pop(gone, None)
+            self.stored.pop(gone, None)
+        self.learn(primary, names)
+        return self.stored != before
+
+    def active(self, config: WaggleConfig) -> dict[str, tuple[MetastoreConfig, Link]]:
+        """The links the policy allows now, with their members; the others are reported once and left out."""
+        policy, federation = config.server.remotes, config.federation
+        out: dict[str, tuple[MetastoreConfig, Link]] = {}
+        if not policy.enabled:
+            return out
+        for name, link in self.stored.items():
+            why = policy_refusal(link, policy, federation)
+            if why is None and link.uri is not None:
+                why = "links by waggle.remote.uris are not served yet; name a federation member"
+            if why is not None:
+                self._report(name, why)
+                continue
+            assert link.member is not None
+            out[name] = (federation.member(link.member), link)
+        return out
+
+    def _report(self, name: str, why: str) -> None:
+        if (name, why) not in self._reported:
+            self._reported.add((name, why))
+            log.warning("link.refused", database=name, reason=why,
+                        detail="served as an ordinary database of the primary")
+
+
+def _database(primary: UpstreamPool, name: str) -> tuple[bool, Database | None]:
+    """(the primary answered, the database or None when there is none of that name)."""
+    try:
+        result = primary.exchange(None, "get_database", T.get_database_args(name=name), T.get_database_result)
+    except UpstreamError as exc:
+        log.info("link.lookup_failed", database=name, error=str(exc))
+        return False, None
+    database = getattr(result, "success", None)
+    if database is None and getattr(result, "o1", None) is None:  # neither the database nor NoSuchObject
+        return False, None
+    return True, database if isinstance(database, Database) else None
+
+
+def remote_refusal(pool: UpstreamPool, identity: Identity | None, link: Link) -> str | None:
+    """Why the remote end of a new link cannot be linked (it is missing, or is a link itself), or None. Asked
+    as the caller, so a database the caller cannot see cannot be linked either."""
+    try:
+        result = pool.exchange(identity, "get_database", T.get_database_args(name=link.database),
+                               T.get_database_result)
+    except UpstreamError as exc:
+        return f"the remote metastore cannot be asked: {exc}"
+    database = getattr(result, "success", None)
+    if not isinstance(database, Database):
+        return f"metastore '{link.member}' has no database '{link.database}'"
+    if is_link(database.parameters):
+        return f"'{link.database}' of metastore '{link.member}' is itself a link; a link must name a real database"
+    return None
