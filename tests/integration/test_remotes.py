@@ -38,16 +38,21 @@ def federation(primary: Any, analytics: Any, ops: Any) -> str:
             "federated-meta-stores:\n"
             f"  - name: analytics\n    remote-meta-store-uris: {analytics.uri}\n"
             f"  - name: ops\n    remote-meta-store-uris: {ops.uri}\n"
-            "    access-control-type: READ_AND_WRITE_ON_DATABASE_WHITELIST\n    writable-database-white-list: [sales]\n")
+            "    access-control-type: READ_AND_WRITE_ON_DATABASE_WHITELIST\n"
+            "    writable-database-white-list: [sales]\n    mapped-databases: [sales, scratch, linky]\n")
 
 
 @pytest.fixture(scope="module")
 def remotes(primary: Any, analytics: Any, ops: Any, federation_data: dict[str, Any],
             tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from waggle.hms.gen.hive_metastore import ttypes as own
     from waggle.local.client import hms_client
     from waggle.local.seed import ensure_table
 
     with hms_client("127.0.0.1", ops.port, timeout=60) as c:
+        if "linky" not in c.get_all_databases():  # a link stored in a member (another waggle's): never linkable
+            c.create_database(own.Database(name="linky", description="", locationUri=f"file://{ops.warehouse}/linky",
+                                         parameters={"waggle.remote.metastore": "x"}))
         ensure_table(c, "sales", "orders", f"file://{ops.warehouse}/sales.db/orders",
                      [("id", "int"), ("customer", "string")], rows=["1,carol", "4,dave"])
     proc = WaggleProcess(tmp_path_factory.mktemp("waggle-remotes"), federation(primary, analytics, ops), SERVER)
@@ -171,6 +176,10 @@ def test_names_that_clash_and_links_to_links_are_refused(remotes):
             link(c, "analytics_new", metastore="ops", database="sales")
         with pytest.raises((t.MetaException, t.AlreadyExistsException)):
             link(c, "default", metastore="ops", database="sales")
+        with pytest.raises(t.MetaException, match="'telemetry' of metastore 'ops' is hidden by its mapped-databases"):
+            link(c, unique("hidden"), metastore="ops", database="telemetry")
+        with pytest.raises(t.MetaException, match="'linky' of metastore 'ops' is itself a link"):
+            link(c, unique("chain"), metastore="ops", database="linky")
         c.drop_database(first, True, True)
 
 

@@ -20,6 +20,7 @@ from waggle.hms.names import parse
 from waggle.hms.rewrite import Rewriter, call_rewriter
 from waggle.remotes.links import Link, LinkError, creator_refusal, is_link, link_of, policy_refusal
 from waggle.routing.access import create_refusal
+from waggle.routing.databases import visible
 from waggle.routing.federation import Decision, Naming, Planner, Refused
 from waggle.wire import strings_in
 
@@ -239,6 +240,9 @@ def _link_call(call: Call, spec: MethodSpec, routes: Routes) -> Plan | None:
         why = "links by waggle.remote.uris are not served yet; name a federation member"
     if why is None:
         why = _clash(link, routes)
+    if why is None and link.member is not None and \
+            not visible(routes.config.federation.member(link.member), link.database):
+        why = f"'{link.database}' of metastore '{link.member}' is hidden by its mapped-databases"
     if why is None and len(routes.links) >= policy.max_links:
         why = f"the primary holds {len(routes.links)} links, the limit (remote-databases.max-links)"
     if why is None:
