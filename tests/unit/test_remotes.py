@@ -79,8 +79,8 @@ def test_the_policy_is_read_from_the_server_file_and_checked_against_the_federat
     policy = cfg.server.remotes  # type: ignore[attr-defined]
     assert policy.enabled and policy.allowed_metastores == ("analytics", "ops") and not policy.read_only
     assert policy.allowed_users == ("etl",) and policy.max_links == 5 and len(policy.allowed_uris) == 1
-    with pytest.raises(ConfigError, match="key 'remote-databases.allowed-metastores': invalid value 'nowhere': no "
+    with pytest.raises(ConfigError, match=r"key 'remote-databases.allowed-metastores': invalid value 'nowhere': no "
                                           "federated metastore of that name"):
         config(tmp_path, "remote-databases:\n  allowed-metastores: [nowhere]\n")
-    with pytest.raises(ConfigError, match="key 'remote-databases.access': invalid value 'ALL'"):
+    with pytest.raises(ConfigError, match=r"key 'remote-databases.access': invalid value 'ALL'"):
         config(tmp_path, "remote-databases:\n  access: ALL\n")
