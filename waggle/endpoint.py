@@ -77,6 +77,9 @@ def federation_view(runtime: Runtime, reloader: Reloader | None) -> dict[str, An
         "database_resolution": config.server.database_resolution.value,
         "last_reload_error": reloader.last_error if reloader is not None else [],
         "metastores": members,
+        "links": [{"name": name, "metastore": link.member, "uri": link.uri, "database": link.database,
+                   "status": states.get(link.member or "", {"up": True, "reason": None})}
+                  for name, link in sorted(routes.links.items())],
     }
 
 

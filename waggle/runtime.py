@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 import gevent
 import gevent.lock
 
+from waggle.common import metrics
 from waggle.common.limiter import Limiter
 from waggle.common.logging import get_logger
 from waggle.config.model import DatabaseResolution, MetastoreConfig, ServerConfig, WaggleConfig
@@ -223,6 +224,12 @@ class Runtime:
         routes = self.routes
         links = {name: link for name, (_, link) in self.links.active(routes.config).items()}
         self.routes = replace(routes, planner=self._planner(routes.config), links=links)
+        counts: dict[str, int] = {m.name: 0 for m in routes.config.federation.federated}
+        for link in links.values():
+            if link.member is not None:
+                counts[link.member] = counts.get(link.member, 0) + 1
+        for member, count in counts.items():
+            metrics.LINKS.labels(member).set(count)
 
     def _links_loop(self) -> None:
         while True:

@@ -147,6 +147,37 @@ def test_dropping_a_link_drops_only_the_link(remotes, analytics):
     assert remotes.events("link.dropped")[-1]["database"] == name
 
 
+def test_operators_see_links_with_their_health(remotes):
+    name = unique("seen_sales")
+    with hive2_client(remotes.port) as c:
+        link(c, name, metastore="ops", database="sales")
+    view = json.loads(remotes.http("/api/admin/federations"))
+    mine = [entry for entry in view["links"] if entry["name"] == name]
+    assert mine == [{"name": name, "metastore": "ops", "uri": None, "database": "sales",
+                     "status": mine[0]["status"]}] and mine[0]["status"]["up"] is True
+    assert (remotes.metric("waggle_links", metastore="ops") or 0) >= 1
+
+
+def test_only_the_allowed_users_create_links(primary, analytics, ops, federation_data, tmp_path):
+    server = SERVER.replace("allowed-metastores: [analytics, ops]",
+                            "allowed-metastores: [analytics]\n  allowed-users: [etl]\n  allowed-groups: [admins]")
+    proc = WaggleProcess(tmp_path / "w", federation(primary, analytics, ops), server).start()
+    try:
+        with hive2_client(proc.port) as c:
+            with pytest.raises(t.MetaException, match=r"without a user .* is not in remote-databases.allowed-users"):
+                link(c, unique("anon"), metastore="analytics", database="sales")
+            c.set_ugi("bob", ["staff"])
+            with pytest.raises(t.MetaException, match=r"user 'bob' is not in remote-databases.allowed-users"):
+                link(c, unique("bobs"), metastore="analytics", database="sales")
+        with hive2_client(proc.port) as c:
+            c.set_ugi("carol", ["admins"])
+            name = unique("carols")
+            link(c, name, metastore="analytics", database="sales")
+            c.drop_database(name, True, True)
+    finally:
+        proc.stop()
+
+
 @pytest.mark.parametrize(("properties", "message"), [
     ({"metastore": "nowhere"}, "waggle.remote.metastore names 'nowhere', which is not a federated metastore"),
     ({"metastore": "analytics", "database": "no_such_db"}, "metastore 'analytics' has no database 'no_such_db'"),

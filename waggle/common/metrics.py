@@ -75,6 +75,8 @@ def forget(metastore: str) -> None:
             gauge.remove(metastore)
         except KeyError:
             pass
+LINKS = Gauge("waggle_links", "Remote databases linked from SQL and served now, by the metastore they name.",
+              ["metastore"], registry=REGISTRY)
 AUTH_FAILURES = Counter("waggle_client_auth_failures", "Client connections refused at the front door (TLS or SASL "
                         "handshake failed, or an untrusted principal or bad token), by front door kind.", ["kind"],
                         registry=REGISTRY)
