@@ -25,6 +25,7 @@ from waggle.common.logging import get_logger
 from waggle.config.model import DatabaseResolution, MetastoreConfig, ServerConfig, WaggleConfig
 from waggle.hms.methods import LIST_ALL_DATABASES
 from waggle.hms.service import METHOD_IO
+from waggle.remotes.connectors import ConnectorService
 from waggle.remotes.links import Link
 from waggle.remotes.registry import LinkRegistry
 from waggle.routing.databases import DatabaseMap, LinkedMap, ManualMap, PrefixedMap
@@ -145,15 +146,18 @@ class Runtime:
         self._refresher: gevent.Greenlet | None = None
         #: one reload, or one MANUAL refresh, at a time
         self._reloading = gevent.lock.Semaphore()
-        #: remote databases: which primary databases are links
+        #: remote databases: which primary databases are links, and Hive 4 data connectors
         self.links = LinkRegistry()
+        #: waggle's records in the primary's key-value (token) store: data connectors, token renewals
+        self.records = MetastoreTokenStore(lambda: self.routes.primary)
+        self.connectors = ConnectorService(self.links, self.records, lambda: self.config)
         self._links_task: gevent.Greenlet | None = None
         self.routes = Routes.build(config, pools, self._planner(config), 1, self.links)
         #: client calls being answered (bounded by limits.max-in-flight-calls)
         self.call_slots = Limiter(config.server.load.max_in_flight_calls)
         #: waggle's own delegation tokens (a Kerberos front door only)
-        self.tokens = token_service.build(kerberos, config.server.configuration_properties, MetastoreTokenStore(
-            lambda: self.routes.primary)) if config.server.security.answers_tokens and kerberos else None
+        self.tokens = token_service.build(kerberos, config.server.configuration_properties, self.records) \
+            if config.server.security.answers_tokens and kerberos else None
         #: TLS and SASL on client connections (None: clients connect in plain Thrift)
         security = config.server.security
         self.front_door = FrontDoor(security, config.server.limits, self.login, self.tokens) \
@@ -219,6 +223,13 @@ class Runtime:
         if self.links.learn(routes.primary, names):
             self.relink()
 
+    def learn_connectors(self) -> None:
+        """Reread the data connectors from the primary (one named by a call is not known here yet)."""
+        try:
+            self.links.load_connectors(self.records)
+        except UpstreamError as exc:
+            log.info("connectors.refresh_failed", error=str(exc))
+
     def relink(self) -> None:
         """Serve the registry's links now: a new planner over the same configuration and pools."""
         routes = self.routes
@@ -236,6 +247,7 @@ class Runtime:
             policy = self.config.server.remotes
             if policy.enabled:
                 try:
+                    self.links.load_connectors(self.records)
                     if self.links.refresh(self.routes.primary):
                         self.relink()
                 except UpstreamError as exc:

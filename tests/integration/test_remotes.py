@@ -276,3 +276,41 @@ def test_a_primary_database_the_policy_forbids_is_served_as_a_plain_one(remotes,
         assert len(refused) == 1 and "not in remote-databases.allowed-metastores" in refused[0]["reason"]
     finally:
         other.stop()
+
+
+def test_a_hive4_connector_and_remote_database(remotes, analytics, primary):
+    """Hive 4's CREATE CONNECTOR ... TYPE 'hivemetastore' and CREATE REMOTE DATABASE ... USING, as a Hive 4 client
+    sends them (waggle's own IDL), over a Hive 2.3 primary."""
+    from waggle.hms.gen.hive_metastore import ttypes as h4
+    from waggle.local.client import hms_client
+
+    connector, name = unique("eu"), unique("remote_sales")
+    with hms_client("127.0.0.1", remotes.port, timeout=60) as c:
+        c.create_dataconnector_req(h4.CreateDataConnectorRequest(connector=h4.DataConnector(
+            name=connector, type="hivemetastore", url=analytics.uri, description="the EU cluster")))
+        assert connector in c.get_dataconnectors()
+        got = c.get_dataconnector_req(h4.GetDataConnectorRequest(connectorName=connector))
+        assert (got.type, got.url, got.description) == ("hivemetastore", analytics.uri, "the EU cluster")
+        with pytest.raises(h4.MetaException, match="type 'hivemetastore' only, not 'mysql'"):
+            c.create_dataconnector_req(h4.CreateDataConnectorRequest(connector=h4.DataConnector(
+                name=unique("jdbc"), type="mysql", url="jdbc:mysql://db/x")))
+        c.create_database_req(h4.CreateDatabaseRequest(
+            databaseName=name, type=h4.DatabaseType.REMOTE, dataConnectorName=connector,
+            parameters={"connector.remoteDbName": "sales"}))
+        database = c.get_database(name)
+        assert (database.type, database.connector_name, database.remote_dbname) == (
+            h4.DatabaseType.REMOTE, connector, "sales")
+        assert c.get_table(name, "orders").dbName == name
+        with pytest.raises(h4.MetaException, match="there is no data connector"):
+            c.create_database_req(h4.CreateDatabaseRequest(
+                databaseName=unique("nothing"), type=h4.DatabaseType.REMOTE, dataConnectorName="missing"))
+    with hive2_client(remotes.port) as old:  # a Hive 2 client sees an ordinary database
+        assert old.get_table(name, "orders").dbName == name
+        assert "waggle link" in old.get_database(name).description
+    with hms_client("127.0.0.1", primary.port, timeout=60) as direct:  # stored as a plain database, with the link
+        stored = direct.get_database(name)
+        assert stored.parameters["waggle.remote.connector"] == connector and stored.type is None
+    with hms_client("127.0.0.1", remotes.port, timeout=60) as c:
+        c.drop_database(name, True, True)
+        c.drop_dataconnector_req(h4.DropDataConnectorRequest(connectorName=connector))
+        assert connector not in c.get_dataconnectors()

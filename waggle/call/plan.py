@@ -18,7 +18,17 @@ from waggle.hms.catalogs import carries_catalog
 from waggle.hms.methods import LinkOp, MethodSpec, Path, Route
 from waggle.hms.names import parse
 from waggle.hms.rewrite import Rewriter, call_rewriter
-from waggle.remotes.links import Link, LinkError, creator_refusal, is_link, link_of, policy_refusal
+from waggle.remotes.connectors import REMOTE_DB_NAME, ConnectorError, link_through
+from waggle.remotes.links import (
+    REMOTE,
+    Link,
+    LinkError,
+    creator_refusal,
+    is_link,
+    link_of,
+    parameters_of,
+    policy_refusal,
+)
 from waggle.routing.access import create_refusal
 from waggle.routing.databases import visible
 from waggle.routing.federation import Decision, Naming, Planner, Refused
@@ -52,8 +62,10 @@ def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], asked: Set
         return _unknown(call, routes)
     if spec.token is not None and routes.config.server.security.answers_tokens:
         return Plan(Kind.TOKENS, call, routes.primary.name, routes.primary)
+    if spec.connector is not None and routes.registry is not None:
+        return Plan(Kind.CONNECTORS, call, routes.primary.name, routes.primary)
     if spec.link is not None and routes.registry is not None:
-        linked = _link_call(call, spec, routes)
+        linked = _link_call(call, spec, routes, asked)
         if linked is not None:
             return linked
     if spec.route is Route.IDENTITY:
@@ -209,7 +221,7 @@ def _unseen(names: list[str], routes: Routes) -> list[str]:
     return registry.unknown(out)
 
 
-def _link_call(call: Call, spec: MethodSpec, routes: Routes) -> Plan | None:
+def _link_call(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> Plan | NeedLinks | None:
     """A create of a database with link properties, or a drop of a link's name; None for any other."""
     assert spec.link is not None
     planner, policy, primary = routes.planner, routes.config.server.remotes, routes.primary
@@ -227,14 +239,28 @@ def _link_call(call: Call, spec: MethodSpec, routes: Routes) -> Plan | None:
         step.link = link
         return step
     parameters = getattr(value, "parameters", None)
-    if not is_link(parameters):
+    connector_name = _first(value, "connector_name", "dataConnectorName")
+    remote = getattr(value, "type", None) in (REMOTE, "REMOTE") and connector_name
+    if not is_link(parameters) and not remote:
         return None
-    name = str(getattr(value, "name", "") or "")
+    name = _first(value, "name", "databaseName") or ""
     try:
-        link = link_of(name, parameters)
-    except LinkError as exc:
+        if remote:
+            assert routes.registry is not None
+            connector = routes.registry.connectors.get(connector_name.lower())
+            if connector is None:
+                if f"connector:{connector_name.lower()}" not in asked:
+                    return NeedLinks((), (connector_name.lower(),))
+                return _refuse(call, primary.name, f"{call.name} refused: there is no data connector "
+                                                   f"'{connector_name}'", Refused.META, None)
+            remote_db = getattr(value, "remote_dbname", None) or (parameters or {}).get(REMOTE_DB_NAME)
+            link = link_through(connector, name, remote_db, routes.config.federation)
+        else:
+            found = link_of(name, parameters)
+            assert found is not None
+            link = found
+    except (LinkError, ConnectorError) as exc:
         return _refuse(call, primary.name, f"{call.name} refused: {exc}", Refused.META, None)
-    assert link is not None
     why = policy_refusal(link, policy, routes.config.federation) or creator_refusal(policy, *identity)
     if why is None and link.uri is not None:
         why = "links by waggle.remote.uris are not served yet; name a federation member"
@@ -250,10 +276,27 @@ def _link_call(call: Call, spec: MethodSpec, routes: Routes) -> Plan | None:
     if why is not None:
         return _refuse(call, primary.name, f"{call.name} refused: cannot link '{name}' to {link.describe()}: {why}",
                        Refused.META, None)
-    step = _to(Kind.LINK, call, primary, planner.naming(planner.primary), Decision(planner.primary), call.raw,
-               None)
+    # the primary stores the link as a plain database whose parameters are the link (a Hive 4 primary would
+    # want a connector of its own for a REMOTE one)
+    value.parameters = {**{k: v for k, v in (parameters or {}).items() if not k.startswith("waggle.remote.")},
+                        **parameters_of(link)}
+    if remote:
+        value.type = None
+        for attr in ("connector_name", "dataConnectorName", "remote_dbname"):
+            if hasattr(value, attr):
+                setattr(value, attr, None)
+    step = _to(Kind.LINK, call, primary, planner.naming(planner.primary), Decision(planner.primary), None, None)
     step.link = link
     return step
+
+
+def _first(obj: Any, *attrs: str) -> str:
+    """The first of these string attributes that ``obj`` has set (the same field of two request structs)."""
+    for attr in attrs:
+        value = getattr(obj, attr, None)
+        if value:
+            return str(value)
+    return ""
 
 
 def _clash(link: Link, routes: Routes) -> str | None:

@@ -74,6 +74,7 @@ class Kind(enum.Enum):
     IDENTITY = "identity"  # take the call's identity for the connection; the primary answers
     TOKENS = "tokens"  # waggle's token service answers (a Kerberos front door); see MethodSpec.token
     LINK = "link"  # a link is created (the remote checked, then the primary) or dropped (in the primary only)
+    CONNECTORS = "connectors"  # waggle answers a Hive 4 data-connector call (remote databases enabled)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +88,11 @@ class NeedCatalogs:
 
 @dataclass(frozen=True, slots=True)
 class NeedLinks:
-    """Planning needs to know whether these names are links: look them up in the primary, then plan again."""
+    """Planning needs to know whether these names are links (or what these data connectors are): look them up
+    in the primary, then plan again."""
 
     names: tuple[str, ...]
+    connectors: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

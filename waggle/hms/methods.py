@@ -50,6 +50,8 @@ __all__ = [
     "NOT_DB_FIELDS",
     "STRUCT_DB_FIELDS",
     "Access",
+    "ConnectorCall",
+    "ConnectorOp",
     "DbField",
     "LinkCall",
     "LinkOp",
@@ -115,6 +117,22 @@ class LinkCall:
     path: tuple[str, ...]
 
 
+class ConnectorOp(enum.Enum):
+    """A Hive 4 data-connector call, answered by waggle when remote databases are enabled (waggle.remotes)."""
+
+    CREATE = "create"  # paths: (the DataConnector)
+    GET = "get"  # paths: (its name); success: the DataConnector
+    LIST = "list"  # success: the names
+    ALTER = "alter"  # paths: (its name, the new DataConnector)
+    DROP = "drop"  # paths: (its name)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorCall:
+    op: ConnectorOp
+    paths: tuple[tuple[str, ...], ...] = ()
+
+
 class Merge(enum.Enum):
     """How the answers of a fan-out are merged (members in federation order, the primary first)."""
 
@@ -168,6 +186,8 @@ class MethodSpec:
     token: TokenCall | None = None
     #: the call creates or drops a link when it names one (see :class:`LinkOp`)
     link: LinkCall | None = None
+    #: with remote databases enabled, waggle answers this data-connector call itself
+    connector: ConnectorCall | None = None
     # -- derived from the IDL when the table is built (see _derive); never written by hand ------------------
     lock_id: Path = ()  # args path to the lock id (Route.LOCK_ID)
     lock_components: Path = ()  # args path to the list of LockComponent (Access.LOCK)
@@ -234,6 +254,12 @@ def _tokens(entries: Any) -> list[MethodSpec]:
         note = f"{spec.note}; {own}" if spec.note else own
         out.append(replace(spec, token=token, note=note))
     return out
+
+
+def _connectors(entries: Any) -> list[MethodSpec]:
+    """Data-connector methods: the primary's, unless remote databases are enabled (then waggle's own)."""
+    note = "with remote-databases.enabled, answered by waggle (type hivemetastore; kept in the primary)"
+    return [replace(spec, connector=call, note=f"{spec.note}; {note}") for spec, call in entries]
 
 
 def _primary_read(name: str, note: str = "") -> MethodSpec:
@@ -320,8 +346,9 @@ _SPECS: tuple[MethodSpec, ...] = (
     replace(_create("create_database", "always the primary; Database.name is the new database; with "
                                        "waggle.remote.* parameters, a link (remote databases)"),
             link=LinkCall(LinkOp.CREATE, ("database",))),
-    _create("create_database_req", "Hive 4; always the primary; CreateDatabaseRequest.databaseName is the new "
-                                   "database"),
+    replace(_create("create_database_req", "Hive 4; always the primary; CreateDatabaseRequest.databaseName is "
+                                           "the new database; a REMOTE one (or waggle.remote.* parameters) is a link"),
+            link=LinkCall(LinkOp.CREATE, ("createDatabaseRequest",))),
     _read("get_database", db("name")),
     _read("get_database_req", note="Hive 4; GetDatabaseRequest.name"),
     replace(_write("drop_database", db("name"), note="a link's name drops the link only, in the primary"),
@@ -333,14 +360,23 @@ _SPECS: tuple[MethodSpec, ...] = (
     _write("alter_database", db("dbname"), note="also Database.name of the new definition"),
     _write("alter_database_req", note="Hive 4; AlterDatabaseRequest.oldDbName and newDb.name"),
     # ---- data connectors (Hive 4) --------------------------------------------------------------------------------
-    _primary_write("create_dataconnector_req", "Hive 4 data connector"),
-    _primary_read("get_dataconnector_req", "Hive 4 data connector"),
-    _primary_write("drop_dataconnector_req", "Hive 4 data connector"),
-    _primary_read("get_dataconnectors", "Hive 4; connector names, not databases"),
-    _primary_write("alter_dataconnector_req", "Hive 4 data connector"),
-    _primary_write("create_dataconnector", "Hive 4 data connector"),
-    _primary_write("drop_dataconnector", "Hive 4 data connector"),
-    _primary_write("alter_dataconnector", "Hive 4 data connector"),
+    *_connectors((
+        (_primary_write("create_dataconnector_req", "Hive 4 data connector"),
+         ConnectorCall(ConnectorOp.CREATE, (("connectorReq", "connector"),))),
+        (_primary_read("get_dataconnector_req", "Hive 4 data connector"),
+         ConnectorCall(ConnectorOp.GET, (("request", "connectorName"),))),
+        (_primary_write("drop_dataconnector_req", "Hive 4 data connector"),
+         ConnectorCall(ConnectorOp.DROP, (("dropDcReq", "connectorName"),))),
+        (_primary_read("get_dataconnectors", "Hive 4; connector names, not databases"),
+         ConnectorCall(ConnectorOp.LIST)),
+        (_primary_write("alter_dataconnector_req", "Hive 4 data connector"),
+         ConnectorCall(ConnectorOp.ALTER, (("alterReq", "connectorName"), ("alterReq", "newConnector")))),
+        (_primary_write("create_dataconnector", "Hive 4 data connector"),
+         ConnectorCall(ConnectorOp.CREATE, (("connector",),))),
+        (_primary_write("drop_dataconnector", "Hive 4 data connector"), ConnectorCall(ConnectorOp.DROP, (("name",),))),
+        (_primary_write("alter_dataconnector", "Hive 4 data connector"),
+         ConnectorCall(ConnectorOp.ALTER, (("name",), ("connector",)))),
+    )),
     # ---- types (legacy) ----------------------------------------------------------------------------------------
     _primary_read("get_type"),
     _primary_write("create_type"),

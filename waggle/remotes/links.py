@@ -21,10 +21,14 @@ from waggle.config.model import Federation, RemotePolicy
 from waggle.hms.gen.hive_metastore.ttypes import Database
 
 PREFIX = "waggle.remote."
+#: Hive 4's DatabaseType.REMOTE
+REMOTE = 2
 METASTORE = "waggle.remote.metastore"
 URIS = "waggle.remote.uris"
 DATABASE = "waggle.remote.database"
-KEYS = (METASTORE, URIS, DATABASE)
+#: the Hive 4 data connector a REMOTE database was made with (see waggle.remotes.connectors)
+CONNECTOR = "waggle.remote.connector"
+KEYS = (METASTORE, URIS, DATABASE, CONNECTOR)
 
 
 class LinkError(ValueError):
@@ -40,6 +44,8 @@ class Link:
     database: str
     member: str | None = None
     uri: str | None = None
+    #: made by Hive 4's CREATE REMOTE DATABASE ... USING this connector
+    connector: str | None = None
 
     def describe(self) -> str:
         where = f"metastore '{self.member}'" if self.member else f"the metastore at {self.uri}"
@@ -75,7 +81,7 @@ def link_of(name: str, parameters: Mapping[str, str] | None) -> Link | None:
         if not ok:
             raise LinkError(f"{URIS}: '{uri[:200]}' is not a thrift://host:port URI")
     database = (parameters.get(DATABASE) or "").strip().lower() or name.lower()
-    return Link(name.lower(), database, member, uri)
+    return Link(name.lower(), database, member, uri, (parameters.get(CONNECTOR) or "").strip() or None)
 
 
 def policy_refusal(link: Link, policy: RemotePolicy, federation: Federation) -> str | None:
@@ -125,3 +131,11 @@ def decorate(result: Any, link: Link) -> None:
     parameters.update({DATABASE: link.database, **({METASTORE: link.member} if link.member else {}),
                        **({URIS: link.uri} if link.uri else {})})
     database.parameters = parameters
+    if link.connector:  # what Hive 4 clients show for a REMOTE database; older clients skip these fields
+        database.type, database.connector_name, database.remote_dbname = REMOTE, link.connector, link.database
+
+
+def parameters_of(link: Link) -> dict[str, str]:
+    """The primary database parameters that store ``link``."""
+    return {DATABASE: link.database, **({METASTORE: link.member} if link.member else {}),
+            **({URIS: link.uri} if link.uri else {}), **({CONNECTOR: link.connector} if link.connector else {})}

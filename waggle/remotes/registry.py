@@ -20,11 +20,14 @@ from waggle.common.logging import get_logger
 from waggle.config.model import MetastoreConfig, WaggleConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
 from waggle.hms.gen.hive_metastore.ttypes import Database
+from waggle.remotes import connectors
+from waggle.remotes.connectors import Connector
 from waggle.remotes.links import Link, LinkError, is_link, link_of, policy_refusal
 from waggle.upstream.client import Identity, UpstreamError
 
 if TYPE_CHECKING:
     from waggle.upstream.pool import UpstreamPool
+    from waggle.upstream.security import MetastoreTokenStore
 
 log = get_logger("waggle.remotes")
 #: names of plain primary databases remembered (beyond it the oldest are forgotten and looked up again)
@@ -38,6 +41,8 @@ class LinkRegistry:
         self.stored: dict[str, Link] = {}
         #: every primary database name looked at (links and plain ones), lower-case
         self.known: dict[str, None] = {}
+        #: Hive 4 data connectors (type hivemetastore), by name
+        self.connectors: dict[str, Connector] = {}
         self._reported: set[tuple[str, str]] = set()
 
     def __len__(self) -> int:
@@ -78,6 +83,18 @@ class LinkRegistry:
         while len(self.known) > MAX_KNOWN:
             self.known.pop(next(iter(self.known)))
         return self.stored != before
+
+    def load_connectors(self, store: MetastoreTokenStore) -> None:
+        """Reread every connector from the primary's key-value store."""
+        found: dict[str, Connector] = {}
+        for key in store.identifiers(connectors.KEY_PREFIX):
+            text = store.get(key)
+            if text:
+                try:
+                    found[key[len(connectors.KEY_PREFIX):]] = Connector.from_json(text)
+                except (ValueError, KeyError) as exc:
+                    log.warning("connector.unreadable", key=key, error=str(exc))
+        self.connectors = found
 
     def refresh(self, primary: UpstreamPool) -> bool:
         """Reread the primary's database list: forget what is gone, look up what is new."""

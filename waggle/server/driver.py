@@ -23,7 +23,7 @@ import structlog
 from thrift.Thrift import TMessageType
 
 from waggle.call import finish, merge
-from waggle.call.plan import plan
+from waggle.call.plan import plan, value_at
 from waggle.call.values import Answer, Call, Kind, NeedCatalogs, NeedLinks, Plan, Session
 from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
@@ -31,6 +31,7 @@ from waggle.config.model import ProtocolKind
 from waggle.hms.bridges import MethodMissing, Wrap
 from waggle.hms.methods import METHODS, LinkOp, MethodSpec, TokenOp, database_of
 from waggle.hms.service import METHOD_IO
+from waggle.remotes.connectors import ConnectorError
 from waggle.remotes.registry import remote_refusal
 from waggle.runtime import Routes, Runtime
 from waggle.security.frontdoor import Authenticated
@@ -162,6 +163,9 @@ class ClientDriver:
         asked: set[str] = set()
         while isinstance(step, (NeedCatalogs, NeedLinks)):
             if isinstance(step, NeedLinks):
+                if step.connectors:
+                    self.runtime.learn_connectors()
+                    asked.update(f"connector:{name}" for name in step.connectors)
                 self.runtime.learn_links(list(step.names))
                 fresh = self.runtime.routes
                 if fresh.registry is None or fresh.registry.unknown(step.names):
@@ -180,16 +184,26 @@ class ClientDriver:
             answer = self._tokens(step)
         elif step.kind is Kind.LINK:
             answer = self._link(step, started)
+        elif step.kind is Kind.CONNECTORS:
+            answer = self._connectors(step)
         elif step.kind is Kind.FANOUT:
             answer = self._fan_out(step, routes)
         elif step.kind is Kind.BRIDGE:
             answer = self._bridge(step)
         else:
-            answer = self._send(step, started)
-            if answer.bridge_instead:
-                step.upstream.caps.learn_missing(call.name)
-                answer = self._bridge(step)
+            answer = self._send_or_bridge(step, started)
         self._finish(call.header, call.args, started, answer)
+
+    def _send_or_bridge(self, step: Plan, started: float) -> Answer:
+        """Send the call; a member that turns out not to have the method is answered through its bridge."""
+        if step.call.spec is not None and step.call.spec.bridge is not None and \
+                step.upstream.caps.bridges(step.call.name, step.call.args):
+            return self._bridge(step)
+        answer = self._send(step, started)
+        if answer.bridge_instead:
+            step.upstream.caps.learn_missing(step.call.name)
+            answer = self._bridge(step)
+        return answer
 
     def _learn_catalogs(self, routes: Routes, need: NeedCatalogs) -> None:
         health, pools = self.runtime.health, [routes.pools[name] for name in need.members]
@@ -292,7 +306,7 @@ class ClientDriver:
                                         f"{link.describe()}: {why}", self.wire, "refused", step.metastore)
                 answer.reason, answer.loud = why, True
                 return answer
-        answer = self._send(step, started)
+        answer = self._send_or_bridge(step, started)
         if answer.outcome == "ok":
             if call.spec.link.op is LinkOp.CREATE:
                 self.runtime.links.add(link)
@@ -302,6 +316,25 @@ class ClientDriver:
                 log.info("link.dropped", database=link.name, remote=link.describe())
             self.runtime.relink()
         return answer
+
+    def _connectors(self, step: Plan) -> Answer:
+        """A Hive 4 data-connector call, answered by waggle from the connectors it keeps in the primary."""
+        call = step.call
+        assert call.spec is not None and call.spec.connector is not None and call.io is not None
+        assert call.io.result is not None
+        values = [value_at(call.args, path) for path in call.spec.connector.paths]
+        try:
+            value = self.runtime.connectors.answer(call.spec.connector.op, values, self.session.identity)
+        except ConnectorError as exc:
+            answer = finish.failure(call.header, call.io, f"{call.name} refused: {exc}", self.wire, "refused",
+                                    "waggle")
+            answer.reason, answer.loud = str(exc), True
+            return answer
+        except UpstreamError as exc:
+            return finish.failure(call.header, call.io, f"waggle keeps data connectors in the primary, which "
+                                  f"failed: {exc}", self.wire, "upstream_error", step.metastore, error=exc.detail)
+        result = call.io.result() if value is None else call.io.result(success=value)
+        return Answer(self.wire.encode(call.name, TMessageType.REPLY, call.header.seqid, result), "ok", "waggle")
 
     def _tokens(self, step: Plan) -> Answer:
         """A delegation-token call, answered by waggle's token service (the front door logs clients in)."""

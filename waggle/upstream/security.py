@@ -201,7 +201,8 @@ class DelegationTokens:
 
 
 class MetastoreTokenStore:
-    """The primary metastore's token store (``add_token``/``get_token``/``remove_token``), as waggle's."""
+    """The primary metastore's token store (``add_token``/``get_token``/``remove_token``), a key-value store
+    that waggle keeps its own records in: its delegation tokens' renewals, and Hive 4 data connectors."""
 
     def __init__(self, primary: Callable[[], UpstreamPool]) -> None:
         self._primary = primary
@@ -226,3 +227,9 @@ class MetastoreTokenStore:
         result = self._primary().invoke(None, "remove_token", T.remove_token_args(token_identifier=key),
                                         T.remove_token_result)
         return bool(result.success)
+
+    def identifiers(self, prefix: str) -> list[str]:
+        """The keys of the store that start with ``prefix``."""
+        result = self._primary().invoke(None, "get_all_token_identifiers", T.get_all_token_identifiers_args(),
+                                        T.get_all_token_identifiers_result)
+        return [str(k) for k in result.success or () if str(k).startswith(prefix)]
