@@ -152,6 +152,8 @@ class Runtime:
         self.records = MetastoreTokenStore(lambda: self.routes.primary)
         self.connectors = ConnectorService(self.links, self.records, lambda: self.config)
         self._links_task: gevent.Greenlet | None = None
+        #: pools of the metastores that URI links name (they are no federation members)
+        self._uri_pools: dict[str, UpstreamPool] = {}
         self.routes = Routes.build(config, pools, self._planner(config), 1, self.links)
         #: client calls being answered (bounded by limits.max-in-flight-calls)
         self.call_slots = Limiter(config.server.load.max_in_flight_calls)
@@ -214,7 +216,21 @@ class Runtime:
         links = self.links.active(config)
         if links:
             dbmap = LinkedMap(dbmap, links)
-        return Planner(federation, mode, dbmap, config.server.remotes.read_only)
+        outside = tuple({m.name: m for m, link in links.values() if link.uri is not None}.values())
+        return Planner(federation, mode, dbmap, config.server.remotes.read_only, outside)
+
+    def link_pool(self, member: MetastoreConfig) -> UpstreamPool:
+        """The pool of a link's metastore: a federation member's, or one kept for a URI link's metastore."""
+        pool = self.routes.pools.get(member.name) or self._uri_pools.get(member.name)
+        if pool is None:
+            pool = self._uri_pools[member.name] = self._pool(member, self.config.server, {})
+        return pool
+
+    def _with_uri_pools(self, routes: Routes) -> Routes:
+        """``routes`` with the pools of the URI links its planner serves."""
+        extra = {name: self.link_pool(naming.member) for name, naming in routes.planner.namings.items()
+                 if name not in routes.pools}
+        return replace(routes, pools={**routes.pools, **extra}) if extra else routes
 
     # -- remote databases: links stored in the primary --------------------------------------------------------
     def learn_links(self, names: list[str]) -> None:
@@ -234,7 +250,7 @@ class Runtime:
         """Serve the registry's links now: a new planner over the same configuration and pools."""
         routes = self.routes
         links = {name: link for name, (_, link) in self.links.active(routes.config).items()}
-        self.routes = replace(routes, planner=self._planner(routes.config), links=links)
+        self.routes = self._with_uri_pools(replace(routes, planner=self._planner(routes.config), links=links))
         counts: dict[str, int] = {m.name: 0 for m in routes.config.federation.federated}
         for link in links.values():
             if link.member is not None:
@@ -338,7 +354,7 @@ class Runtime:
             self.health.update(config.federation.members, server, self.tunnels, reset=set(plan.open_pools))
             self.call_slots.limit = server.load.max_in_flight_calls
             self.security_watch.config = config
-            self.routes = Routes.build(config, pools, planner, old.generation + 1, self.links)
+            self.routes = self._with_uri_pools(Routes.build(config, pools, planner, old.generation + 1, self.links))
             for name in plan.close_pools:
                 if name not in members:
                     self.created.pop(name, None)

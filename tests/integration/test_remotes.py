@@ -180,7 +180,8 @@ def test_only_the_allowed_users_create_links(primary, analytics, ops, federation
 
 @pytest.mark.parametrize(("properties", "message"), [
     ({"metastore": "nowhere"}, "waggle.remote.metastore names 'nowhere', which is not a federated metastore"),
-    ({"metastore": "analytics", "database": "no_such_db"}, "metastore 'analytics' has no database 'no_such_db'"),
+    ({"metastore": "analytics", "database": "no_such_db"},
+     "there is no database 'no_such_db' of metastore 'analytics'"),
     ({"uris": "thrift//broken"}, "is not a thrift://host:port URI"),
     ({"metastore": "primary"}, "which is not a federated metastore (the primary's databases need no link)"),
     ({"metastore": "analytics", "uris": "thrift://h:1"}, "not both"),
@@ -314,3 +315,29 @@ def test_a_hive4_connector_and_remote_database(remotes, analytics, primary):
         c.drop_database(name, True, True)
         c.drop_dataconnector_req(h4.DropDataConnectorRequest(connectorName=connector))
         assert connector not in c.get_dataconnectors()
+
+
+def test_a_link_by_uri_where_the_policy_allows_it(primary, analytics, ops, federation_data, tmp_path):
+    """No federation member needed: the policy's allowed-uris let users link a metastore by its thrift:// URI."""
+    server = SERVER.replace("allowed-metastores: [analytics, ops]",
+                            "allowed-metastores: [analytics]\n  allowed-uris: ['thrift://127[.]0[.]0[.]1:[0-9]+']")
+    only_primary = f"primary-meta-store:\n  name: primary\n  remote-meta-store-uris: {primary.uri}\n" \
+                   "  access-control-type: READ_AND_WRITE_AND_CREATE\n" \
+                   f"federated-meta-stores:\n  - name: analytics\n    remote-meta-store-uris: {analytics.uri}\n"
+    proc = WaggleProcess(tmp_path / "w", only_primary, server).start()
+    name = unique("by_uri")
+    try:
+        with hive2_client(proc.port) as c:
+            link(c, name, uris=ops.uri, database="sales")
+            assert c.get_table(name, "orders").dbName == name
+            assert f"[waggle link to database 'sales' of the metastore at {ops.uri}]" in \
+                c.get_database(name).description
+            assert name in c.get_all_databases() and "ops_sales" not in c.get_all_databases()
+            with pytest.raises(t.MetaException, match="read-only"):
+                c.drop_table(name, "orders", False)
+            with pytest.raises(t.MetaException, match="there is no database 'nope' of the metastore at"):
+                link(c, unique("nope"), uris=ops.uri, database="nope")
+            c.drop_database(name, True, True)
+        assert audit_count(ops, "get_table : db=sales tbl=orders") >= 1
+    finally:
+        proc.stop()

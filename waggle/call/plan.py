@@ -262,8 +262,6 @@ def _link_call(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) ->
     except (LinkError, ConnectorError) as exc:
         return _refuse(call, primary.name, f"{call.name} refused: {exc}", Refused.META, None)
     why = policy_refusal(link, policy, routes.config.federation) or creator_refusal(policy, *identity)
-    if why is None and link.uri is not None:
-        why = "links by waggle.remote.uris are not served yet; name a federation member"
     if why is None:
         why = _clash(link, routes)
     if why is None and link.member is not None and \

@@ -12,12 +12,13 @@ replies come back as ``eu_sales``, just as for a prefixed member.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from waggle.config.model import Federation, RemotePolicy
+from waggle.config.model import AccessControlType, Federation, HostPort, MetastoreConfig, RemotePolicy
 from waggle.hms.gen.hive_metastore.ttypes import Database
 
 PREFIX = "waggle.remote."
@@ -139,3 +140,14 @@ def parameters_of(link: Link) -> dict[str, str]:
     """The primary database parameters that store ``link``."""
     return {DATABASE: link.database, **({METASTORE: link.member} if link.member else {}),
             **({URIS: link.uri} if link.uri else {}), **({CONNECTOR: link.connector} if link.connector else {})}
+
+
+def uri_member(uri: str) -> MetastoreConfig:
+    """The metastore a URI link reaches: named after its URI, with waggle's default connection settings and no
+    access of its own (the link policy's access applies). It is no federation member: listings leave it out."""
+    parts = urlsplit(uri)
+    assert parts.hostname is not None and parts.port is not None
+    return MetastoreConfig(name=f"{parts.hostname}:{parts.port}", uris=(HostPort(parts.hostname, parts.port),),
+                           primary=False, database_prefix="",
+                           access_control_type=AccessControlType.READ_AND_WRITE_ON_DATABASE_WHITELIST,
+                           writable_database_white_list=(re.compile(".*"),))

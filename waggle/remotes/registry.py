@@ -22,7 +22,7 @@ from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
 from waggle.hms.gen.hive_metastore.ttypes import Database
 from waggle.remotes import connectors
 from waggle.remotes.connectors import Connector
-from waggle.remotes.links import Link, LinkError, is_link, link_of, policy_refusal
+from waggle.remotes.links import Link, LinkError, is_link, link_of, policy_refusal, uri_member
 from waggle.upstream.client import Identity, UpstreamError
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ class LinkRegistry:
         self.known: dict[str, None] = {}
         #: Hive 4 data connectors (type hivemetastore), by name
         self.connectors: dict[str, Connector] = {}
+        self._uri_members: dict[str, MetastoreConfig] = {}
         self._reported: set[tuple[str, str]] = set()
 
     def __len__(self) -> int:
@@ -115,14 +116,19 @@ class LinkRegistry:
             return out
         for name, link in self.stored.items():
             why = policy_refusal(link, policy, federation)
-            if why is None and link.uri is not None:
-                why = "links by waggle.remote.uris are not served yet; name a federation member"
             if why is not None:
                 self._report(name, why)
                 continue
-            assert link.member is not None
-            out[name] = (federation.member(link.member), link)
+            out[name] = (federation.member(link.member) if link.member else self.uri_member(link), link)
         return out
+
+    def uri_member(self, link: Link) -> MetastoreConfig:
+        """The metastore of a URI link (one per URI, kept so that its pool is kept)."""
+        assert link.uri is not None
+        member = self._uri_members.get(link.uri)
+        if member is None:
+            member = self._uri_members[link.uri] = uri_member(link.uri)
+        return member
 
     def _report(self, name: str, why: str) -> None:
         if (name, why) not in self._reported:
@@ -154,7 +160,7 @@ def remote_refusal(pool: UpstreamPool, identity: Identity | None, link: Link) ->
         return f"the remote metastore cannot be asked: {exc}"
     database = getattr(result, "success", None)
     if not isinstance(database, Database):
-        return f"metastore '{link.member}' has no database '{link.database}'"
+        return f"{link.describe().replace('database ', 'there is no database ', 1)}"
     if is_link(database.parameters):
-        return f"'{link.database}' of metastore '{link.member}' is itself a link; a link must name a real database"
+        return f"{link.describe()} is itself a link; a link must name a real database"
     return None

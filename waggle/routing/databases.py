@@ -64,6 +64,7 @@ class LinkedMap(DatabaseMap):
         for name, (member, link) in sorted(self.links.items()):
             self._by_target.setdefault((member.name, link.database), []).append(name)
         self._linked_members = {member.name for member, _ in self.links.values()}
+        self._outside = {member.name for member, link in self.links.values() if link.uri is not None}
 
     def resolve(self, name: str) -> Target | None:
         found = self.links.get(name.lower())
@@ -73,7 +74,8 @@ class LinkedMap(DatabaseMap):
         return self.base.resolve(name)
 
     def client_names(self, member: MetastoreConfig, db: str) -> tuple[str, ...]:
-        own = self.base.client_names(member, db)
+        # a URI link's metastore is none of the base map's members: only its links name its databases
+        own = self.base.client_names(member, db) if member.name not in self._outside else ()
         linked = self._by_target.get((member.name, db.lower()))
         return own + tuple(linked) if linked else own
 

@@ -100,7 +100,7 @@ class Planner:
     """Decides calls for one immutable configuration and one database map (rebuilt when either changes)."""
 
     def __init__(self, federation: Federation, mode: DatabaseResolution, dbmap: DatabaseMap,
-                 links_read_only: bool = True) -> None:
+                 links_read_only: bool = True, extra_members: tuple[MetastoreConfig, ...] = ()) -> None:
         self.federation = federation
         #: remote-databases.access: writes through a link are refused
         self.links_read_only = links_read_only
@@ -108,6 +108,8 @@ class Planner:
         self.dbmap = dbmap
         self.primary = federation.primary
         self.namings = {m.name: Naming(m, dbmap, mode) for m in federation.members}
+        for member in extra_members:  # the metastores of URI links
+            self.namings[member.name] = Naming(member, dbmap, mode)
 
     def naming(self, member: MetastoreConfig) -> Naming:
         return self.namings[member.name]

@@ -299,8 +299,9 @@ class ClientDriver:
         call, link = step.call, step.link
         assert call.spec is not None and call.spec.link is not None and link is not None and call.io is not None
         if call.spec.link.op is LinkOp.CREATE:
-            assert link.member is not None
-            why = remote_refusal(self.runtime.routes.pools[link.member], self.session.identity, link)
+            runtime = self.runtime
+            member = runtime.config.federation.member(link.member) if link.member else runtime.links.uri_member(link)
+            why = remote_refusal(runtime.link_pool(member), self.session.identity, link)
             if why is not None:
                 answer = finish.failure(call.header, call.io, f"{call.name} refused: cannot link '{link.name}' to "
                                         f"{link.describe()}: {why}", self.wire, "refused", step.metastore)
