@@ -28,6 +28,7 @@ from waggle.hms.service import METHOD_IO
 from waggle.remotes.connectors import ConnectorService
 from waggle.remotes.links import Link
 from waggle.remotes.registry import LinkRegistry
+from waggle.remotes.tables import TableLink
 from waggle.routing.databases import DatabaseMap, LinkedMap, ManualMap, PrefixedMap
 from waggle.routing.federation import Planner
 from waggle.security import token_service
@@ -68,14 +69,17 @@ class Routes:
     #: database name seen (None when remote-databases.enabled is false)
     links: Mapping[str, Link] = field(default_factory=dict)
     registry: LinkRegistry | None = None
+    #: remote tables served now: (local database, local table) -> (their metastore, the table link)
+    tables: Mapping[tuple[str, str], tuple[MetastoreConfig, TableLink]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, config: WaggleConfig, pools: Mapping[str, UpstreamPool], planner: Planner,
               generation: int, registry: LinkRegistry | None = None) -> Routes:
         links = {name: link for name, (_, link) in registry.active(config).items()} if registry else {}
+        tables = registry.active_tables(config) if registry else {}
         return cls(config, pools, planner, generation, time.time(),
                    any(m.mapped_tables is not None for m in config.federation.members), links,
-                   registry if config.server.remotes.enabled else None)
+                   registry if config.server.remotes.enabled else None, tables)
 
     @property
     def primary(self) -> UpstreamPool:
@@ -216,8 +220,10 @@ class Runtime:
         links = self.links.active(config)
         if links:
             dbmap = LinkedMap(dbmap, links)
-        outside = tuple({m.name: m for m, link in links.values() if link.uri is not None}.values())
-        return Planner(federation, mode, dbmap, config.server.remotes.read_only, outside)
+        outside = {m.name: m for m, link in links.values() if link.uri is not None}
+        outside.update({m.name: m for m, table in self.links.active_tables(config).values()
+                        if table.link.uri is not None})
+        return Planner(federation, mode, dbmap, config.server.remotes.read_only, tuple(outside.values()))
 
     def link_pool(self, member: MetastoreConfig) -> UpstreamPool:
         """The pool of a link's metastore: a federation member's, or one kept for a URI link's metastore."""
@@ -239,6 +245,11 @@ class Runtime:
         if self.links.learn(routes.primary, names):
             self.relink()
 
+    def learn_tables(self, keys: list[tuple[str, str]]) -> None:
+        """Look tables this replica has not seen up in the primary (a remote table made elsewhere works at once)."""
+        if self.links.learn_tables(self.routes.primary, keys):
+            self.relink()
+
     def learn_connectors(self) -> None:
         """Reread the data connectors from the primary (one named by a call is not known here yet)."""
         try:
@@ -250,7 +261,8 @@ class Runtime:
         """Serve the registry's links now: a new planner over the same configuration and pools."""
         routes = self.routes
         links = {name: link for name, (_, link) in self.links.active(routes.config).items()}
-        self.routes = self._with_uri_pools(replace(routes, planner=self._planner(routes.config), links=links))
+        self.routes = self._with_uri_pools(replace(routes, planner=self._planner(routes.config), links=links,
+                                                   tables=self.links.active_tables(routes.config)))
         counts: dict[str, int] = {m.name: 0 for m in routes.config.federation.federated}
         for link in links.values():
             if link.member is not None:

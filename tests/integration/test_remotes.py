@@ -341,3 +341,37 @@ def test_a_link_by_uri_where_the_policy_allows_it(primary, analytics, ops, feder
         assert audit_count(ops, "get_table : db=sales tbl=orders") >= 1
     finally:
         proc.stop()
+
+
+@pytest.mark.spark
+def test_a_remote_table_under_a_local_name_from_spark_sql(remotes, analytics, tmp_path):
+    name = unique("eu_daily")
+    writes = audit_count(analytics, "add_partition") + audit_count(analytics, "drop_table")
+    rows = spark_sql(
+        remotes, tmp_path,
+        f"CREATE TABLE default.{name} (ignored INT) TBLPROPERTIES ('waggle.remote.metastore'='analytics', "
+        "'waggle.remote.database'='sales', 'waggle.remote.table'='daily')",
+        f"SHOW PARTITIONS default.{name}",
+        f"DESCRIBE TABLE default.{name}",
+        f"SELECT COUNT(*) FROM default.{name}",
+    )
+    assert len(rows[1]) == 5  # the remote table's five partitions
+    columns = [r[0] for r in rows[2]]
+    assert "ignored" not in columns  # its schema is the remote table's, not the stub's
+    with hive2_client(remotes.port) as c:
+        table = c.get_table("default", name)
+        assert (table.dbName, table.tableName) == ("default", name) and "sales.db/daily" in table.sd.location
+        parts = c.get_partitions("default", name, -1)
+        assert len(parts) == 5 and {(p.dbName, p.tableName) for p in parts} == {("default", name)}
+        with pytest.raises(t.MetaException, match=rf"table 'default.{name}' is a link to table 'sales.daily' of "
+                                                  r"metastore 'analytics', and links are read-only"):
+            c.add_partition(parts[0])
+        with pytest.raises(t.MetaException, match=r"there is no table 'sales[.]nope' of metastore 'analytics'"):
+            c.create_table(t.Table(dbName="default", tableName=unique("nope"), sd=table.sd, partitionKeys=[],
+                                   parameters={"waggle.remote.metastore": "analytics",
+                                               "waggle.remote.database": "sales", "waggle.remote.table": "nope"}))
+        c.drop_table("default", name, True)
+        with pytest.raises(t.NoSuchObjectException):
+            c.get_table("default", name)
+        assert c.get_table("analytics_sales", "daily").tableName == "daily"
+    assert audit_count(analytics, "add_partition") + audit_count(analytics, "drop_table") == writes

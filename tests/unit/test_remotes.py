@@ -84,3 +84,24 @@ def test_the_policy_is_read_from_the_server_file_and_checked_against_the_federat
         config(tmp_path, "remote-databases:\n  allowed-metastores: [nowhere]\n")
     with pytest.raises(ConfigError, match=r"key 'remote-databases.access': invalid value 'ALL'"):
         config(tmp_path, "remote-databases:\n  access: ALL\n")
+
+
+def test_a_remote_table_is_named_by_its_properties_and_replies_take_the_local_names():
+    from waggle.call.finish import local_names
+    from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
+    from waggle.hms.gen.hive_metastore import ttypes as h
+    from waggle.remotes.tables import table_link_of
+
+    table = table_link_of("Default", "EU_Daily", {"waggle.remote.metastore": "analytics",
+                                                  "waggle.remote.database": "sales", "waggle.remote.table": "daily"})
+    assert table is not None and (table.db, table.name, table.table, table.link.database) == (
+        "default", "eu_daily", "daily", "sales")
+    assert table.describe() == "table 'sales.daily' of metastore 'analytics'"
+    assert table_link_of("d", "t", {"waggle.remote.metastore": "analytics"}) is None  # a plain table
+    with pytest.raises(LinkError):
+        table_link_of("d", "t", {"waggle.remote.table": "x"})
+    result = ThriftHiveMetastore.get_partitions_result(success=[
+        h.Partition(dbName="sales", tableName="daily", values=["1"]),
+        h.Partition(dbName="sales", tableName="daily", values=["2"])])
+    local_names(result, table)
+    assert {(p.dbName, p.tableName) for p in result.success} == {("default", "eu_daily")}

@@ -23,9 +23,11 @@ from waggle.hms.bridges import is_unknown_method
 from waggle.hms.catalogs import fill_catalog
 from waggle.hms.gen.hive_metastore.ttypes import LockResponse, LockState
 from waggle.hms.methods import Access, MethodSpec
+from waggle.hms.names import parse
 from waggle.hms.service import MethodIO
 from waggle.hms.splice import Splicer
 from waggle.remotes.links import decorate
+from waggle.remotes.tables import TableLink, rename
 from waggle.routing.access import table_visible
 from waggle.routing.federation import Decision, Naming, Refused
 from waggle.upstream.client import Reply
@@ -122,7 +124,7 @@ def rewritten(plan: Plan, reply: Reply, result_class: type, encoder: Encoder) ->
     assert naming is not None and decision is not None
     to_client = _to_client(naming, decision)
     if plan.fill is None and naming.member.mapped_tables is None and pool.config.wire == plan.call.wire and \
-            plan.call.wire.protocol is ProtocolKind.BINARY and plan.link is None:
+            plan.call.wire.protocol is ProtocolKind.BINARY and plan.link is None and plan.table_link is None:
         spliced = _SPLICER.splice_names(reply.raw, result_class, to_client, pool.limits)
         if spliced is not None:
             return spliced
@@ -147,7 +149,9 @@ def encoded_result(plan: Plan, header: Header, result: Any, encoder: Encoder, to
     assert naming is not None and decision is not None and spec is not None
     if naming.member.mapped_tables is not None:  # on the member's names, before they are rewritten
         _filter_tables(result, naming.member, decision, spec)
-    if not naming.identity:
+    if plan.table_link is not None:
+        local_names(result, plan.table_link)
+    elif not naming.identity:
         REWRITER.rewrite(result, to_client or _to_client(naming, decision))
     if plan.fill is not None:
         fill_catalog(result, plan.fill)
@@ -244,3 +248,13 @@ def _filter_tables(result: Any, member: MetastoreConfig, decision: Decision, spe
             result.success = kept
         else:
             success.tables = kept
+
+
+def local_names(result: Any, table: TableLink) -> None:
+    """A remote table's reply in the client's names: its database and its table."""
+    def database(name: str) -> str:
+        qualified = parse(name)
+        return qualified.requalify(table.db) if (qualified.db or "").lower() == table.link.database else name
+
+    REWRITER.rewrite(result, database)
+    rename(result, lambda _attr, value: table.name if value.lower() == table.table else None)

@@ -15,7 +15,7 @@ from waggle.call.values import Call, Kind, NeedCatalogs, NeedLinks, Plan
 from waggle.config.model import TransportKind
 from waggle.hms.bridges import DEFAULT_CATALOG, strip_catalog
 from waggle.hms.catalogs import carries_catalog
-from waggle.hms.methods import LinkOp, MethodSpec, Path, Route
+from waggle.hms.methods import Access, LinkOp, MethodSpec, Path, Route
 from waggle.hms.names import parse
 from waggle.hms.rewrite import Rewriter, call_rewriter
 from waggle.remotes.connectors import REMOTE_DB_NAME, ConnectorError, link_through
@@ -29,6 +29,7 @@ from waggle.remotes.links import (
     parameters_of,
     policy_refusal,
 )
+from waggle.remotes.tables import has_remote_table, table_link_of
 from waggle.routing.access import create_refusal
 from waggle.routing.databases import visible
 from waggle.routing.federation import Decision, Naming, Planner, Refused
@@ -81,6 +82,10 @@ def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], asked: Set
             unknown = _unseen(names, routes)
             if unknown:
                 return NeedLinks(tuple(unknown))
+            if spec.table_refs:
+                tabled = _remote_table(call, spec, routes, asked)
+                if tabled is not None:
+                    return tabled
         locks = [(c.dbname or "", c.type) for c in value_at(call.args, spec.lock_components) or ()] \
             if spec.lock_components else ()
         tables = _table_refs(call.args, spec) if routes.mapped_tables else ()
@@ -225,8 +230,21 @@ def _link_call(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) ->
     """A create of a database with link properties, or a drop of a link's name; None for any other."""
     assert spec.link is not None
     planner, policy, primary = routes.planner, routes.config.server.remotes, routes.primary
-    value = value_at(call.args, spec.link.path)
+    value = value_at(call.args, spec.link.path) if spec.link.path else None
     identity = call.session.identity or ("", ())
+    if spec.link.op is LinkOp.DROP_TABLE:
+        dropped = next((routes.tables[k] for k in _local_tables(call, spec, routes) if k in routes.tables), None)
+        if dropped is None:
+            return None
+        why = creator_refusal(policy, *identity)
+        if why is not None:
+            return _refuse(call, primary.name, f"{call.name} refused: {why}", Refused.META, None)
+        step = _to(Kind.LINK, call, primary, planner.naming(planner.primary), Decision(planner.primary), call.raw,
+                   None)
+        step.table_link = dropped[1]
+        return step
+    if spec.link.op is LinkOp.CREATE_TABLE:
+        return _create_remote_table(call, value, routes, identity)
     if spec.link.op is LinkOp.DROP:
         link = routes.links.get(str(value or "").lower())
         if link is None:
@@ -238,6 +256,8 @@ def _link_call(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) ->
                    None)
         step.link = link
         return step
+    if value is None:
+        return None
     parameters = getattr(value, "parameters", None)
     connector_name = _first(value, "connector_name", "dataConnectorName")
     remote = getattr(value, "type", None) in (REMOTE, "REMOTE") and connector_name
@@ -308,3 +328,75 @@ def _clash(link: Link, routes: Routes) -> str | None:
         return f"'{link.name}' is already the name of database '{found.target.db}' of metastore " \
                f"'{found.target.member.name}'"
     return None
+
+
+def _local_tables(call: Call, spec: MethodSpec, routes: Routes) -> list[tuple[str, str]]:
+    """The (primary database, table) pairs a call names, in the primary's names (lower-case)."""
+    out = []
+    for db, table in _table_refs(call.args, spec):
+        found = routes.planner.lookup(db)
+        if found is not None and found.target is not None and found.target.member.primary and \
+                found.target.link is None:
+            out.append((found.target.db, table.lower()))
+    return out
+
+
+def _remote_table(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> Plan | NeedLinks | None:
+    """A call on a remote table goes to its metastore, in its names; None for any other call."""
+    keys = _local_tables(call, spec, routes)
+    found = next((routes.tables[k] for k in keys if k in routes.tables), None)
+    if found is None:
+        assert routes.registry is not None
+        unseen = tuple(k for k in keys if k not in routes.registry.known_tables and f"table:{k[0]}.{k[1]}" not in asked)
+        return NeedLinks((), (), unseen) if unseen else None
+    member, table = found
+    policy = routes.config.server.remotes
+    if spec.access is not Access.READ and policy.read_only:
+        return _refuse(call, member.name, f"{call.name} refused: table '{table.db}.{table.name}' is a link to "
+                                          f"{table.describe()}, and links are read-only (remote-databases.access)",
+                       Refused.META, None)
+    for ref in spec.table_refs:  # the remote's names in the request
+        if value_at(call.args, ref.table) is not None:
+            _set(call.args, ref.db, table.link.database)
+            _set(call.args, ref.table, table.table)
+    pool = routes.pools[member.name]
+    kind = Kind.BRIDGE if spec.bridge is not None and pool.caps.bridges(call.name, call.args) else Kind.SEND
+    step = _to(kind, call, pool, routes.planner.naming(member), Decision(member), None, None)
+    step.rewrite_reply, step.stream, step.table_link = True, False, table
+    return step
+
+
+def _set(obj: Any, path: Path, value: str) -> None:
+    parent = value_at(obj, path[:-1]) if len(path) > 1 else obj
+    if parent is not None:
+        setattr(parent, path[-1], value)
+
+
+def _create_remote_table(call: Call, table: Any, routes: Routes, identity: tuple[str, tuple[str, ...]]
+                         ) -> Plan | None:
+    """A create of a table with waggle.remote.table: a remote table, its stub kept in the primary."""
+    parameters = getattr(table, "parameters", None)
+    if not has_remote_table(parameters):
+        return None
+    planner, policy, primary = routes.planner, routes.config.server.remotes, routes.primary
+    db, name = str(getattr(table, "dbName", "") or ""), str(getattr(table, "tableName", "") or "")
+    try:
+        found = table_link_of(db, name, parameters)
+    except LinkError as exc:
+        return _refuse(call, primary.name, f"{call.name} refused: {exc}", Refused.META, None)
+    assert found is not None
+    local = planner.lookup(db)
+    why = policy_refusal(found.link, policy, routes.config.federation) or creator_refusal(policy, *identity)
+    if why is None and (local is None or local.target is None or not local.target.member.primary or
+                        local.target.link is not None):
+        why = f"a remote table is made in a database of the primary, and '{db}' is not one"
+    if why is None and found.link.member is not None and \
+            not visible(routes.config.federation.member(found.link.member), found.link.database):
+        why = f"'{found.link.database}' of metastore '{found.link.member}' is hidden by its mapped-databases"
+    if why is not None:
+        return _refuse(call, primary.name, f"{call.name} refused: cannot make '{db}.{name}' a link to "
+                                           f"{found.describe()}: {why}", Refused.META, None)
+    step = _to(Kind.LINK, call, primary, planner.naming(planner.primary), Decision(planner.primary), call.raw,
+               None)
+    step.table_link = found
+    return step

@@ -18,6 +18,7 @@ from waggle.wire import Header
 
 if TYPE_CHECKING:
     from waggle.remotes.links import Link
+    from waggle.remotes.tables import TableLink
     from waggle.security.frontdoor import Authenticated
     from waggle.upstream.pool import UpstreamPool
 
@@ -93,6 +94,8 @@ class NeedLinks:
 
     names: tuple[str, ...]
     connectors: tuple[str, ...] = ()
+    #: (database, table) names that may be remote tables
+    tables: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(slots=True)
@@ -121,6 +124,9 @@ class Plan:
     rewrite_reply: bool = False
     #: the call names a link (a reply describing its database says so), or creates or drops one (Kind.LINK)
     link: Link | None = None
+    #: the call names a remote table (requests and replies carry its remote and local names), or makes or
+    #: drops one (Kind.LINK)
+    table_link: TableLink | None = None
     #: the reply may stream to the client while it arrives (unchanged, same wire format, unframed)
     stream: bool = False
     #: Kind.FANOUT: (pool, naming, args) per member asked, and the merge's own facts

@@ -109,6 +109,8 @@ class LinkOp(enum.Enum):
 
     CREATE = "create"  # ``path`` leads to the new Database: parameters waggle.remote.* make it a link
     DROP = "drop"  # ``path`` leads to the database name: dropping a link drops only the link, in the primary
+    CREATE_TABLE = "create table"  # ``path`` leads to the new Table: waggle.remote.table makes it a remote table
+    DROP_TABLE = "drop table"  # the table named by ``table_refs``: a remote table's stub is dropped, nothing else
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,14 +391,21 @@ _SPECS: tuple[MethodSpec, ...] = (
     _read("get_schema", db("db_name"), note="table columns, not the schema registry"),
     _read("get_schema_with_environment_context", db("db_name")),
     _read("get_schema_req", note="Hive 4"),
-    _write("create_table", note="Table.dbName"),
-    _write("create_table_with_environment_context", note="Table.dbName"),
+    replace(_write("create_table", note="Table.dbName; waggle.remote.table makes a remote table"),
+            link=LinkCall(LinkOp.CREATE_TABLE, ("tbl",))),
+    replace(_write("create_table_with_environment_context",
+                   note="Table.dbName; waggle.remote.table makes a remote table"),
+            link=LinkCall(LinkOp.CREATE_TABLE, ("tbl",))),
     _write("create_table_with_constraints",
            note="Table.dbName and every constraint's table_db; a foreign key's pktable_db is also checked"),
-    _write("create_table_req", note="Hive 4; CreateTableRequest.table.dbName and the constraints"),
+    replace(_write("create_table_req", note="Hive 4; CreateTableRequest.table.dbName and the constraints"),
+            link=LinkCall(LinkOp.CREATE_TABLE, ("request", "table"))),
     _read("translate_table_dryrun", note="Hive 4; returns the table as it would be created, changes nothing"),
-    _write("drop_table", db("dbname")),
-    _write("drop_table_with_environment_context", db("dbname")),
+    replace(_write("drop_table", db("dbname"), note="a remote table's stub is dropped, never the remote table"),
+            link=LinkCall(LinkOp.DROP_TABLE, ())),
+    replace(_write("drop_table_with_environment_context", db("dbname"),
+                   note="a remote table's stub is dropped, never the remote table"),
+            link=LinkCall(LinkOp.DROP_TABLE, ())),
     _write("drop_table_req", note="Hive 4"),
     _write("truncate_table", db("dbName")),
     _write("truncate_table_req", note="Hive 4"),

@@ -23,6 +23,7 @@ from waggle.hms.gen.hive_metastore.ttypes import Database
 from waggle.remotes import connectors
 from waggle.remotes.connectors import Connector
 from waggle.remotes.links import Link, LinkError, is_link, link_of, policy_refusal, uri_member
+from waggle.remotes.tables import TableLink, has_remote_table, table_link_of
 from waggle.upstream.client import Identity, UpstreamError
 
 if TYPE_CHECKING:
@@ -44,6 +45,10 @@ class LinkRegistry:
         #: Hive 4 data connectors (type hivemetastore), by name
         self.connectors: dict[str, Connector] = {}
         self._uri_members: dict[str, MetastoreConfig] = {}
+        #: remote tables, by (local database, local table); and the primary's tables looked at (reread with
+        #: every refresh: a table is cheap to look up again)
+        self.tables: dict[tuple[str, str], TableLink] = {}
+        self.known_tables: dict[tuple[str, str], None] = {}
         self._reported: set[tuple[str, str]] = set()
 
     def __len__(self) -> int:
@@ -85,6 +90,58 @@ class LinkRegistry:
             self.known.pop(next(iter(self.known)))
         return self.stored != before
 
+    def add_table(self, table: TableLink) -> None:
+        self.tables[(table.db, table.name)] = table
+        self.known_tables[(table.db, table.name)] = None
+
+    def remove_table(self, key: tuple[str, str]) -> None:
+        self.tables.pop(key, None)
+        self.known_tables.pop(key, None)
+
+    def learn_tables(self, primary: UpstreamPool, keys: Iterable[tuple[str, str]]) -> bool:
+        """Look these (database, table) names up in the primary; True when the remote tables changed. A table
+        that does not exist is not remembered (it may be made as a remote table at any time)."""
+        changed = False
+        for key in keys:
+            if key in self.known_tables:
+                continue
+            try:
+                result = primary.exchange(None, "get_table", T.get_table_args(dbname=key[0], tbl_name=key[1]),
+                                          T.get_table_result)
+            except UpstreamError as exc:
+                log.info("link.lookup_failed", table=f"{key[0]}.{key[1]}", error=str(exc))
+                continue
+            table = getattr(result, "success", None)
+            if table is None:
+                continue
+            self.known_tables[key] = None
+            try:
+                found = table_link_of(key[0], key[1], table.parameters)
+            except LinkError as exc:
+                self._report(f"{key[0]}.{key[1]}", f"its link properties are malformed: {exc}")
+                continue
+            if found is not None:
+                self.tables[key] = found
+                changed = True
+        while len(self.known_tables) > MAX_KNOWN:
+            self.known_tables.pop(next(iter(self.known_tables)))
+        return changed
+
+    def active_tables(self, config: WaggleConfig) -> dict[tuple[str, str], tuple[MetastoreConfig, TableLink]]:
+        """The remote tables the policy allows now, with their metastores."""
+        policy, federation = config.server.remotes, config.federation
+        out: dict[tuple[str, str], tuple[MetastoreConfig, TableLink]] = {}
+        if not policy.enabled:
+            return out
+        for key, table in self.tables.items():
+            why = policy_refusal(table.link, policy, federation)
+            if why is not None:
+                self._report(f"{key[0]}.{key[1]}", why)
+                continue
+            link = table.link
+            out[key] = (federation.member(link.member) if link.member else self.uri_member(link), table)
+        return out
+
     def load_connectors(self, store: MetastoreTokenStore) -> None:
         """Reread every connector from the primary's key-value store."""
         found: dict[str, Connector] = {}
@@ -102,11 +159,16 @@ class LinkRegistry:
         result = primary.invoke(None, "get_all_databases", T.get_all_databases_args(), T.get_all_databases_result)
         names = {str(n).lower() for n in result.success or ()}
         before = dict(self.stored)
+        # remote tables are looked up again (a dropped one disappears here); plain ones as calls name them
+        tables = dict(self.tables)
+        self.tables, self.known_tables = {}, {}
+        self.learn_tables(primary, [k for k in tables if k[0] in names])
+        changed_tables = self.tables != tables
         for gone in [n for n in self.known if n not in names]:
             self.known.pop(gone, None)
             self.stored.pop(gone, None)
         self.learn(primary, names)
-        return self.stored != before
+        return self.stored != before or changed_tables
 
     def active(self, config: WaggleConfig) -> dict[str, tuple[MetastoreConfig, Link]]:
         """The links the policy allows now, with their members; the others are reported once and left out."""
@@ -163,4 +225,20 @@ def remote_refusal(pool: UpstreamPool, identity: Identity | None, link: Link) ->
         return f"{link.describe().replace('database ', 'there is no database ', 1)}"
     if is_link(database.parameters):
         return f"{link.describe()} is itself a link; a link must name a real database"
+    return None
+
+
+def remote_table_refusal(pool: UpstreamPool, identity: Identity | None, table: TableLink) -> str | None:
+    """Why the remote end of a new remote table cannot be linked (the table is missing, or is a remote table
+    itself), or None."""
+    try:
+        result = pool.exchange(identity, "get_table", T.get_table_args(dbname=table.link.database,
+                                                                       tbl_name=table.table), T.get_table_result)
+    except UpstreamError as exc:
+        return f"the remote metastore cannot be asked: {exc}"
+    found = getattr(result, "success", None)
+    if found is None:
+        return f"there is no {table.describe()}"
+    if has_remote_table(found.parameters):
+        return f"{table.describe()} is itself a remote table; a link must name a real table"
     return None

@@ -32,7 +32,7 @@ from waggle.hms.bridges import MethodMissing, Wrap
 from waggle.hms.methods import METHODS, LinkOp, MethodSpec, TokenOp, database_of
 from waggle.hms.service import METHOD_IO
 from waggle.remotes.connectors import ConnectorError
-from waggle.remotes.registry import remote_refusal
+from waggle.remotes.registry import remote_refusal, remote_table_refusal
 from waggle.runtime import Routes, Runtime
 from waggle.security.frontdoor import Authenticated
 from waggle.security.token_service import TokenRefused
@@ -167,6 +167,9 @@ class ClientDriver:
                     self.runtime.learn_connectors()
                     asked.update(f"connector:{name}" for name in step.connectors)
                 self.runtime.learn_links(list(step.names))
+                if step.tables:
+                    self.runtime.learn_tables(list(step.tables))
+                    asked.update(f"table:{db}.{table}" for db, table in step.tables)
                 fresh = self.runtime.routes
                 if fresh.registry is None or fresh.registry.unknown(step.names):
                     routes = replace(fresh, registry=None)  # the primary did not answer: plan without links
@@ -297,8 +300,12 @@ class ClientDriver:
         """Create a link (the remote database must exist and be no link itself; then the primary stores it) or
         drop one (in the primary only: nothing reaches the remote metastore)."""
         call, link = step.call, step.link
-        assert call.spec is not None and call.spec.link is not None and link is not None and call.io is not None
-        if call.spec.link.op is LinkOp.CREATE:
+        assert call.spec is not None and call.spec.link is not None and call.io is not None
+        op = call.spec.link.op
+        if step.table_link is not None:
+            return self._table_link(step, started, op)
+        assert link is not None
+        if op is LinkOp.CREATE:
             runtime = self.runtime
             member = runtime.config.federation.member(link.member) if link.member else runtime.links.uri_member(link)
             why = remote_refusal(runtime.link_pool(member), self.session.identity, link)
@@ -309,13 +316,39 @@ class ClientDriver:
                 return answer
         answer = self._send_or_bridge(step, started)
         if answer.outcome == "ok":
-            if call.spec.link.op is LinkOp.CREATE:
+            if op is LinkOp.CREATE:
                 self.runtime.links.add(link)
                 log.info("link.created", database=link.name, remote=link.describe())
             else:
                 self.runtime.links.remove(link.name)
                 log.info("link.dropped", database=link.name, remote=link.describe())
             self.runtime.relink()
+        return answer
+
+    def _table_link(self, step: Plan, started: float, op: LinkOp) -> Answer:
+        """Make a remote table (the remote table must exist; then the primary keeps its stub) or drop one (the
+        stub only)."""
+        call, table, runtime = step.call, step.table_link, self.runtime
+        assert table is not None and call.io is not None
+        if op is LinkOp.CREATE_TABLE:
+            link = table.link
+            member = runtime.config.federation.member(link.member) if link.member else runtime.links.uri_member(link)
+            why = remote_table_refusal(runtime.link_pool(member), self.session.identity, table)
+            if why is not None:
+                answer = finish.failure(call.header, call.io, f"{call.name} refused: cannot make "
+                                        f"'{table.db}.{table.name}' a link to {table.describe()}: {why}", self.wire,
+                                        "refused", step.metastore)
+                answer.reason, answer.loud = why, True
+                return answer
+        answer = self._send_or_bridge(step, started)
+        if answer.outcome == "ok":
+            if op is LinkOp.CREATE_TABLE:
+                runtime.links.add_table(table)
+                log.info("link.created", table=f"{table.db}.{table.name}", remote=table.describe())
+            else:
+                runtime.links.remove_table((table.db, table.name))
+                log.info("link.dropped", table=f"{table.db}.{table.name}", remote=table.describe())
+            runtime.relink()
         return answer
 
     def _connectors(self, step: Plan) -> Answer:
