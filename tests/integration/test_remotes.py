@@ -375,3 +375,25 @@ def test_a_remote_table_under_a_local_name_from_spark_sql(remotes, analytics, tm
             c.get_table("default", name)
         assert c.get_table("analytics_sales", "daily").tableName == "daily"
     assert audit_count(analytics, "add_partition") + audit_count(analytics, "drop_table") == writes
+
+
+def test_an_iceberg_table_in_a_linked_database_reads_through_the_link(remotes, analytics, tmp_path):
+    import pyarrow as pa
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    namespace, name = unique("ice"), unique("ice_link")
+    direct = load_catalog("analytics", type="hive", uri=analytics.uri, warehouse=f"file://{analytics.warehouse}")
+    direct.create_namespace(namespace)
+    table = direct.create_table(f"{namespace}.events", schema=Schema(NestedField(1, "id", LongType(),
+                                                                                 required=False)))
+    table.append(pa.table({"id": pa.array([1, 2, 3], pa.int64())}))
+    with hive2_client(remotes.port) as c:
+        link(c, name, metastore="analytics", database=namespace)
+    through = load_catalog("waggle", type="hive", uri=f"thrift://127.0.0.1:{remotes.port}",
+                           warehouse=f"file://{tmp_path}")
+    assert (name, "events") in through.list_tables(name)
+    linked = through.load_table(f"{name}.events")
+    assert sorted(linked.scan().to_arrow().column("id").to_pylist()) == [1, 2, 3]
+    assert linked.metadata_location == direct.load_table(f"{namespace}.events").metadata_location
