@@ -119,6 +119,7 @@ def test_a_link_is_read_only_and_a_refused_write_never_reaches_the_remote(remote
     with hive2_client(remotes.port) as c:
         link(c, name, metastore="analytics", database="sales")
         before = audit_count(analytics, "cmd=source:127.0.0.1 create_table")
+        drops = audit_count(analytics, "drop_table")
         table = c.get_table(name, "orders")
         table.tableName = "sneaky"
         with pytest.raises(t.MetaException, match=rf"create_table refused: database '{name}' is a link to "
@@ -130,11 +131,12 @@ def test_a_link_is_read_only_and_a_refused_write_never_reaches_the_remote(remote
         assert c.get_table(name, "orders").tableName == "orders"
     time.sleep(0.5)
     assert audit_count(analytics, "cmd=source:127.0.0.1 create_table") == before
-    assert audit_count(analytics, "drop_table") == 0
+    assert audit_count(analytics, "drop_table") == drops
 
 
 def test_dropping_a_link_drops_only_the_link(remotes, analytics):
     name = unique("gone_sales")
+    drops = audit_count(analytics, "drop_database") + audit_count(analytics, "drop_table")
     with hive2_client(remotes.port) as c:
         link(c, name, metastore="analytics", database="sales")
         assert c.get_table(name, "orders").dbName == name
@@ -143,7 +145,7 @@ def test_dropping_a_link_drops_only_the_link(remotes, analytics):
         with pytest.raises(t.NoSuchObjectException):
             c.get_database(name)
         assert c.get_table("analytics_sales", "orders").tableName == "orders"
-    assert audit_count(analytics, "drop_database") == 0 and audit_count(analytics, "drop_table") == 0
+    assert audit_count(analytics, "drop_database") + audit_count(analytics, "drop_table") == drops
     assert remotes.events("link.dropped")[-1]["database"] == name
 
 

@@ -305,16 +305,6 @@ def _create_table_req(args: Any, up: Upstream) -> Any:
     return carry(old, "create_table_req")
 
 
-def _create_database_req(args: Any, up: Upstream) -> Any:
-    r = args.createDatabaseRequest
-    old = up.call("create_database", H.create_database_args(database=T.Database(
-        name=r.databaseName, description=r.description, locationUri=r.locationUri, parameters=r.parameters,
-        privileges=r.privileges, ownerName=r.ownerName, ownerType=r.ownerType,
-        catalogName=r.catalogName if up.catalogs else None, createTime=r.createTime,
-        managedLocationUri=r.managedLocationUri)))
-    return carry(old, "create_database_req")
-
-
 def _drop_database_req(args: Any, up: Upstream) -> Any:
     r = args.req
     name = qualify(up, r.catalogName, r.name)
@@ -419,8 +409,6 @@ _ALL = (
     Bridge("create_table_req", "create_table_with_environment_context, or create_table_with_constraints",
            HIVE_4, _create_table_req,
            note="a Hive 2 upstream refuses UNIQUE / NOT NULL / DEFAULT / CHECK constraints with a MetaException"),
-    Bridge("create_database_req", "create_database", HIVE_4, _create_database_req,
-           note="a remote database's type and connector are Hive 4 only (waggle keeps links itself)"),
     Bridge("drop_database_req", "drop_database", HIVE_4, _drop_database_req,
            note="`ignoreUnknownDb` is honoured with a get_database first; soft delete is Hive 4 only"),
     Bridge("truncate_table_req", "truncate_table", HIVE_4, _truncate_table_req, impossible_before=HIVE_3,

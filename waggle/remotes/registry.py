@@ -12,7 +12,7 @@ logged once per database, and such a database is never a way around the policy.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gevent.pool
 
@@ -241,4 +241,28 @@ def remote_table_refusal(pool: UpstreamPool, identity: Identity | None, table: T
         return f"there is no {table.describe()}"
     if has_remote_table(found.parameters):
         return f"{table.describe()} is itself a remote table; a link must name a real table"
+    return None
+
+
+def create_stub(primary: UpstreamPool, identity: Identity | None, database: Any) -> str | None:
+    """Store a link in the primary: a database whose parameters are the link (``database`` is the client's
+    Database or CreateDatabaseRequest, already carrying them). Always ``create_database``, which every Hive
+    release has. None when it was created, else why not."""
+    def first(*attrs: str) -> Any:
+        return next((getattr(database, a) for a in attrs if getattr(database, a, None) is not None), None)
+
+    stub = Database(name=first("name", "databaseName"), description=first("description"),
+                    locationUri=first("locationUri"), parameters=dict(first("parameters") or {}),
+                    ownerName=first("ownerName"), ownerType=first("ownerType"))
+    try:
+        result = primary.exchange(identity, "create_database", T.create_database_args(database=stub),
+                                  T.create_database_result)
+    except UpstreamError as exc:
+        return str(exc)
+    for attr in ("o1", "o2", "o3"):
+        raised = getattr(result, attr, None)
+        if raised is not None:
+            return f"{type(raised).__name__}: {getattr(raised, 'message', raised)}"
+    if not hasattr(result, "o1"):  # a TApplicationException
+        return f"metastore '{primary.name}' failed: {getattr(result, 'message', result)}"
     return None

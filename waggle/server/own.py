@@ -17,7 +17,7 @@ from waggle.call.values import Answer, Plan, Session
 from waggle.common.logging import get_logger
 from waggle.hms.methods import LinkOp, TokenOp
 from waggle.remotes.connectors import ConnectorError
-from waggle.remotes.registry import remote_refusal, remote_table_refusal
+from waggle.remotes.registry import create_stub, remote_refusal, remote_table_refusal
 from waggle.security.token_service import TokenRefused
 from waggle.upstream.client import UpstreamError
 from waggle.wire import Wire
@@ -57,7 +57,16 @@ class OwnAnswers:
                                         f"{link.describe()}: {why}", self.wire, "refused", step.metastore)
                 answer.reason, answer.loud = why, True
                 return answer
-        answer = self._send_or_bridge(step, started)
+        if op is LinkOp.CREATE:
+            why = create_stub(step.upstream, self.session.identity, value_at(call.args, call.spec.link.path))
+            if why is not None:
+                return finish.failure(call.header, call.io, f"{call.name} failed: {why}", self.wire,
+                                      "upstream_error", step.metastore)
+            assert call.io.result is not None
+            answer = Answer(self.wire.encode(call.name, TMessageType.REPLY, call.header.seqid, call.io.result()),
+                            "ok", step.metastore)
+        else:
+            answer = self._send_or_bridge(step, started)
         if answer.outcome == "ok":
             if op is LinkOp.CREATE:
                 self.runtime.links.add(link)
