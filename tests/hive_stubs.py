@@ -158,6 +158,9 @@ class _Server(socketserver.ThreadingTCPServer):
     def __init__(self, stub: HiveStubMetastore) -> None:
         self.stub = stub
         super().__init__(("127.0.0.1", 0), _Handler)
+        # accept() never blocks the serving loop (a client gone between select and accept would, and then
+        # shutdown() would wait for ever); accepted sockets are blocking again
+        self.socket.settimeout(0.5)
 
 
 class HiveStubMetastore:
