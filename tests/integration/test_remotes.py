@@ -107,6 +107,7 @@ def test_two_remote_databases_of_one_name_linked_from_spark_sql_and_joined(remot
     described = {r[0]: r[1] for r in rows[5]}
     assert described["Namespace Name"] == eu
     assert "[waggle link to database 'sales' of metastore 'analytics']" in described["Comment"]
+    assert "waggle.remote.via" in described["Properties"] and "thrift://127.0.0.1:" in described["Properties"]
     assert rows[7] == [["2"], ["3"]]
     with hive2_client(remotes.port) as c:
         table = c.get_table(eu, "orders")
@@ -149,10 +150,12 @@ def test_dropping_a_link_drops_only_the_link(remotes, analytics):
     assert remotes.events("link.dropped")[-1]["database"] == name
 
 
-def test_operators_see_links_with_their_health(remotes):
+def test_operators_see_links_with_their_health(remotes, ops):
     name = unique("seen_sales")
     with hive2_client(remotes.port) as c:
         link(c, name, metastore="ops", database="sales")
+        parameters = c.get_database(name).parameters
+    assert parameters["waggle.remote.via"] == ops.uri and parameters["waggle.remote.metastore"] == "ops"
     view = json.loads(remotes.http("/api/admin/federations"))
     mine = [entry for entry in view["links"] if entry["name"] == name]
     assert mine == [{"name": name, "metastore": "ops", "uri": None, "database": "sales",

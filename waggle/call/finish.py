@@ -156,7 +156,7 @@ def encoded_result(plan: Plan, header: Header, result: Any, encoder: Encoder, to
     if plan.fill is not None:
         fill_catalog(result, plan.fill)
     if plan.link is not None:
-        decorate(result, plan.link)
+        decorate(result, plan.link, naming.member)
     return encoder.encode(header.name, TMessageType.REPLY, header.seqid, result)
 
 

@@ -30,6 +30,8 @@ DATABASE = "waggle.remote.database"
 #: the Hive 4 data connector a REMOTE database was made with (see waggle.remotes.connectors)
 CONNECTOR = "waggle.remote.connector"
 KEYS = (METASTORE, URIS, DATABASE, CONNECTOR)
+#: shown (never stored): how waggle reaches the link's metastore
+VIA = "waggle.remote.via"
 
 
 class LinkError(ValueError):
@@ -62,7 +64,7 @@ def link_of(name: str, parameters: Mapping[str, str] | None) -> Link | None:
     if not is_link(parameters):
         return None
     assert parameters is not None
-    unknown = sorted(k for k in parameters if k.startswith(PREFIX) and k not in KEYS)
+    unknown = sorted(k for k in parameters if k.startswith(PREFIX) and k not in KEYS and k != VIA)
     if unknown:
         raise LinkError(f"unknown link propert{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)} (a link "
                         f"takes {', '.join(KEYS)})")
@@ -121,7 +123,15 @@ def description(link: Link, remote: str | None) -> str:
     return f"{remote} {text}" if remote else text
 
 
-def decorate(result: Any, link: Link) -> None:
+def reached(member: MetastoreConfig) -> str:
+    """How waggle reaches a link's metastore, for DESCRIBE: its URIs, and its SSH tunnel if it has one."""
+    via = ", ".join(str(u) for u in member.uris)
+    if member.tunnel is not None:
+        via += " through SSH " + " -> ".join(f"{user}@{host}" for user, host in member.tunnel.route)
+    return via
+
+
+def decorate(result: Any, link: Link, member: MetastoreConfig | None = None) -> None:
     """A reply's Database (already in the client's names) described as the link it is: the remote's own
     description and parameters, then the link's."""
     database = getattr(result, "success", None)
@@ -131,6 +141,8 @@ def decorate(result: Any, link: Link) -> None:
     parameters = dict(database.parameters or {})
     parameters.update({DATABASE: link.database, **({METASTORE: link.member} if link.member else {}),
                        **({URIS: link.uri} if link.uri else {})})
+    if member is not None:
+        parameters[VIA] = reached(member)
     database.parameters = parameters
     if link.connector:  # what Hive 4 clients show for a REMOTE database; older clients skip these fields
         database.type, database.connector_name, database.remote_dbname = REMOTE, link.connector, link.database
