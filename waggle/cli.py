@@ -17,7 +17,7 @@ def _config_args(p: argparse.ArgumentParser) -> None:
 
 
 def _writes_per_second(text: str) -> int:
-    from waggle.config.settings import Sync
+    from waggle.config.sync_settings import Sync
 
     setting = Sync.MAX_WRITES_PER_SECOND
     assert setting.parse is not None
@@ -28,7 +28,7 @@ def _writes_per_second(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from waggle.config.settings import Sync
+    from waggle.config.sync_settings import Sync
 
     parser = argparse.ArgumentParser(prog="waggle", description="A federating Hive Metastore proxy.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")

@@ -17,16 +17,12 @@ from waggle.config.settings import (
     METASTORE_SETTINGS,
     SERVER,
     SERVER_SETTINGS,
-    SYNC,
-    SYNC_JOB,
     Metastore,
     Server,
     Setting,
-    Sync,
-    SyncJob,
     reference,
-    sync_reference,
 )
+from waggle.config.sync_settings import SYNC, SYNC_JOB, Sync, SyncJob, sync_reference
 from waggle.sync import objects as o
 from waggle.sync.runner import SyncConfigError, load_sync_file
 

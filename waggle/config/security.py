@@ -12,10 +12,10 @@ import re
 import socket
 from collections.abc import Mapping
 
+from waggle.config.hive_properties import HiveMetastore as HM
+from waggle.config.hive_properties import HiveServer as HS
 from waggle.config.model import KerberosServer, MetastoreSecurity, ServerSecurity, TlsClient, TlsServer
 from waggle.config.reader import MISSING, Reader
-from waggle.config.settings import HiveMetastore as HM
-from waggle.config.settings import HiveServer as HS
 from waggle.config.settings import Metastore as M
 from waggle.config.settings import Server as S
 from waggle.config.settings import Setting

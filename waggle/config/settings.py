@@ -26,9 +26,7 @@ from waggle.config.validators import (
     choice,
     integer,
     one_of,
-    optional_name,
     optional_string,
-    optional_text,
     string,
     string_map,
     yes_no,
@@ -312,16 +310,16 @@ SERVER.ignored("waggledance", "-", "Waggle Dance extensions (rate limiting); not
 
 # -- the federation file: every metastore ------------------------------------------------------------------------
 METASTORE = Section("metastore")
-_REQUIRED = "(required)"
+REQUIRED = "(required)"
 
 
 class Metastore:
     """Keys of each metastore of the federation file (``primary-meta-store``, ``federated-meta-stores[]``)."""
 
     NAME = METASTORE.add("name", "", string(), "Unique name of the metastore; used in logs, metrics and errors.",
-                         _REQUIRED)
+                         REQUIRED)
     URIS = METASTORE.add("remote-meta-store-uris", "", None,
-                         "Comma-separated `thrift://host:port` list, tried in order until one connects.", _REQUIRED)
+                         "Comma-separated `thrift://host:port` list, tried in order until one connects.", REQUIRED)
     DATABASE_PREFIX = METASTORE.add(
         "database-prefix", "", string(), "Prefix of this metastore's databases in `PREFIXED` mode (lower-cased).",
         "primary: empty; federated: `<name>_`",
@@ -347,11 +345,11 @@ class Metastore:
     TUNNEL_ROUTE = METASTORE.add(
         "metastore-tunnel.route", "", string(),
         "Hops `user@host -> user@host -> ...`; `user@` defaults to the OS user running waggle. The last hop "
-        "opens the connection to the `remote-meta-store-uris` hosts (tried in order).", _REQUIRED,
+        "opens the connection to the `remote-meta-store-uris` hosts (tried in order).", REQUIRED,
     )
     TUNNEL_PRIVATE_KEYS = METASTORE.add(
         "metastore-tunnel.private-keys", "", string(),
-        "Comma-separated private key files, tried on every hop. Keys with a passphrase are not supported.", _REQUIRED,
+        "Comma-separated private key files, tried on every hop. Keys with a passphrase are not supported.", REQUIRED,
     )
     TUNNEL_KNOWN_HOSTS = METASTORE.add(
         "metastore-tunnel.known-hosts", None, optional_string(),
@@ -420,126 +418,9 @@ METASTORE.ignored("read-only-remote-meta-store-uris", "-", "Not implemented.")
 METASTORE.ignored("read-only-glue-config", "-", "Not implemented.")
 METASTORE.ignored("status", "-", "Runtime status in Waggle Dance's REST output; ignored in files.")
 
-# -- Hive properties waggle reads from ``configuration-properties`` ---------------------------------------------
-HIVE_SERVER = Section("server configuration-properties")
-HIVE_METASTORE = Section("metastore configuration-properties")
-
-
-class HiveServer:
-    """Hive and Hadoop keys of the server file's ``configuration-properties`` that waggle reads."""
-
-    SASL = HIVE_SERVER.add("hive.metastore.sasl.enabled", False, boolean(),
-                           "`true`: clients must authenticate with Kerberos (GSSAPI) or a waggle delegation token "
-                           "(DIGEST-MD5); anyone else is refused before a call is read.")
-    PRINCIPAL = HIVE_SERVER.add(
-        "hive.metastore.kerberos.principal", None, optional_string(),
-        "waggle's own principal, e.g. `hive/_HOST@REALM` (`_HOST` becomes this host's name). Waggle Dance's "
-        "`hive.server2.authentication.kerberos.principal` is read when this is absent.",
-    )
-    KEYTAB = HIVE_SERVER.add(
-        "hive.metastore.kerberos.keytab.file", None, optional_string(),
-        "Keytab holding waggle's principal; waggle logs in from it (no kinit) and renews before expiry. Waggle "
-        "Dance's `hive.server2.authentication.kerberos.keytab` is read when this is absent.",
-    )
-    WD_PRINCIPAL = HIVE_SERVER.add("hive.server2.authentication.kerberos.principal", None, optional_string(),
-                                   "Waggle Dance's spelling of the principal.")
-    WD_KEYTAB = HIVE_SERVER.add("hive.server2.authentication.kerberos.keytab", None, optional_string(),
-                                "Waggle Dance's spelling of the keytab.")
-    PROTECTION = HIVE_SERVER.add(
-        "hadoop.rpc.protection", "authentication", string(),
-        "Quality of protection offered to GSSAPI clients: `authentication` (`auth`), `integrity` (`auth-int`), "
-        "`privacy` (`auth-conf`), or a comma-separated list of them.",
-    )
-    AUTH_TO_LOCAL = HIVE_SERVER.add(
-        "hadoop.security.auth_to_local", "DEFAULT", string(),
-        "Hadoop's rules mapping principals to the short user names metastores see.",
-    )
-    RENEW_INTERVAL = HIVE_SERVER.add(
-        "hive.cluster.delegation.token.renew-interval", "1d", string(),
-        "How long a waggle delegation token lives unless renewed.",
-    )
-    MAX_LIFETIME = HIVE_SERVER.add(
-        "hive.cluster.delegation.token.max-lifetime", "7d", string(),
-        "The longest a waggle delegation token can be renewed to.",
-    )
-    USE_SSL = HIVE_SERVER.add("hive.metastore.use.SSL", False, boolean(),
-                              "`true`: the Thrift port speaks TLS (with `tls.certificate-file` and `tls.key-file`).")
-
-
-class HiveMetastore:
-    """Hive and Hadoop keys of a metastore's ``configuration-properties`` that waggle reads."""
-
-    SASL = HIVE_METASTORE.add("hive.metastore.sasl.enabled", False, boolean(),
-                              "`true`: connect with Kerberos (GSSAPI) as waggle's principal.")
-    PRINCIPAL = HIVE_METASTORE.add(
-        "hive.metastore.kerberos.principal", None, optional_string(),
-        "The metastore's principal, e.g. `hive/_HOST@REALM`; `_HOST` becomes the host of the URI waggle "
-        "connects to (through an SSH tunnel too).",
-    )
-    PROTECTION = HIVE_METASTORE.add(
-        "hadoop.rpc.protection", "authentication", string(),
-        "Protection waggle asks for, in order of preference (as the server's key).",
-    )
-    USE_SSL = HIVE_METASTORE.add("hive.metastore.use.SSL", False, boolean(), "`true`: connect with TLS.")
-
-
-# -- the sync file (``waggle sync --config``) ----------------------------------------------------------------------
-SYNC = Section("sync")
-SYNC_JOB = Section("sync job")
-_FLAG = "true or false"
-
-
-class Sync:
-    """Top-level keys of a sync file."""
-
-    FEDERATION_CONFIG = SYNC.add(
-        "federation-config", "", None,
-        "The proxy's federation file (a relative path is relative to the sync file); its primary is the target. "
-        "`--federation-config` wins.", _REQUIRED,
-    )
-    SOURCE = SYNC.add("source", None, optional_name(), "Default `source` of every job.")
-    MASTER = SYNC.add("master", None, optional_text(),
-                      "Spark master for copies (default `local[*]`, or what `spark-submit` set); `--master` wins.")
-    INCREMENTAL = SYNC.add("incremental", False, yes_no(_FLAG, strip=False),
-                           "Like `--incremental`: skip tables with no notification event since the last sync.")
-    PROPAGATE_DELETES = SYNC.add("propagate-deletes", False, yes_no(_FLAG, strip=False),
-                                 "Default `propagate-deletes` of every job.")
-    MAX_WRITES_PER_SECOND = SYNC.add(
-        "max-writes-per-second", 20, integer(0),
-        "Write calls per second to the target metastore, shared by every job and writer of the run; `0` is no "
-        "limit. A partition write is one call of up to 500 partitions, so the default leaves batched writes "
-        "their full speed and holds back floods of small calls. The report shows the rate reached. "
-        "`--max-writes-per-second` wins.",
-    )
-    JOBS = SYNC.add("jobs", (), None, "The list of jobs, each with the keys below.", _REQUIRED)
-
-
-class SyncJob:
-    """Keys of each job (``jobs[]``) of a sync file."""
-
-    TABLES = SYNC_JOB.add("tables", "", None,
-                          "`DB.TABLE` regexes, comma-separated or a YAML list (like `--tables`).", _REQUIRED)
-    SOURCE = SYNC_JOB.add("source", None, optional_name(), "The member to read from (like `--source`).",
-                          "top-level `source`")
-    MODE = SYNC_JOB.add("mode", "mirror", one_of(("mirror", "copy"), "mirror or copy", strings_only=False),
-                        "`mirror` (metadata only) or `copy` (the data files too), like `--mode`.")
-    TARGET_DATABASE = SYNC_JOB.add("target-database", None, optional_text(),
-                                   "Like `--target-database`.", "the source database's name")
-    PARTITION_FILTER = SYNC_JOB.add("partition-filter", None, optional_text(), "Like `--partition-filter`.")
-    LOCATION_ROOT = SYNC_JOB.add("location-root", None, optional_text(), "Like `--location-root`.",
-                                 "the target database's location")
-    PROPAGATE_DELETES = SYNC_JOB.add("propagate-deletes", False, yes_no(_FLAG, strip=False),
-                                     "Like `--propagate-deletes`.", "top-level `propagate-deletes`")
-    SWITCH_MODE = SYNC_JOB.add("switch-mode", False, yes_no(_FLAG, strip=False), "Like `--switch-mode`.")
-
-
 #: The registries the tests and the README's configuration reference read.
 SERVER_SETTINGS: tuple[Setting[object], ...] = SERVER.settings
 METASTORE_SETTINGS: tuple[Setting[object], ...] = METASTORE.settings
-SYNC_SETTINGS: tuple[Setting[object], ...] = SYNC.settings
-SYNC_JOB_SETTINGS: tuple[Setting[object], ...] = SYNC_JOB.settings
-HIVE_SERVER_SETTINGS: tuple[Setting[object], ...] = HIVE_SERVER.settings
-HIVE_METASTORE_SETTINGS: tuple[Setting[object], ...] = HIVE_METASTORE.settings
 
 
 def markdown_table(settings: tuple[Setting[object], ...]) -> str:
@@ -552,6 +433,8 @@ def markdown_table(settings: tuple[Setting[object], ...]) -> str:
 
 def reference() -> str:
     """The README's configuration reference tables (``python -m waggle.config.settings``)."""
+    from waggle.config.hive_properties import HIVE_METASTORE_SETTINGS, HIVE_SERVER_SETTINGS
+
     return (f"### Server file\n\n{markdown_table(SERVER_SETTINGS)}\n\n"
             "### Federation file: every metastore (`primary-meta-store`, `federated-meta-stores[]`)\n\n"
             f"{markdown_table(METASTORE_SETTINGS)}\n\n"
@@ -560,12 +443,9 @@ def reference() -> str:
             f"{markdown_table(HIVE_METASTORE_SETTINGS)}")
 
 
-def sync_reference() -> str:
-    """The README's sync file tables (``python -m waggle.config.settings sync``)."""
-    return f"{markdown_table(SYNC_SETTINGS)}\n\nEach job:\n\n{markdown_table(SYNC_JOB_SETTINGS)}"
-
-
 def main(argv: list[str]) -> None:  # pragma: no cover - documentation helper
+    from waggle.config.sync_settings import sync_reference
+
     print(sync_reference() if argv[1:] == ["sync"] else reference())
 
 

@@ -23,7 +23,7 @@ from waggle.common.logging import get_logger
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import MetastoreConfig
 from waggle.config.reader import MISSING, Reader
-from waggle.config.settings import SYNC, SYNC_JOB, Sync, SyncJob
+from waggle.config.sync_settings import SYNC, SYNC_JOB, Sync, SyncJob
 from waggle.hms.gen.hive_metastore.ttypes import Database
 from waggle.sync import objects as o
 from waggle.sync.hms import Metastore, connections
@@ -66,7 +66,7 @@ class SyncConfigError(ValueError):
         self.problems = problems
 
 
-# -- the sync file: read through the settings registry (waggle.config.settings.Sync / SyncJob) --------------------
+# -- the sync file: read through the settings registry (waggle.config.sync_settings.Sync / SyncJob) --------------------
 def load_sync_file(path: str) -> SyncRun:
     """Read a sync file (see the README). Every problem names the file, the key and the value."""
     problems: list[str] = []

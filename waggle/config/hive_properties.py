@@ -1,0 +1,73 @@
+"""The Hive and Hadoop keys waggle reads from ``configuration-properties``, declared once like every other
+setting (:mod:`waggle.config.settings`): the server file's and each metastore's. The README's reference lists
+them from here."""
+
+from __future__ import annotations
+
+from waggle.config.settings import Section, Setting
+from waggle.config.validators import boolean, optional_string, string
+
+HIVE_SERVER = Section("server configuration-properties")
+HIVE_METASTORE = Section("metastore configuration-properties")
+
+
+class HiveServer:
+    """Hive and Hadoop keys of the server file's ``configuration-properties`` that waggle reads."""
+
+    SASL = HIVE_SERVER.add("hive.metastore.sasl.enabled", False, boolean(),
+                           "`true`: clients must authenticate with Kerberos (GSSAPI) or a waggle delegation token "
+                           "(DIGEST-MD5); anyone else is refused before a call is read.")
+    PRINCIPAL = HIVE_SERVER.add(
+        "hive.metastore.kerberos.principal", None, optional_string(),
+        "waggle's own principal, e.g. `hive/_HOST@REALM` (`_HOST` becomes this host's name). Waggle Dance's "
+        "`hive.server2.authentication.kerberos.principal` is read when this is absent.",
+    )
+    KEYTAB = HIVE_SERVER.add(
+        "hive.metastore.kerberos.keytab.file", None, optional_string(),
+        "Keytab holding waggle's principal; waggle logs in from it (no kinit) and renews before expiry. Waggle "
+        "Dance's `hive.server2.authentication.kerberos.keytab` is read when this is absent.",
+    )
+    WD_PRINCIPAL = HIVE_SERVER.add("hive.server2.authentication.kerberos.principal", None, optional_string(),
+                                   "Waggle Dance's spelling of the principal.")
+    WD_KEYTAB = HIVE_SERVER.add("hive.server2.authentication.kerberos.keytab", None, optional_string(),
+                                "Waggle Dance's spelling of the keytab.")
+    PROTECTION = HIVE_SERVER.add(
+        "hadoop.rpc.protection", "authentication", string(),
+        "Quality of protection offered to GSSAPI clients: `authentication` (`auth`), `integrity` (`auth-int`), "
+        "`privacy` (`auth-conf`), or a comma-separated list of them.",
+    )
+    AUTH_TO_LOCAL = HIVE_SERVER.add(
+        "hadoop.security.auth_to_local", "DEFAULT", string(),
+        "Hadoop's rules mapping principals to the short user names metastores see.",
+    )
+    RENEW_INTERVAL = HIVE_SERVER.add(
+        "hive.cluster.delegation.token.renew-interval", "1d", string(),
+        "How long a waggle delegation token lives unless renewed.",
+    )
+    MAX_LIFETIME = HIVE_SERVER.add(
+        "hive.cluster.delegation.token.max-lifetime", "7d", string(),
+        "The longest a waggle delegation token can be renewed to.",
+    )
+    USE_SSL = HIVE_SERVER.add("hive.metastore.use.SSL", False, boolean(),
+                              "`true`: the Thrift port speaks TLS (with `tls.certificate-file` and `tls.key-file`).")
+
+
+class HiveMetastore:
+    """Hive and Hadoop keys of a metastore's ``configuration-properties`` that waggle reads."""
+
+    SASL = HIVE_METASTORE.add("hive.metastore.sasl.enabled", False, boolean(),
+                              "`true`: connect with Kerberos (GSSAPI) as waggle's principal.")
+    PRINCIPAL = HIVE_METASTORE.add(
+        "hive.metastore.kerberos.principal", None, optional_string(),
+        "The metastore's principal, e.g. `hive/_HOST@REALM`; `_HOST` becomes the host of the URI waggle "
+        "connects to (through an SSH tunnel too).",
+    )
+    PROTECTION = HIVE_METASTORE.add(
+        "hadoop.rpc.protection", "authentication", string(),
+        "Protection waggle asks for, in order of preference (as the server's key).",
+    )
+    USE_SSL = HIVE_METASTORE.add("hive.metastore.use.SSL", False, boolean(), "`true`: connect with TLS.")
+
+
+HIVE_SERVER_SETTINGS: tuple[Setting[object], ...] = HIVE_SERVER.settings
+HIVE_METASTORE_SETTINGS: tuple[Setting[object], ...] = HIVE_METASTORE.settings
