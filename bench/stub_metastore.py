@@ -130,7 +130,7 @@ class Stub:
                                       flush=True)
                     continue
                 try:
-                    data = sock.recv(262144)
+                    data = sock.recv(65536)
                 except BlockingIOError:
                     continue
                 except OSError:
