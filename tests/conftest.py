@@ -77,9 +77,11 @@ def encode_call(name: str, args: Any, seqid: int = 1, mtype: int | None = None) 
 
 # -- waggle as a subprocess through the real CLI ------------------------------------------------------
 class WaggleProcess:
-    def __init__(self, workdir: Path, federation_yaml: str, server_yaml: str = "") -> None:
+    def __init__(self, workdir: Path, federation_yaml: str, server_yaml: str = "", args: tuple[str, ...] = ()) -> None:
+        """``args``: more ``waggle serve`` arguments (``--workers 2``)."""
         from waggle.local.metastore import free_port
 
+        self.args = args
         workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = workdir
         self.port = free_port()
@@ -96,7 +98,7 @@ class WaggleProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "waggle", "serve", "--server-config", str(self.server_file),
-             "--federation-config", str(self.federation_file)],
+             "--federation-config", str(self.federation_file), *self.args],
             stdout=subprocess.DEVNULL, stderr=open(self.log_path, "ab"), env=env, cwd=ROOT,
         )
         if wait:

@@ -39,6 +39,7 @@ SERVER_VALUES: dict[str, Callable[[ServerConfig], object]] = {
     "transport": lambda s: s.wire.transport,
     "protocol": lambda s: s.wire.protocol,
     "max-connections": lambda s: s.max_connections,
+    "workers": lambda s: s.workers,
     "thrift-server-stop-timeout-val-in-seconds": lambda s: s.graceful_stop_seconds,
     "shutdown-delay": lambda s: s.shutdown_delay_seconds,
     "hot-reload": lambda s: s.hot_reload,

@@ -86,3 +86,7 @@ KERBEROS_LOGIN_OK = Gauge("waggle_kerberos_login_ok", "1 when waggle's last Kerb
                           "succeeded, else 0.", registry=REGISTRY)
 CERTIFICATE_EXPIRY = Gauge("waggle_tls_certificate_expiry_timestamp_seconds", "When a certificate waggle "
                            "presents or trusts expires, by file.", ["file"], registry=REGISTRY)
+WORKERS = Gauge("waggle_workers", "Worker processes serving the Thrift port now (waggle serve --workers).",
+                registry=REGISTRY)
+WORKER_RESTARTS = Counter("waggle_worker_restarts", "Worker processes that exited unasked and were started again.",
+                          registry=REGISTRY)

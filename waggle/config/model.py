@@ -206,6 +206,8 @@ class ServerConfig:
     database_resolution: DatabaseResolution = S.DATABASE_RESOLUTION.default
     wire: WireFormat = WireFormat()
     max_connections: int = S.MAX_CONNECTIONS.default
+    #: serving processes: None when the file does not say (see waggle.workers.count), 0 for auto
+    workers: int | None = S.WORKERS.default
     graceful_stop_seconds: float = float(S.STOP_TIMEOUT.default)
     shutdown_delay_seconds: float = float(S.SHUTDOWN_DELAY.default)
     hot_reload: bool = S.HOT_RELOAD.default
