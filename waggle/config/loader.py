@@ -324,6 +324,7 @@ def parse_metastore(
         read_timeout_ms=r.get(M.READ_TIMEOUT, read_default),
         wire=_wire(r, props),
         pool_max_idle=r.get(M.POOL_MAX_IDLE),
+        pool_idle_timeout_seconds=float(r.get(M.POOL_IDLE_TIMEOUT)),
         security=parse_metastore_security(r),
     )
 

@@ -184,7 +184,9 @@ class MetastoreConfig:
     connect_timeout_ms: int = M.CONNECT_TIMEOUT.default
     read_timeout_ms: int = M.READ_TIMEOUT.default
     wire: WireFormat = WireFormat()
-    pool_max_idle: int = M.POOL_MAX_IDLE.default
+    #: None: follow demand (see :class:`waggle.upstream.pool.UpstreamPool`)
+    pool_max_idle: int | None = M.POOL_MAX_IDLE.default
+    pool_idle_timeout_seconds: float = float(M.POOL_IDLE_TIMEOUT.default)
     security: MetastoreSecurity = MetastoreSecurity()
 
     def upstream_key(self) -> tuple[object, ...]:

@@ -397,8 +397,20 @@ class Metastore:
         "Milliseconds to wait for a reply, plus `latency`; defaults to `hive.metastore.client.socket.timeout` "
         "when set (waggle addition).",
     )
-    POOL_MAX_IDLE = METASTORE.add("pool-max-idle", 16, integer(0),
-                                  "Idle upstream connections kept open to this metastore (waggle addition).")
+    POOL_MAX_IDLE: Setting[int | None] = METASTORE.add(
+        "pool-max-idle", None, integer(0),
+        "Most idle upstream connections kept open to this metastore, over all users; over it, the one released "
+        "longest ago is closed. Unset, the bound is `limits.max-calls-per-metastore` and the pool follows "
+        "demand (see `pool-idle-timeout`). `0` keeps none: every call opens a connection (waggle addition).",
+        "none (follow demand)",
+    )
+    POOL_IDLE_TIMEOUT = METASTORE.add(
+        "pool-idle-timeout", 60, integer(0),
+        "Seconds an idle upstream connection is kept unused before it is closed. The pool thus keeps, per user, "
+        "as many connections as the most calls in flight at once during that time, and gives back those a "
+        "burst opened (each holds a metastore server thread) that long after it. `0`: never closed for being "
+        "unused (waggle addition).",
+    )
 
 
     IMPERSONATION = METASTORE.add(
