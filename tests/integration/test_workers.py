@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import threading
 import time
 import urllib.error
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import WaggleProcess, hive2_client
+from conftest import WaggleProcess, hive2_client, owner
 from faults import SlowLink
 from hmsclient.genthrift.hive_metastore import ttypes
 
@@ -67,33 +66,6 @@ def serving(proxy: WaggleProcess, n: int) -> list[dict[str, Any]]:
 
 def worker_pids(proxy: WaggleProcess) -> list[int]:
     return [int(w["pid"]) for w in health(proxy)["workers"]]
-
-
-def _socket_inodes(pid: int) -> set[str]:
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    return inodes
-
-
-def owner(proxy: WaggleProcess, client: socket.socket | Any, pids: list[int]) -> int:
-    """The pid of the worker that accepted this client connection (from /proc/net/tcp and each pid's fds)."""
-    if isinstance(client, socket.socket):
-        sock = client
-    else:  # hmsclient: a TBufferedTransport over a TSocket
-        trans = client._iprot.trans
-        sock = getattr(trans, "_TBufferedTransport__trans", trans).handle
-    local = sock.getsockname()[1]
-    with open("/proc/net/tcp") as f:
-        rows = [line.split() for line in f.readlines()[1:]]
-    inode = next(r[9] for r in rows
-                 if int(r[1].split(":")[1], 16) == proxy.port and int(r[2].split(":")[1], 16) == local)
-    return next(pid for pid in pids if inode in _socket_inodes(pid))
 
 
 class Caller(threading.Thread):
@@ -318,5 +290,40 @@ def test_sigterm_drains_every_worker(tmp_path: Path, primary: Any) -> None:
         assert all(not os.path.exists(f"/proc/{pid}") for pid in pids)
         assert proxy.events("server.stopped")
     finally:
+        link.close()
+        proxy.stop()
+
+
+def test_workers_follow_the_supervisors_health_checks(tmp_path: Path, primary: Any, analytics: Any,
+                                                      federation_data: dict[str, Any]) -> None:
+    link = SlowLink(analytics.port, delay=0)
+    proxy = WaggleProcess(tmp_path, federation(primary.uri, ("analytics", f"thrift://127.0.0.1:{link.port}",
+                                                             "analytics_")),
+                          SERVER + "database-resolution: PREFIXED\nstatus-polling-delay: 1\n"
+                          "status-polling-delay-time-unit: SECONDS\ndown-member-retry: 1\n",
+                          args=("--workers", "3")).start()
+    clients: list[Any] = []
+    try:
+        serving(proxy, 3)
+        clients, served = spread(proxy, 24)
+        assert sum(1 for n in served.values() if n) >= 2, served
+        for c in clients:
+            assert c.get_table("analytics_sales", "orders").dbName == "analytics_sales"
+        # quiet: only health checks reach the member, one fresh connection each, once a second, from the
+        # supervisor alone (three workers checking too would be about four times as many)
+        opened = link.accepted
+        time.sleep(4.0)
+        checks = link.accepted - opened
+        assert 2 <= checks <= 6, checks
+        link.close()  # the member goes away: the supervisor's check finds it, and every worker knows at once
+        wait_for(lambda: not health(proxy)["metastores"]["analytics"]["up"], 30.0, "analytics down")
+        for c in clients:
+            started = time.monotonic()
+            with pytest.raises(ttypes.MetaException) as exc:
+                c.get_table("analytics_sales", "orders")
+            assert "metastore 'analytics' is unavailable" in exc.value.message
+            assert time.monotonic() - started < 0.5  # answered from the health it was told, not a timeout
+    finally:
+        close_all(clients)
         link.close()
         proxy.stop()
