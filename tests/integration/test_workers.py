@@ -327,3 +327,24 @@ def test_workers_follow_the_supervisors_health_checks(tmp_path: Path, primary: A
         close_all(clients)
         link.close()
         proxy.stop()
+
+
+def test_workers_leave_with_their_supervisor(tmp_path: Path, primary: Any) -> None:
+    proxy = WaggleProcess(tmp_path, federation(primary.uri), SERVER, args=("--workers", "2")).start()
+    try:
+        pids = [w["pid"] for w in serving(proxy, 2)]
+        assert proxy.proc is not None
+        proxy.proc.kill()  # the supervisor dies without a word: its workers must not serve on, unsupervised
+        proxy.proc.wait()
+        wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") and "zombie" not in _state(pid) for pid in pids),
+                 30.0, "the workers exiting")
+        assert [e for e in proxy.events("worker.orphaned")]
+    finally:
+        proxy.stop()
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].splitlines()[0].lower()
+    except (OSError, IndexError):
+        return "zombie"
