@@ -75,6 +75,8 @@ CMD ["sync", "--config", "/etc/waggle/sync/sync.yml", "--no-progress"]
 # -- proxy (the default target): `waggle serve`, no JVM --
 FROM runtime AS proxy
 COPY --from=proxy-venv /opt/waggle /opt/waggle
+# one serving process per CPU the container may use (its cgroup's limit); `workers` or --workers overrides
+ENV WAGGLE_WORKERS=auto
 USER 10001:10001
 # Thrift (hive.metastore.uris) and HTTP (/healthz, /readyz, /metrics)
 EXPOSE 48869 18000

@@ -11,6 +11,7 @@ import base64
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -77,9 +78,11 @@ def encode_call(name: str, args: Any, seqid: int = 1, mtype: int | None = None) 
 
 # -- waggle as a subprocess through the real CLI ------------------------------------------------------
 class WaggleProcess:
-    def __init__(self, workdir: Path, federation_yaml: str, server_yaml: str = "") -> None:
+    def __init__(self, workdir: Path, federation_yaml: str, server_yaml: str = "", args: tuple[str, ...] = ()) -> None:
+        """``args``: more ``waggle serve`` arguments (``--workers 2``)."""
         from waggle.local.metastore import free_port
 
+        self.args = args
         workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = workdir
         self.port = free_port()
@@ -96,7 +99,7 @@ class WaggleProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "waggle", "serve", "--server-config", str(self.server_file),
-             "--federation-config", str(self.federation_file)],
+             "--federation-config", str(self.federation_file), *self.args],
             stdout=subprocess.DEVNULL, stderr=open(self.log_path, "ab"), env=env, cwd=ROOT,
         )
         if wait:
@@ -167,6 +170,34 @@ class WaggleProcess:
 
         with urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=10) as response:
             return str(response.read().decode())
+
+
+# -- which worker of `waggle serve --workers` serves a connection ---------------------------------------
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    return inodes
+
+
+def owner(proxy: WaggleProcess, client: Any, pids: list[int]) -> int:
+    """The pid of the worker that accepted this client connection (from /proc/net/tcp and each pid's fds)."""
+    if isinstance(client, socket.socket):
+        sock = client
+    else:  # hmsclient: a TBufferedTransport over a TSocket
+        trans = client._iprot.trans
+        sock = getattr(trans, "_TBufferedTransport__trans", trans).handle
+    local = sock.getsockname()[1]
+    with open("/proc/net/tcp") as f:
+        rows = [line.split() for line in f.readlines()[1:]]
+    inode = next(r[9] for r in rows
+                 if int(r[1].split(":")[1], 16) == proxy.port and int(r[2].split(":")[1], 16) == local)
+    return next(pid for pid in pids if inode in _socket_inodes(pid))
 
 
 def federation_yaml(primary_uri: str, extra: str = "", access: str = "READ_AND_WRITE_AND_CREATE") -> str:

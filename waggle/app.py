@@ -18,6 +18,8 @@ from waggle.reload import Reloader, digest_of
 from waggle.runtime import Runtime
 from waggle.security.sasl import SaslError
 from waggle.server.server import WaggleServer
+from waggle.workers.count import resolve as worker_count
+from waggle.workers.supervisor import Supervisor, WorkerFailed
 
 
 def start(config: WaggleConfig, reloading: Callable[[Runtime], Reloader] | None = None) -> WaggleServer:
@@ -31,12 +33,19 @@ def start(config: WaggleConfig, reloading: Callable[[Runtime], Reloader] | None 
     return server
 
 
-def serve(server_file: str | None, federation_file: str) -> int:
+def serve(server_file: str | None, federation_file: str, workers: int | None = None) -> int:
+    """``waggle serve``; ``workers``: ``--workers`` (0: auto), else the server file's, the environment's or 1."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the reloader can take it: never fatal
     loaded = digest_of([f for f in (server_file, federation_file) if f])
     try:
         config = load(server_file, federation_file)
         token = admin_token(config)  # tunnel files are checked by each tunnel's helper (the proxy never loads paramiko)
+        count = worker_count(workers, config.server.workers)
+    except ValueError as exc:
+        configure()
+        get_logger("waggle").error("config.invalid", problem=str(exc))
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except ConfigError as exc:
         configure()
         log = get_logger("waggle")
@@ -49,6 +58,8 @@ def serve(server_file: str | None, federation_file: str) -> int:
     log = get_logger("waggle")
     for warning in config.warnings:
         log.warning("config.warning", warning=warning)
+    if count > 1:
+        return _supervise(config, count, token, loaded)
     try:
         server = start(config, lambda runtime: Reloader(runtime, token, loaded))
     except OSError as exc:
@@ -62,6 +73,7 @@ def serve(server_file: str | None, federation_file: str) -> int:
     log.info("federation.loaded", primary=config.federation.primary.name,
              members=[m.name for m in config.federation.members],
              resolution=config.server.database_resolution.value)
+    assert server.http is not None
     reloader = server.http.reloader
     assert reloader is not None
     reloader.start(watch=config.server.hot_reload)
@@ -80,4 +92,40 @@ def serve(server_file: str | None, federation_file: str) -> int:
     gevent.signal_handler(signal.SIGINT, on_term)
     gevent.signal_handler(signal.SIGHUP, reloader.on_signal)
     server.wait()
+    return 0
+
+
+def _supervise(config: WaggleConfig, count: int, token: str | None, loaded: str) -> int:
+    """Serve with ``count`` workers under a supervisor (see :mod:`waggle.workers`)."""
+    log = get_logger("waggle")
+    try:
+        supervisor = Supervisor(config, count, token, loaded)
+        supervisor.start()
+    except OSError as exc:
+        log.error("server.cannot_listen", port=config.server.port, http_port=config.server.endpoint_port,
+                  error=str(exc))
+        return 1
+    except WorkerFailed as exc:
+        log.error("server.cannot_start", error=str(exc))
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except SaslError as exc:
+        log.error("kerberos.cannot_start", error=str(exc))
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    log.info("federation.loaded", primary=config.federation.primary.name,
+             members=[m.name for m in config.federation.members],
+             resolution=config.server.database_resolution.value, workers=count)
+    supervisor.reloader.start(watch=config.server.hot_reload)
+    gevent.spawn(watch_loop)
+    gc.freeze()
+
+    def on_term() -> None:
+        supervisor.reloader.stop()
+        supervisor.terminate()
+
+    gevent.signal_handler(signal.SIGTERM, on_term)
+    gevent.signal_handler(signal.SIGINT, on_term)
+    gevent.signal_handler(signal.SIGHUP, supervisor.reloader.on_signal)
+    supervisor.wait()
     return 0

@@ -27,14 +27,29 @@ def _writes_per_second(text: str) -> int:
         raise argparse.ArgumentTypeError(f"invalid value '{text}': expected {setting.parse.expect}") from None
 
 
+def _workers(text: str) -> int:
+    from waggle.workers.count import parse
+
+    try:
+        return parse(text, "--workers")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--workers: ")) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     from waggle.config.sync_settings import Sync
 
     parser = argparse.ArgumentParser(prog="waggle", description="A federating Hive Metastore proxy.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command")
+    sub = parser.add_subparsers(dest="command", metavar="{serve,check,sync,demo}")
     serve = sub.add_parser("serve", help="serve the HMS Thrift API in front of the configured metastores")
     _config_args(serve)
+    serve.add_argument("--workers", metavar="N", type=_workers,
+                       help="serving processes on the one port: a number or 'auto' (the CPUs this process may use); "
+                       "default: the server file's 'workers', else $WAGGLE_WORKERS, else 1")
+    worker = sub.add_parser("_worker")  # a worker process of 'serve --workers', started by its supervisor
+    worker.add_argument("--control-fd", type=int, required=True)
+    worker.add_argument("--budget-fd", type=int, required=True)
     check = sub.add_parser("check", help="validate the configuration files and exit")
     _config_args(check)
     sync = sub.add_parser("sync", help="bring a federated metastore's tables into the primary (mirror or copy)")
@@ -138,14 +153,18 @@ def main(argv: list[str] | None = None) -> int:
         return _check(args)
     if args.command == "sync":
         return _sync(args)
-    if args.command in ("serve", "demo"):
+    if args.command in ("serve", "demo", "_worker"):
         from gevent import monkey
 
         monkey.patch_all()
         if args.command == "serve":
             from waggle.app import serve
 
-            return serve(args.server_config, args.federation_config)
+            return serve(args.server_config, args.federation_config, args.workers)
+        if args.command == "_worker":
+            from waggle.workers.worker import run
+
+            return run(args.control_fd, args.budget_fd)
         from waggle.local.demo import run_demo
 
         return run_demo(port=args.port, workdir=args.workdir)

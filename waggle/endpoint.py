@@ -1,9 +1,11 @@
 """The HTTP side, on the server file's ``endpoint.port``.
 
-- ``GET /healthz``: liveness. 200 while the process serves, with each metastore's state (and its tunnel's).
-- ``GET /readyz``: readiness. 200 when a configuration is loaded, the primary answers and waggle is not
-  stopping; 503 with the reason otherwise.
-- ``GET /metrics``: Prometheus text from :mod:`waggle.common.metrics`.
+- ``GET /healthz``: liveness. 200 while the process serves, with each metastore's state (and its tunnel's);
+  with several workers, each worker's too, and 503 while none is alive.
+- ``GET /readyz``: readiness. 200 when a configuration is loaded, the primary answers, waggle is not stopping
+  and (several workers) one of them serves; 503 with the reason otherwise.
+- ``GET /metrics``: Prometheus text from :mod:`waggle.common.metrics` (several workers: added up, see
+  :mod:`waggle.workers.podmetrics`).
 - ``GET /api/admin/federations``: the live federation, read-only, with each member's status.
 - ``POST /api/admin/reload``: reload the configuration files. Like anything that changes state over HTTP, it
   needs ``Authorization: Bearer <token>`` with the token from ``admin.token-file``; without that key it is off.
@@ -15,7 +17,7 @@ import hmac
 import json
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gevent.pywsgi import WSGIServer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -28,6 +30,16 @@ if TYPE_CHECKING:
     from waggle.runtime import Runtime
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+
+
+class Pod(Protocol):
+    """Several workers behind one endpoint (:class:`waggle.workers.supervisor.Supervisor`)."""
+
+    def statuses(self) -> list[dict[str, Any]]: ...
+
+    def metrics_text(self) -> bytes: ...
+
+    def ready(self) -> tuple[bool, str]: ...
 _JSON = [("Content-Type", "application/json")]
 
 
@@ -47,14 +59,21 @@ def member_states(runtime: Runtime) -> dict[str, Any]:
     return out
 
 
-def federation_view(runtime: Runtime, reloader: Reloader | None) -> dict[str, Any]:
-    """The live federation for ``/api/admin/federations``: settings that matter to operators, and status."""
+def federation_view(runtime: Runtime, reloader: Reloader | None,
+                    workers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The live federation for ``/api/admin/federations``: settings that matter to operators, and status.
+    ``workers``: the workers' statuses, whose pools are added up (several workers)."""
     routes = runtime.routes
     config = routes.config
     states = member_states(runtime)
     members = []
     for m in config.federation.members:
-        pool = routes.pools[m.name]
+        if workers is None:
+            pool = routes.pools[m.name]
+            figures = {"opened": pool.opened, "idle": pool.idle_count(), "busy": pool.busy}
+        else:
+            figures = {k: sum(w.get("pools", {}).get(m.name, {}).get(k, 0) for w in workers)
+                       for k in ("opened", "idle", "busy")}
         members.append({
             "name": m.name,
             "primary": m.primary,
@@ -67,9 +86,9 @@ def federation_view(runtime: Runtime, reloader: Reloader | None) -> dict[str, An
             "hive_version": m.hive_version,
             "tunnel_route": None if m.tunnel is None else " -> ".join(f"{u}@{h}" for u, h in m.tunnel.route),
             "status": states.get(m.name, {"up": True, "reason": None}),
-            "pool": {"opened": pool.opened, "idle": pool.idle_count(), "busy": pool.busy},
+            "pool": figures,
         })
-    return {
+    view = {
         "generation": routes.generation,
         "loaded_at": _iso(routes.loaded_at),
         "server_file": config.server_file,
@@ -81,12 +100,18 @@ def federation_view(runtime: Runtime, reloader: Reloader | None) -> dict[str, An
                    "status": states.get(link.member or "", {"up": True, "reason": None})}
                   for name, link in sorted(routes.links.items())],
     }
+    if workers is not None:
+        view["workers"] = workers
+    return view
 
 
 class HttpEndpoint:
-    def __init__(self, runtime: Runtime, bind: str, port: int, reloader: Reloader | None = None) -> None:
+    def __init__(self, runtime: Runtime, bind: str, port: int, reloader: Reloader | None = None,
+                 pod: Pod | None = None) -> None:
         self.runtime = runtime
         self.reloader = reloader
+        #: the workers whose figures this endpoint shows (several workers), else this process's own
+        self.pod = pod
         self._server = WSGIServer((bind, port), self.app, log=None, error_log=None)
 
     @property
@@ -102,21 +127,28 @@ class HttpEndpoint:
             return _answer(start_response, "405 Method Not Allowed", {"error": "use POST /api/admin/reload"})
         if method not in ("GET", "HEAD"):
             return _answer(start_response, "405 Method Not Allowed", {"error": f"{method} {path} is not served"})
+        pod = self.pod
         if path == "/metrics":
             start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
-            return [generate_latest(metrics.REGISTRY)]
+            return [pod.metrics_text() if pod is not None else generate_latest(metrics.REGISTRY)]
         if path == "/healthz":
-            body = {"status": "ok", "metastores": member_states(self.runtime)}
+            body: dict[str, Any] = {"status": "ok", "metastores": member_states(self.runtime)}
+            status = "200 OK"
+            if pod is not None:
+                body["workers"] = workers = pod.statuses()
+                if not any(w["alive"] for w in workers):
+                    body["status"], status = "no worker is alive", "503 Service Unavailable"
             security = self.runtime.security_watch.view()
             if security:
                 body["security"] = security
-            return _answer(start_response, "200 OK", body)
+            return _answer(start_response, status, body)
         if path == "/readyz":
-            ready, reason = self.runtime.ready()
+            ready, reason = pod.ready() if pod is not None else self.runtime.ready()
             return _answer(start_response, "200 OK" if ready else "503 Service Unavailable",
                            {"ready": ready, "reason": reason, "generation": self.runtime.routes.generation})
         if path == "/api/admin/federations":
-            return _answer(start_response, "200 OK", federation_view(self.runtime, self.reloader))
+            return _answer(start_response, "200 OK", federation_view(
+                self.runtime, self.reloader, pod.statuses() if pod is not None else None))
         return _answer(start_response, "404 Not Found",
                        {"error": "not found: try /healthz, /readyz, /metrics or /api/admin/federations"})
 

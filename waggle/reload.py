@@ -21,6 +21,7 @@ import functools
 import hashlib
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -91,6 +92,8 @@ class Reloader:
         self._changed = gevent.event.Event()
         self._retry_at = float("inf")
         self.last_error: list[str] = []
+        #: called with each configuration applied, and its generation (a supervisor sends it to its workers)
+        self.applied: list[Callable[[WaggleConfig, int], None]] = []
         metrics.CONFIG_GENERATION.set(runtime.routes.generation)
         metrics.CONFIG_LOADED.set(runtime.routes.loaded_at)
 
@@ -131,6 +134,8 @@ class Reloader:
                               keeping_generation=self.runtime.routes.generation)
                 return False
             plan = self.runtime.reload(config)
+            for applied in self.applied:
+                applied(self.runtime.config, self.runtime.routes.generation)
             self._basis = config
             self._seen, self._retry_at = (files, digest_of(named_files(config))), float("inf")
             self.admin_token = token

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 import gevent
@@ -48,6 +48,7 @@ log = get_logger("waggle.federation")
 RESTART_KEYS = {
     "port": "port", "bind_address": "bind-address", "endpoint_port": "endpoint.port", "wire": "transport/protocol",
     "limits": "limits.max-message-bytes/max-string-bytes/max-container-items", "max_connections": "max-connections",
+    "workers": "workers",
     "hot_reload": "hot-reload", "log_level": "logging.level", "log_format": "logging.format",
     "security": "Kerberos and TLS (hive.metastore.sasl.enabled, its principal and keytab, tls.*, delegation-tokens.*)",
 }
@@ -124,9 +125,17 @@ def _restart_only(old: ServerConfig, new: ServerConfig) -> ServerConfig:
     return replace(new, **{attr: getattr(old, attr) for attr in RESTART_KEYS})
 
 
+TunnelFactory = Callable[[MetastoreConfig], Tunnel]
+
+
 class Runtime:
-    def __init__(self, config: WaggleConfig, connector: Connector = connect) -> None:
+    def __init__(self, config: WaggleConfig, connector: Connector = connect, tunnel: TunnelFactory = Tunnel,
+                 health: type[Health] = Health, token_key: bytes | None = None) -> None:
+        """``tunnel`` and ``health`` make the SSH tunnels and the health checks: a worker's follow its
+        supervisor's (waggle.workers.shared); ``token_key``: the random key of waggle's delegation tokens when
+        no signing-key file is set (one for all of a supervisor's workers)."""
         self.deadlines = Deadlines()
+        self._tunnel = tunnel
         kerberos = config.server.security.kerberos
         #: waggle's Kerberos identity: it accepts clients with it and connects to Kerberized metastores as it
         self.login = KerberosLogin(kerberos.principal, kerberos.keytab) if kerberos is not None else None
@@ -136,9 +145,9 @@ class Runtime:
         #: how upstream connections are opened (an in-memory metastore in the dispatch tests)
         self.connector = connector
         #: one SSH tunnel per tunnelled metastore, shared by its pool and its health checks
-        self.tunnels = {m.name: Tunnel(m) for m in config.federation.members if m.tunnel is not None}
+        self.tunnels = {m.name: tunnel(m) for m in config.federation.members if m.tunnel is not None}
         pools = {m.name: self._pool(m, config.server, self.tunnels) for m in config.federation.members}
-        self.health = Health(config.federation.members, config.server, self.deadlines, self.tunnels, connector)
+        self.health = health(config.federation.members, config.server, self.deadlines, self.tunnels, connector)
         #: SIGTERM arrived: readiness fails (connections are still served until ``draining``)
         self.stopping = False
         #: connections end after their call in flight
@@ -162,7 +171,8 @@ class Runtime:
         #: client calls being answered (bounded by limits.max-in-flight-calls)
         self.call_slots = Limiter(config.server.load.max_in_flight_calls)
         #: waggle's own delegation tokens (a Kerberos front door only)
-        self.tokens = token_service.build(kerberos, config.server.configuration_properties, self.records) \
+        self.tokens = token_service.build(kerberos, config.server.configuration_properties, self.records,
+                                          token_key) \
             if config.server.security.answers_tokens and kerberos else None
         #: TLS and SASL on client connections (None: clients connect in plain Thrift)
         security = config.server.security
@@ -332,7 +342,7 @@ class Runtime:
                 config = replace(config, server=_restart_only(old.config.server, config.server))
             server = config.server
             members = {m.name: m for m in config.federation.members}
-            opened_tunnels = {n: Tunnel(members[n]) for n in plan.open_tunnels}
+            opened_tunnels = {n: self._tunnel(members[n]) for n in plan.open_tunnels}
             tunnels = {**{n: self.tunnels[n] for n in plan.keep_tunnels}, **opened_tunnels}
             opened_pools = {n: self._pool(members[n], server, tunnels) for n in plan.open_pools}
             try:
@@ -391,14 +401,18 @@ class Runtime:
             tunnel.close()
 
     # -- lifecycle --------------------------------------------------------------------------------------------
-    def start(self) -> None:
-        """Background work: tunnels, health checks, and in MANUAL mode the first database map (before serving)."""
+    def start(self, serving: bool = True) -> None:
+        """Background work: tunnels, health checks, and in MANUAL mode the first database map (before serving).
+        Without ``serving`` (a supervisor, whose workers serve), only the tunnels, health checks and security
+        watch."""
         if self.login is not None and self.config.server.security.answers_tokens:
             self.login.acceptor()  # a keytab that cannot accept clients stops waggle here, naming the file
         self.security_watch.start()
         for tunnel in self.tunnels.values():
             tunnel.start()
         self.health.start()
+        if not serving:
+            return
         if self.manual:
             self.refresh_databases()
         self._refresher = gevent.spawn(self._refresh_loop)

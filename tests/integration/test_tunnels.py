@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, WaggleProcess, federation_yaml, hive2_client, java_available, require
+from conftest import ROOT, WaggleProcess, federation_yaml, hive2_client, java_available, owner, require
 from faults import BlackHole, SlowLink
 from sshd import Sshd, free_port_on, keygen, sshd_available, write_known_hosts
 
@@ -189,6 +189,68 @@ def test_many_concurrent_clients_through_the_tunnel_while_the_primary_stays_fast
           f"tunnel ({result['calls']} calls); worst {1000 * worst:.1f} ms")
     assert p50 < max(10 * p50_base, 0.025), (p50, p50_base)
     assert worst < 1.0, worst  # never stalled behind the tunnel
+
+
+# -- several workers: one tunnel, one set of health checks ----------------------------------------------------
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def test_workers_share_the_supervisors_tunnel(primary: Any, analytics: Any, hops: Hops,
+                                                                 federation_data: dict[str, Any],
+                                                                 tmp_path: Path) -> None:
+    members = "federated-meta-stores:\n" + tunnel_yaml("tun", analytics.uri, hops, hops.servers, str(hops.key),
+                                                        hops.known_hosts)
+    h2 = hops.servers[1]
+    before = len(h2.log())
+    proxy = WaggleProcess(tmp_path, federation_yaml(primary.uri, members),
+                          "database-resolution: PREFIXED\nlogging:\n  format: json\n",
+                          args=("--workers", "2")).start()
+    try:
+        def serving() -> list[dict[str, Any]] | None:
+            workers = [w for w in json.loads(proxy.http("/healthz"))["workers"] if w["serving"] and w["answered"]]
+            return workers if len(workers) == 2 else None
+
+        workers = wait_until(serving, 60)
+        pids = [w["pid"] for w in workers]
+        served: set[int] = set()
+        clients = []
+        while served != set(pids) and len(clients) < 40:  # connections on both workers call through the tunnel
+            cm = hive2_client(proxy.port)
+            c = cm.__enter__()
+            clients.append(cm)
+            assert c.get_table("tun_sales", "orders").dbName == "tun_sales"
+            served.add(owner(proxy, c, pids))
+        for cm in clients:
+            cm.__exit__(None, None, None)
+        assert served == set(pids)
+        assert proxy.proc is not None
+        helpers = [p for p in _children(proxy.proc.pid) if "waggle.tunnel" in _cmdline(p)]
+        assert len(helpers) == 1  # the supervisor's, for both workers
+        assert all(not _children(pid) for pid in pids)  # the workers run no helper of their own
+        accepted = [line for line in h2.log()[before:].splitlines() if "Accepted publickey" in line]
+        assert len(accepted) == 1, accepted  # one SSH session reached the last hop, not one per worker
+        health = json.loads(proxy.http("/healthz"))["metastores"]["tun"]
+        assert health["up"] and health["tunnel"]["state"] == "up"
+    finally:
+        proxy.stop()
+
+
+def wait_until(what: Any, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = what()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("timed out")
 
 
 # -- refusals: only the member concerned is unavailable -----------------------------------------------------------

@@ -282,6 +282,22 @@ def test_probes_security_and_grace(chart: Any) -> None:
     assert r.one("Deployment")["spec"]["replicas"] == 2
 
 
+def _workers_env(r: Rendered) -> dict[str, Any]:
+    return next(e for e in r.container()["env"] if e["name"] == "WAGGLE_WORKERS")
+
+
+def test_workers_follow_the_pods_cpu(chart: Any) -> None:
+    by_request = _workers_env(Rendered(chart))  # the defaults: requests.cpu 100m, no CPU limit
+    assert by_request["valueFrom"]["resourceFieldRef"] == {"containerName": "waggle", "resource": "requests.cpu",
+                                                          "divisor": "1"}  # rounded up: one worker
+    limited = Rendered(chart, {"resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "4", "memory": "1Gi"}}})
+    assert _workers_env(limited)["valueFrom"]["resourceFieldRef"]["resource"] == "limits.cpu"
+    no_cpu = {"resources": {"requests": {"cpu": None}, "limits": {"cpu": None}}}
+    assert _workers_env(Rendered(chart, no_cpu)) == {"name": "WAGGLE_WORKERS", "value": "auto"}
+    assert _workers_env(Rendered(chart, {"workers": 3})) == {"name": "WAGGLE_WORKERS", "value": "3"}
+    assert not any(e["name"] == "WAGGLE_WORKERS" for e in Rendered(chart).container("check").get("env", []))
+
+
 def test_init_container_checks_the_configuration(chart: Any) -> None:
     r = Rendered(chart, ALL_ON)
     (check,) = r.pod["spec"]["initContainers"]

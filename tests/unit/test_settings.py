@@ -39,6 +39,7 @@ SERVER_VALUES: dict[str, Callable[[ServerConfig], object]] = {
     "transport": lambda s: s.wire.transport,
     "protocol": lambda s: s.wire.protocol,
     "max-connections": lambda s: s.max_connections,
+    "workers": lambda s: s.workers,
     "thrift-server-stop-timeout-val-in-seconds": lambda s: s.graceful_stop_seconds,
     "shutdown-delay": lambda s: s.shutdown_delay_seconds,
     "hot-reload": lambda s: s.hot_reload,
@@ -86,6 +87,7 @@ METASTORE_VALUES: dict[str, Callable[[MetastoreConfig], object]] = {
     "connect-timeout": lambda m: m.connect_timeout_ms,
     "read-timeout": lambda m: m.read_timeout_ms,
     "pool-max-idle": lambda m: m.pool_max_idle,
+    "pool-idle-timeout": lambda m: m.pool_idle_timeout_seconds,
     "impersonation-enabled": lambda m: m.security.impersonation,
     "tls.enabled": lambda m: m.security.tls is not None,
     "tls.ca-file": lambda m: m.security.tls.ca_file if m.security.tls else None,
@@ -171,6 +173,22 @@ def test_every_metastore_validator_names_file_key_and_value(tmp_path: Path, sett
     with pytest.raises(ConfigError) as err:
         load(None, fed)
     assert f"{fed}: key 'primary-meta-store.{setting.key}': invalid value [[1]]: expected " in str(err.value)
+
+
+@pytest.mark.parametrize("value", [-1, "soon", 1.5])
+def test_a_bad_pool_idle_timeout_names_file_key_and_value(tmp_path: Path, value: object) -> None:
+    fed = federation(tmp_path, **{"pool-idle-timeout": value})
+    with pytest.raises(ConfigError) as err:
+        load(None, fed)
+    assert f"{fed}: key 'primary-meta-store.pool-idle-timeout': invalid value {value!r}: expected an integer >= 0" \
+        in str(err.value)
+
+
+def test_the_pool_settings_are_read_from_the_federation_file(tmp_path: Path) -> None:
+    member = load(None, federation(tmp_path, **{"pool-idle-timeout": 5, "pool-max-idle": 32})).federation.primary
+    assert (member.pool_idle_timeout_seconds, member.pool_max_idle) == (5.0, 32)
+    member = load(None, federation(tmp_path, **{"pool-idle-timeout": 0, "pool-max-idle": None})).federation.primary
+    assert (member.pool_idle_timeout_seconds, member.pool_max_idle) == (0.0, None)  # never reaped; follows demand
 
 
 def test_unknown_and_unimplemented_keys_come_from_the_registry(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ import structlog
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
-def configure(level: str = "info", fmt: str = "auto", stream: object = None) -> None:
+def configure(level: str = "info", fmt: str = "auto", stream: object = None, worker: int | None = None) -> None:
+    """``worker``: every line of this process names it (a worker of ``waggle serve --workers``)."""
     out = stream or sys.stderr
     use_json = fmt == "json" or (fmt == "auto" and not getattr(out, "isatty", lambda: False)())
     renderer: structlog.typing.Processor = (
@@ -24,6 +25,7 @@ def configure(level: str = "info", fmt: str = "auto", stream: object = None) -> 
     )
     structlog.configure(
         processors=[
+            *([_naming_worker(worker)] if worker is not None else []),
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -36,6 +38,14 @@ def configure(level: str = "info", fmt: str = "auto", stream: object = None) -> 
     )
     # thrift's own modules log through the standard library; keep their noise out of our stream.
     logging.getLogger("thrift").setLevel(logging.CRITICAL)
+
+
+def _naming_worker(index: int) -> structlog.typing.Processor:
+    def name_worker(_: object, __: str, event: structlog.typing.EventDict) -> structlog.typing.EventDict:
+        event["worker"] = index
+        return event
+
+    return name_worker
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:

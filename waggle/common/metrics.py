@@ -31,6 +31,9 @@ CLIENT_CONNECTIONS = Gauge("waggle_client_connections", "Client connections open
 CALLS_IN_FLIGHT = Gauge("waggle_calls_in_flight", "Client calls being answered now.", registry=REGISTRY)
 UPSTREAM_IN_USE = Gauge("waggle_upstream_calls_in_flight", "Calls in flight to each metastore.", ["metastore"],
                         registry=REGISTRY)
+UPSTREAM_OPENED = Counter("waggle_upstream_connections_opened", "Connections waggle opened to each metastore "
+                          "(its pool keeps about as many as calls in flight lately, so under a steady load this "
+                          "stops rising).", ["metastore"], registry=REGISTRY)
 SHED = Counter("waggle_shed", "Work refused because a limit was reached: connections (max-connections), calls "
                "(limits.max-in-flight-calls) or metastore (limits.max-calls-per-metastore).", ["limit"],
                registry=REGISTRY)
@@ -86,3 +89,7 @@ KERBEROS_LOGIN_OK = Gauge("waggle_kerberos_login_ok", "1 when waggle's last Kerb
                           "succeeded, else 0.", registry=REGISTRY)
 CERTIFICATE_EXPIRY = Gauge("waggle_tls_certificate_expiry_timestamp_seconds", "When a certificate waggle "
                            "presents or trusts expires, by file.", ["file"], registry=REGISTRY)
+WORKERS = Gauge("waggle_workers", "Worker processes serving the Thrift port now (waggle serve --workers).",
+                registry=REGISTRY)
+WORKER_RESTARTS = Counter("waggle_worker_restarts", "Worker processes that exited unasked and were started again.",
+                          registry=REGISTRY)

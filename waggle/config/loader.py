@@ -144,6 +144,7 @@ def parse_server(path: str | None, data: Mapping[str, Any], problems: list[str],
         database_resolution=r.get(S.DATABASE_RESOLUTION),
         wire=_wire(r, props),
         max_connections=r.get(S.MAX_CONNECTIONS, default_conns),
+        workers=r.get(S.WORKERS),
         graceful_stop_seconds=float(r.get(S.STOP_TIMEOUT)),
         shutdown_delay_seconds=float(r.get(S.SHUTDOWN_DELAY)),
         hot_reload=r.get(S.HOT_RELOAD),
@@ -323,6 +324,7 @@ def parse_metastore(
         read_timeout_ms=r.get(M.READ_TIMEOUT, read_default),
         wire=_wire(r, props),
         pool_max_idle=r.get(M.POOL_MAX_IDLE),
+        pool_idle_timeout_seconds=float(r.get(M.POOL_IDLE_TIMEOUT)),
         security=parse_metastore_security(r),
     )
 

@@ -184,7 +184,9 @@ class MetastoreConfig:
     connect_timeout_ms: int = M.CONNECT_TIMEOUT.default
     read_timeout_ms: int = M.READ_TIMEOUT.default
     wire: WireFormat = WireFormat()
-    pool_max_idle: int = M.POOL_MAX_IDLE.default
+    #: None: follow demand (see :class:`waggle.upstream.pool.UpstreamPool`)
+    pool_max_idle: int | None = M.POOL_MAX_IDLE.default
+    pool_idle_timeout_seconds: float = float(M.POOL_IDLE_TIMEOUT.default)
     security: MetastoreSecurity = MetastoreSecurity()
 
     def upstream_key(self) -> tuple[object, ...]:
@@ -206,6 +208,8 @@ class ServerConfig:
     database_resolution: DatabaseResolution = S.DATABASE_RESOLUTION.default
     wire: WireFormat = WireFormat()
     max_connections: int = S.MAX_CONNECTIONS.default
+    #: serving processes: None when the file does not say (see waggle.workers.count), 0 for auto
+    workers: int | None = S.WORKERS.default
     graceful_stop_seconds: float = float(S.STOP_TIMEOUT.default)
     shutdown_delay_seconds: float = float(S.SHUTDOWN_DELAY.default)
     hot_reload: bool = S.HOT_RELOAD.default

@@ -29,6 +29,7 @@ from waggle.config.validators import (
     optional_string,
     string,
     string_map,
+    worker_count,
     yes_no,
 )
 
@@ -141,9 +142,17 @@ class Server:
     )
     MAX_CONNECTIONS = SERVER.add(
         "max-connections", 1000, integer(1),
-        "Client connections served at once. A connection over the limit has its first call answered with a "
-        "`MetaException` saying so, and is closed. "
+        "Client connections served at once, by all workers together. A connection over the limit has its first "
+        "call answered with a `MetaException` saying so, and is closed. "
         "Defaults to `hive.metastore.server.max.threads` when that property is set.",
+    )
+    WORKERS = SERVER.add(
+        "workers", None, worker_count(),
+        "Serving processes on the one Thrift port (SO_REUSEPORT), under one supervisor that owns the HTTP "
+        "endpoint, the configuration, SSH tunnels and health checks; `auto`: the CPUs the process may use, as "
+        "its cgroup's CPU limit (or CPU affinity) says. Without the key: `--workers`, else the environment's "
+        "`WAGGLE_WORKERS` (the image sets `auto`, the Helm chart the pod's CPU), else 1. Needs a restart "
+        "(waggle addition).", "1",
     )
     STOP_TIMEOUT = SERVER.add(
         "thrift-server-stop-timeout-val-in-seconds", 60, integer(0),
@@ -176,12 +185,14 @@ class Server:
     )
     MAX_IN_FLIGHT_CALLS = SERVER.add(
         "limits.max-in-flight-calls", 500, integer(1),
-        "Client calls being answered at once, over all connections. A call over the limit waits up to "
+        "Client calls being answered at once, over all connections (with workers, each takes an equal share). A "
+        "call over the limit waits up to "
         "`limits.queue-wait-ms` for a slot, then fails with a `MetaException` saying waggle is overloaded.",
     )
     MAX_CALLS_PER_METASTORE = SERVER.add(
         "limits.max-calls-per-metastore", 200, integer(1),
-        "Calls sent to one metastore at once (merged calls and bridges included). Over it a call waits up to "
+        "Calls sent to one metastore at once (merged calls and bridges included; with workers, each takes an "
+        "equal share). Over it a call waits up to "
         "`limits.queue-wait-ms`, then fails with a `MetaException` naming the metastore.",
     )
     QUEUE_WAIT_MS = SERVER.add("limits.queue-wait-ms", 1000, integer(0),
@@ -386,8 +397,20 @@ class Metastore:
         "Milliseconds to wait for a reply, plus `latency`; defaults to `hive.metastore.client.socket.timeout` "
         "when set (waggle addition).",
     )
-    POOL_MAX_IDLE = METASTORE.add("pool-max-idle", 16, integer(0),
-                                  "Idle upstream connections kept open to this metastore (waggle addition).")
+    POOL_MAX_IDLE: Setting[int | None] = METASTORE.add(
+        "pool-max-idle", None, integer(0),
+        "Most idle upstream connections kept open to this metastore, over all users; over it, the one released "
+        "longest ago is closed. Unset, the bound is `limits.max-calls-per-metastore` and the pool follows "
+        "demand (see `pool-idle-timeout`). `0` keeps none: every call opens a connection (waggle addition).",
+        "none (follow demand)",
+    )
+    POOL_IDLE_TIMEOUT = METASTORE.add(
+        "pool-idle-timeout", 60, integer(0),
+        "Seconds an idle upstream connection is kept unused before it is closed. The pool thus keeps, per user, "
+        "as many connections as the most calls in flight at once during that time, and gives back those a "
+        "burst opened (each holds a metastore server thread) that long after it. `0`: never closed for being "
+        "unused (waggle addition).",
+    )
 
 
     IMPERSONATION = METASTORE.add(

@@ -58,3 +58,17 @@ LOOP_WATCH_INTERVAL = 0.25
 LOOP_BLOCKED_SECONDS = 0.1
 #: A lag above this is also logged (``loop.blocked``).
 LOOP_REPORT_SECONDS = 1.0
+
+# -- workers (waggle/workers/supervisor.py) ------------------------------------------------------------------------
+#: Waits before starting again a worker that exited unasked, by how many times it exited in a row without having
+#: served steadily (the last one repeats).
+WORKER_RESTART_DELAYS: tuple[float, ...] = (0.1, 1.0, 2.0, 5.0, 10.0)
+#: A worker that served at least this long before it exited starts the restart delays over.
+WORKER_STEADY_SECONDS = 30.0
+#: How long the supervisor waits for a new worker to listen.
+WORKER_START_SECONDS = 60.0
+#: How often the supervisor asks every worker's status unasked: a worker that dies loses the counts it made
+#: since (its counters as last reported are kept).
+WORKER_POLL_SECONDS = 10.0
+#: How long ``/metrics``, ``/healthz`` and the admin API wait for each worker's status.
+WORKER_STATUS_SECONDS = 2.0

@@ -57,6 +57,21 @@ def integer(low: int = 0, high: int | None = None) -> Validator[int]:
     return Validator(expect, convert)
 
 
+def worker_count(high: int = 256) -> Validator[int | None]:
+    """A number of serving processes, or ``auto`` (0: as many as the CPUs the process may use)."""
+    def convert(v: object) -> int | None:
+        if isinstance(v, str) and v.strip().lower() == "auto":
+            return 0
+        if isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise TypeError
+        n = int(v)
+        if not 1 <= n <= high:
+            raise ValueError(f"out of range 1..{high}")
+        return n
+
+    return Validator(f"auto or an integer between 1 and {high}", convert)
+
+
 def boolean() -> Validator[bool]:
     """``true``/``yes``/``on``/``1`` or ``false``/``no``/``off``/``0``, as Spring reads them."""
     def convert(v: object) -> bool:

@@ -173,15 +173,18 @@ def _key(identifier: bytes) -> str:
     return _PREFIX + base64.b64encode(identifier).decode("ascii")
 
 
-def build(kerberos: KerberosServer, properties: Mapping[str, str], store: TokenStore) -> TokenService:
+def build(kerberos: KerberosServer, properties: Mapping[str, str], store: TokenStore,
+          random_key: bytes | None = None) -> TokenService:
     """The token service of one configuration: keys from ``delegation-tokens.signing-key-file``, or a random
-    key for this process alone (logged, since its tokens then work only here and only until a restart)."""
+    key for this waggle alone (logged, since its tokens then work only here and only until a restart).
+    ``random_key``: that key, when a supervisor chose it for all its workers."""
     if kerberos.token_key_file:
         keys = secrets_from_file(kerberos.token_key_file)
     else:
-        keys = {1: os.urandom(32)}
-        log.warning("tokens.random_key", detail="no delegation-tokens.signing-key-file: tokens issued by this "
-                    "process work only on it and only until it restarts")
+        keys = {1: random_key or os.urandom(32)}
+        if random_key is None:
+            log.warning("tokens.random_key", detail="no delegation-tokens.signing-key-file: tokens issued by this "
+                        "waggle work only on it and only until it restarts")
     authority = TokenAuthority(keys, kerberos.token_max_lifetime_ms, kerberos.token_renew_interval_ms)
     mapper = AuthToLocal(kerberos.auth_to_local, kerberos.realm)
     return TokenService(authority, store, ProxyUsers(properties), mapper.short_name)

@@ -2,6 +2,7 @@
 
 A connection over ``max-connections`` is not queued: its first call is answered with a ``MetaException``
 saying so, and it is closed (at most :data:`REFUSERS` such answers at once; beyond that, the listen backlog).
+A worker of ``waggle serve --workers`` counts against the pod's bound (:mod:`waggle.workers.budget`).
 
 Stopping (SIGTERM): readiness fails at once; for ``shutdown-delay`` seconds everything is still served, so load
 balancers move clients away; then the listener closes, idle connections are closed, and calls in flight get
@@ -27,6 +28,7 @@ from waggle.endpoint import HttpEndpoint
 from waggle.runtime import Runtime
 from waggle.security.frontdoor import Refused
 from waggle.server.driver import ClientDriver
+from waggle.workers.budget import ConnectionBudget
 
 if TYPE_CHECKING:
     from waggle.reload import Reloader
@@ -38,33 +40,44 @@ REFUSERS = 64
 
 
 class WaggleServer:
-    def __init__(self, runtime: Runtime, reloader: Reloader | None = None) -> None:
+    def __init__(self, runtime: Runtime, reloader: Reloader | None = None, listener: socket.socket | None = None,
+                 budget: ConnectionBudget | None = None, http: bool = True) -> None:
+        """``listener``: a listening socket to serve (a worker's, on the pod's port) instead of binding one;
+        ``budget``: the bound on client connections (this process's own, by default); ``http``: serve the HTTP
+        endpoint too (a worker's supervisor serves it)."""
         self.runtime = runtime
         server = runtime.config.server
-        self._max_connections = server.max_connections
+        self._budget = budget or ConnectionBudget(server.max_connections)
         self._refused_log = Throttle(1.0)
         self._pool = Pool(server.max_connections + REFUSERS)
-        self._server = StreamServer((server.bind_address, server.port), self._handle, spawn=self._pool,
-                                    backlog=1024)
+        self._server = StreamServer(listener or (server.bind_address, server.port), self._handle,
+                                    spawn=self._pool, backlog=None if listener else 1024)
         self._connections: dict[gevent.Greenlet, ClientDriver] = {}
         self._stopped = gevent.event.Event()
-        self.http = HttpEndpoint(runtime, server.bind_address, server.endpoint_port, reloader)
+        self.http = HttpEndpoint(runtime, server.bind_address, server.endpoint_port, reloader) if http else None
 
     @property
     def address(self) -> tuple[str, int]:
         return self._server.address  # type: ignore[no-any-return]
 
+    @property
+    def connections(self) -> int:
+        """Client connections this process serves now."""
+        return len(self._connections)
+
     def start(self) -> None:
         self._server.start()
         try:
-            self.http.start()
+            if self.http is not None:
+                self.http.start()
         except OSError:
             self._server.close()
             raise
         log.info("server.listening", address=f"{self.address[0]}:{self.address[1]}",
                  wire=self.runtime.config.server.wire.describe(),
                  max_connections=self.runtime.config.server.max_connections,
-                 gevent_patched=gevent.monkey.is_module_patched("socket"), http_port=self.http.port)
+                 gevent_patched=gevent.monkey.is_module_patched("socket"),
+                 http_port=self.http.port if self.http is not None else None)
 
     def _handle(self, sock: socket.socket, peer: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -83,13 +96,13 @@ class WaggleServer:
             if who is not None:
                 log.info("client.authenticated", peer=conn.peer, user=who.user, principal=who.principal,
                          mechanism=who.mechanism, qop=who.qop)
-        if len(self._connections) >= self._max_connections:
+        budget = self._budget
+        if not budget.admit():
             metrics.SHED.labels("connections").inc()
             if self._refused_log.allow("connections"):  # at most once a second: the metric counts each one
-                log.warning("client.refused", peer=conn.peer, connections=len(self._connections),
-                            limit=self._max_connections)
+                log.warning("client.refused", peer=conn.peer, connections=budget.open(), limit=budget.limit)
             try:
-                conn.refuse(f"waggle is serving {self._max_connections} client connections, its limit "
+                conn.refuse(f"waggle is serving {budget.limit} client connections, its limit "
                             f"(max-connections); try again shortly", REFUSE_TIMEOUT)
             finally:
                 _close(conn, sock)
@@ -101,6 +114,7 @@ class WaggleServer:
             conn.serve()
         finally:
             self._connections.pop(me, None)
+            budget.release()
             metrics.CLIENT_CONNECTIONS.dec()
             _close(conn, sock)
 
@@ -130,7 +144,8 @@ class WaggleServer:
         if self._connections:
             log.warning("server.grace_expired", abandoned=len(self._connections))
             gevent.killall(list(self._connections), timeout=DRAIN_KILL_SECONDS)
-        self.http.stop()
+        if self.http is not None:
+            self.http.stop()
         self.runtime.close()
         log.info("server.stopped")
         self._stopped.set()

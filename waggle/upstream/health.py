@@ -10,6 +10,7 @@ it comes back by itself when a check succeeds.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import gevent
@@ -50,6 +51,8 @@ class Health:
         self._wake: dict[str, gevent.event.Event] = {}
         self._loops: dict[str, gevent.Greenlet] = {}
         self._started = False
+        #: called with a member's status whenever it changes (a supervisor tells its workers)
+        self.listeners: list[Callable[[MemberStatus], None]] = []
         self.update(members, server, self.tunnels)
 
     def update(self, members: tuple[MetastoreConfig, ...], server: ServerConfig, tunnels: dict[str, Tunnel],
@@ -91,8 +94,13 @@ class Health:
 
     def call_failed(self, name: str, error: UpstreamError) -> None:
         """A call to ``name`` failed: check it now (in the background). A shed call says nothing about it."""
+        if not isinstance(error, Overloaded):
+            self.check_soon(name)
+
+    def check_soon(self, name: str) -> None:
+        """Check ``name`` now, in the background."""
         wake = self._wake.get(name)
-        if wake is not None and not isinstance(error, Overloaded):
+        if wake is not None:
             wake.set()
 
     # -- checks -----------------------------------------------------------------------------------------------
@@ -119,16 +127,22 @@ class Health:
         if self.status.get(st.name) is not st:
             return  # removed (or started over) by a reload while it was being checked
         if st.up == up:
-            if not up:
+            if not up and st.reason != reason:
                 st.reason = reason
+                self._tell(st)
             return
         st.up, st.reason, st.since = up, reason, time.time()
+        self._tell(st)
         st.transitions += 1
         metrics.METASTORE_UP.labels(st.name).set(1 if up else 0)
         if up:
             log.warning("metastore.up", member=st.name)
         else:
             log.warning("metastore.down", member=st.name, reason=reason)
+
+    def _tell(self, st: MemberStatus) -> None:
+        for listener in self.listeners:
+            listener(st)
 
     def _loop(self, name: str) -> None:
         wake = self._wake[name]

@@ -3,14 +3,30 @@
 A Hive metastore binds a connection to the identity of its first ``set_ugi`` call and refuses to change it
 ("UGI is already set. Resetting is not allowed"), so idle connections are kept per identity. A client's
 calls always travel on a connection that carries the client's own identity.
+
+The pool follows demand. A call takes its identity's idle connection released last, and an idle connection
+unused for ``pool-idle-timeout`` is closed, so what stays open for an identity is what its recent peak of
+concurrent calls used: the windowed peak of its calls in flight over the last ``pool-idle-timeout``, kept with
+no bookkeeping per call. Under a steady load of N concurrent calls the pool holds about N connections and opens
+none per call; when the load drops, the connections it no longer uses are closed once the timeout has passed.
+The peak is per identity, not of the whole pool, because identities cannot share connections: users whose
+calls interleave one at a time each keep their own. Idle connections over all identities are capped by
+``pool-max-idle``, or when it is unset by the calls the metastore may have in flight at once
+(``limits.max-calls-per-metastore``); over the cap, the connection released longest ago is closed, whatever its
+identity, so users who are gone do not pin the pool.
+
+Timed-out connections are closed by the pool's reaper, a greenlet that sleeps until the oldest idle connection
+is due, runs only while the pool holds idle connections, and is killed by :meth:`close`.
 """
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import gevent
 from thrift.Thrift import TMessageType
 
 from waggle.common import metrics
@@ -45,8 +61,10 @@ class UpstreamPool:
         self.limits = limits
         self.deadlines = deadlines
         self._idle: dict[Identity | None, deque[UpstreamConnection]] = {}
-        #: every idle connection, oldest release first: the pool's bound evicts from the front
-        self._lru: OrderedDict[UpstreamConnection, None] = OrderedDict()
+        #: every idle connection with when it was released (monotonic), oldest first: the pool's bound evicts
+        #: from the front, and the reaper closes from there those unused for pool-idle-timeout
+        self._lru: OrderedDict[UpstreamConnection, float] = OrderedDict()
+        self._reaper: gevent.Greenlet[[], None] | None = None
         self._ugi_replies: OrderedDict[Identity, list[str]] = OrderedDict()
         self.opened = 0
         self.closed = False
@@ -56,6 +74,7 @@ class UpstreamPool:
         self.slots = Limiter(max_calls)
         self.queue_wait = queue_wait
         self._in_use = metrics.UPSTREAM_IN_USE.labels(config.name)
+        self._opened = metrics.UPSTREAM_OPENED.labels(config.name)
 
     @property
     def name(self) -> str:
@@ -76,6 +95,7 @@ class UpstreamPool:
         else:
             conn = self.connector(self.config, self.limits, self.deadlines, tunnel=self.tunnel)
         self.opened += 1
+        self._opened.inc()
         if identity is not None:
             try:
                 self._remember(identity, _set_ugi(conn, identity))
@@ -154,15 +174,41 @@ class UpstreamPool:
         self._checkin(conn)
 
     def _checkin(self, conn: UpstreamConnection) -> None:
-        if conn.broken or self.closed or self.config.pool_max_idle <= 0:
+        if conn.broken or self.closed:
             conn.close()
             return
-        while len(self._lru) >= self.config.pool_max_idle:
+        cap = self.slots.limit if self.config.pool_max_idle is None else self.config.pool_max_idle
+        if cap <= 0:
+            conn.close()
+            return
+        while len(self._lru) >= cap:
             oldest = next(iter(self._lru))  # of whichever identity: gone users do not pin the pool
             self._take(oldest)
             oldest.close()
         self._idle.setdefault(conn.identity, deque()).append(conn)
-        self._lru[conn] = None
+        self._lru[conn] = time.monotonic()
+        if self._reaper is None and self.config.pool_idle_timeout_seconds > 0:
+            self._reaper = gevent.spawn(self._reap)
+
+    def _reap(self) -> None:
+        """Close idle connections unused for pool-idle-timeout, sleeping until the next one is due; end when
+        none is left idle."""
+        try:
+            while self._lru and not self.closed:
+                timeout = self.config.pool_idle_timeout_seconds
+                if timeout <= 0:
+                    return
+                released = next(iter(self._lru.values()))
+                wait = released + timeout - time.monotonic()
+                if wait > 0:
+                    gevent.sleep(wait)
+                    continue
+                oldest = next(iter(self._lru))
+                self._take(oldest)
+                oldest.close()
+        finally:
+            if self._reaper is gevent.getcurrent():
+                self._reaper = None
 
     def set_ugi_reply(self, identity: Identity) -> list[str]:
         """The metastore's answer to ``set_ugi`` for this identity, opening a connection if none was."""
@@ -231,6 +277,9 @@ class UpstreamPool:
 
     def close(self) -> None:
         self.closed = True
+        if self._reaper is not None:
+            self._reaper.kill(block=False)
+            self._reaper = None
         for conn in list(self._lru):
             conn.close()
         self._lru.clear()

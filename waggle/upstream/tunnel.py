@@ -19,6 +19,7 @@ import socket
 import sys
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -78,6 +79,11 @@ class Tunnel:
         self._connecting = ""  # the hop the helper is connecting now
         #: replaced or removed by a reload: its metastore's gauges belong to someone else now
         self._retired = False
+        #: called with each of the helper's events, and ``{"event": "exited", ...}`` when it exits (a supervisor
+        #: passes them on to its workers, whose tunnels follow this one: see waggle.workers.shared)
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        #: where its events are logged (a follower's are the supervisor's to log)
+        self.log: Any = log
         metrics.TUNNEL_RECONNECTS.labels(self.member)
 
     @property
@@ -155,7 +161,7 @@ class Tunnel:
             try:
                 self._run_helper()
             except Exception as exc:  # never let the supervisor die
-                log.error("tunnel.helper_failed", member=self.member, error=repr(exc))
+                self.log.error("tunnel.helper_failed", member=self.member, error=repr(exc))
             if self._closing:
                 return
             if time.monotonic() - started > TUNNEL_HELPER_STEADY_SECONDS:
@@ -181,22 +187,40 @@ class Tunnel:
                 continue
             self._on_event(event)
         code = proc.wait()
+        fatal = self.status.reason if self.status.hop == "helper" else ""
+        self._on_event({"event": "exited", "code": code, "reason": fatal or None})
+
+    def _exited(self, code: object, fatal: str) -> None:
         self._helper_running = False
         self._listening.clear()
         self.port = None
         self._closed.clear()
         if not self._closing:
-            fatal = self.status.reason if self.status.hop == "helper" else ""
             self._down("helper", fatal or f"the SSH tunnel helper exited with code {code}")
-            log.error("tunnel.helper_exited", member=self.member, code=code, reason=fatal or None)
-        self._notify()
+            self.log.error("tunnel.helper_exited", member=self.member, code=code, reason=fatal or None)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """Events that bring a tunnel following this one to its state now (a worker that starts later)."""
+        st = self.status
+        events: list[dict[str, Any]] = []
+        if self.port is not None and self._listening.is_set():
+            events.append({"event": "listening", "port": self.port})
+        if st.up:
+            events.append({"event": "up"})
+        elif st.state == "down":
+            events.append({"event": "down", "hop": st.hop, "error": st.reason})
+        return events
 
     def _on_event(self, event: dict[str, Any]) -> None:
+        for listener in self.listeners:
+            listener(event)
         kind = event.get("event")
-        if kind == "listening":
+        if kind == "exited":
+            self._exited(event.get("code"), str(event.get("reason") or ""))
+        elif kind == "listening":
             self.port = int(event["port"])
             self._listening.set()
-            log.info("tunnel.started", member=self.member, route=self.route, port=self.port,
+            self.log.info("tunnel.started", member=self.member, route=self.route, port=self.port,
                      pid=self.status.helper_pid)
         elif kind == "connecting":
             self._connecting = str(event.get("hop", ""))
@@ -210,18 +234,18 @@ class Tunnel:
                 metrics.TUNNEL_RECONNECTS.labels(self.member).inc()
             st.state, st.since, st.hop, st.reason = "up", time.time(), "", ""
             self._gauge()
-            log.info("tunnel.up", member=self.member, route=self.route, reconnects=st.reconnects,
+            self.log.info("tunnel.up", member=self.member, route=self.route, reconnects=st.reconnects,
                      connect_ms=event.get("ms"))
         elif kind == "down":
             self._connecting = ""
             if self._down(str(event.get("hop", "")), str(event.get("error", ""))):
-                log.error("tunnel.down", member=self.member, hop=event.get("hop"), error=event.get("error"))
+                self.log.error("tunnel.down", member=self.member, hop=event.get("hop"), error=event.get("error"))
         elif kind == "closed":
             self._closed[int(event["conn"])] = event.get("reason")
             while len(self._closed) > CLOSED_KEPT:
                 self._closed.popitem(last=False)
         elif kind == "host_key_unchecked":
-            log.warning("tunnel.host_key_unchecked", member=self.member, hop=event.get("hop"),
+            self.log.warning("tunnel.host_key_unchecked", member=self.member, hop=event.get("hop"),
                         problem=event.get("problem"))
         self._notify()
 

@@ -277,6 +277,27 @@ The proxy's and the check init container's Secret and ConfigMap volumes for Kerb
 The proxy's and the check init container's environment: KRB5_CONFIG when a krb5.conf ConfigMap is given, then
 values.extraEnv.
 */}}
+{{/*
+WAGGLE_WORKERS: values.workers, else the pod's CPU (the container's limits.cpu, else its requests.cpu,
+rounded up by the Downward API), else auto.
+*/}}
+{{- define "waggle.workersEnv" -}}
+- name: WAGGLE_WORKERS
+{{- $limits := .Values.resources.limits | default dict }}
+{{- $requests := .Values.resources.requests | default dict }}
+{{- if .Values.workers }}
+  value: {{ .Values.workers | quote }}
+{{- else if or $limits.cpu $requests.cpu }}
+  valueFrom:
+    resourceFieldRef:
+      containerName: waggle
+      resource: {{ ternary "limits.cpu" "requests.cpu" (not (empty $limits.cpu)) }}
+      divisor: "1"
+{{- else }}
+  value: auto
+{{- end }}
+{{- end }}
+
 {{- define "waggle.proxyEnv" -}}
 {{- if .Values.security.kerberos.krb5ConfigMap }}
 - name: KRB5_CONFIG

@@ -1,0 +1,167 @@
+"""One worker of ``waggle serve --workers N``: it serves the pod's Thrift port as the supervisor tells it.
+
+It gets its configuration from the supervisor (never from the files), listens on the pod's port with
+SO_REUSEPORT beside the other workers, keeps its own client connections and upstream pools, follows the
+supervisor's SSH tunnels and health checks (:mod:`waggle.workers.shared`), and counts its connections in the
+pod's bound (:mod:`waggle.workers.budget`). It drains when the supervisor says ``stop``, and also when the
+supervisor is gone (its channel closes), so no worker outlives its pod.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import signal
+import socket
+from dataclasses import replace
+from typing import Any
+
+import gevent
+from prometheus_client import generate_latest
+
+from waggle.common import metrics
+from waggle.common.logging import configure, get_logger
+from waggle.config.model import WaggleConfig
+from waggle.runtime import Runtime
+from waggle.server.server import WaggleServer
+from waggle.workers.budget import PodBudget
+from waggle.workers.channel import Channel, ChannelClosed, Start
+from waggle.workers.shared import FollowedHealth, FollowedTunnel
+
+log = get_logger("waggle.worker")
+
+
+def for_worker(config: WaggleConfig, workers: int) -> WaggleConfig:
+    """The configuration as one of ``workers`` workers applies it: the in-flight limits
+    (``limits.max-in-flight-calls``, ``limits.max-calls-per-metastore``) are the pod's, so each worker takes
+    its share, rounded up; ``max-connections`` is shared through the pod's budget instead."""
+    load = config.server.load
+    share = replace(load, max_in_flight_calls=math.ceil(load.max_in_flight_calls / workers),
+                    max_calls_per_metastore=math.ceil(load.max_calls_per_metastore / workers))
+    return replace(config, server=replace(config.server, load=share))
+
+
+def listener(host: str, port: int, backlog: int = 1024) -> socket.socket:
+    """A listening socket on the pod's port, beside the other workers' (the kernel spreads connections)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(backlog)
+    return sock
+
+
+class Worker:
+    def __init__(self, channel: Channel, start: Start, budget_fd: int) -> None:
+        self.channel = channel
+        self.index, self.workers = start.index, start.workers
+        self.generation = start.generation
+        config = for_worker(start.config, start.workers)
+        self.runtime = Runtime(config, tunnel=FollowedTunnel, health=FollowedHealth, token_key=start.token_key)
+        health = self.runtime.health
+        assert isinstance(health, FollowedHealth)
+        health.ask = self._ask_check
+        for name, (up, since, reason) in start.health.items():
+            health.follow(name, up, since, reason)
+        self.runtime.start()
+        for name, events in start.tunnels.items():
+            for event in events:
+                self._tunnel_event(name, event)
+        server = config.server
+        budget = PodBudget(budget_fd, start.workers, start.index, server.max_connections)
+        self.server = WaggleServer(self.runtime, listener=listener(server.bind_address, start.port),
+                                   budget=budget, http=False)
+
+    def _ask_check(self, name: str) -> None:
+        try:
+            self.channel.send("check", name)
+        except ChannelClosed:
+            pass
+
+    def _tunnel_event(self, name: str, event: dict[str, Any]) -> None:
+        tunnel = self.runtime.tunnels.get(name)
+        if isinstance(tunnel, FollowedTunnel):
+            tunnel.follow(event)
+
+    def serve(self) -> None:
+        self.server.start()
+        self.channel.send("ready", {"pid": os.getpid()})
+        gevent.spawn(self._listen)
+        self.server.wait()
+
+    def drain(self, delay: float | None = None) -> None:
+        server = self.runtime.config.server
+        gevent.spawn(self.server.stop, server.graceful_stop_seconds,
+                     server.shutdown_delay_seconds if delay is None else delay)
+
+    def _listen(self) -> None:
+        while True:
+            try:
+                kind, body = self.channel.receive()
+            except ChannelClosed:
+                if not self.runtime.stopping:
+                    log.warning("worker.orphaned", detail="the supervisor is gone: draining")
+                    self.drain(0.0)
+                return
+            try:
+                self._on(kind, body)
+            except ChannelClosed:
+                pass
+            except Exception as exc:  # one bad message must not end the worker's listening
+                log.error("worker.message_failed", kind=kind, error=repr(exc))
+
+    def _on(self, kind: str, body: Any) -> None:
+        if kind == "config":
+            config, generation = body
+            self.runtime.reload(for_worker(config, self.workers))
+            self.generation = generation
+        elif kind == "health":
+            name, up, since, reason = body
+            health = self.runtime.health
+            assert isinstance(health, FollowedHealth)
+            health.follow(name, up, since, reason)
+        elif kind == "tunnel":
+            self._tunnel_event(*body)
+        elif kind == "status":
+            self.channel.send("status", (body, self.status()))
+        elif kind == "stop":
+            delay, grace = body
+            gevent.spawn(self.server.stop, grace, delay)
+
+    def status(self) -> dict[str, Any]:
+        routes = self.runtime.routes
+        ready, reason = self.runtime.ready()
+        return {
+            "pid": os.getpid(), "index": self.index, "generation": self.generation, "ready": ready,
+            "reason": reason, "connections": self.server.connections,
+            "pools": {name: {"opened": p.opened, "idle": p.idle_count(), "busy": p.busy}
+                      for name, p in routes.pools.items()},
+            "metrics": generate_latest(metrics.REGISTRY).decode(),
+        }
+
+
+def run(control_fd: int, budget_fd: int) -> int:
+    """A worker's life, after :mod:`waggle.cli` has monkey-patched (``waggle _worker``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the supervisor's to handle
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # reloads come from the supervisor
+    channel = Channel(socket.socket(fileno=control_fd))
+    try:
+        kind, start = channel.receive()
+    except ChannelClosed:
+        return 1
+    assert kind == "start" and isinstance(start, Start), kind
+    server = start.config.server
+    configure(server.log_level, server.log_format, worker=start.index)
+    try:
+        worker = Worker(channel, start, budget_fd)
+    except OSError as exc:
+        channel.send("failed", f"cannot listen on {server.bind_address}:{start.port}: {exc}")
+        return 1
+    except Exception as exc:
+        channel.send("failed", f"cannot start: {exc!r}")
+        return 1
+    gevent.signal_handler(signal.SIGTERM, worker.drain)
+    gc.freeze()  # what is loaded now lives as long as the process (see waggle.app)
+    worker.serve()
+    return 0
