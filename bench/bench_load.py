@@ -213,7 +213,8 @@ def start_waggle(procs: Processes, workdir: Path, label: str, uri: str, workers:
             with hms_client("127.0.0.1", port, timeout=2) as c:
                 c.getStatus()
             listed = w.health().get("workers")
-            if listed is None or (len(listed) == workers and all(x.get("alive", True) for x in listed)):
+            if listed is None or (len(listed) == workers
+                                  and all(x.get("serving", x.get("alive", True)) for x in listed)):
                 return w
         except Exception:
             pass
@@ -277,6 +278,12 @@ def cpu_of(pids: list[int]) -> float:
         except OSError:
             pass  # gone
     return total
+
+
+def machine_busy_seconds() -> float:
+    """CPU time every core has spent busy so far, all processes (``/proc/stat``)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
 
 
 @dataclass
@@ -343,12 +350,14 @@ def load(workdir: Path, port: int, requests: list[bytes], connections: int, seco
 
         pause(warmup)
         cpu0 = {k: cpu_of(v) for k, v in watch.items()}
+        cpu0["machine"] = machine_busy_seconds()
         for p in procs:
             assert p.stdin is not None
             p.stdin.write(b"go\n")
             p.stdin.flush()
         pause(seconds)
         cpu1 = {k: cpu_of(v) for k, v in watch.items()}
+        cpu1["machine"] = machine_busy_seconds()
         for p in procs:
             assert p.stdin is not None
             p.stdin.write(b"stop\n")
@@ -369,7 +378,7 @@ def load(workdir: Path, port: int, requests: list[bytes], connections: int, seco
     window = sum(r["seconds"] for r in results) / len(results)
     return Run(connections, sum(r["calls"] for r in results), window, sum(r["errors"] for r in results),
                sum(r["lost"] for r in results), pct(ordered, 0.5), pct(ordered, 0.99),
-               {k: cpu1[k] - cpu0[k] for k in watch})
+               {k: cpu1[k] - cpu0[k] for k in cpu1})
 
 
 def ss_connections(port: int, pids: set[int]) -> set[tuple[str, str]]:
@@ -551,7 +560,7 @@ def section_throughput(args: argparse.Namespace, workdir: Path, report: dict[str
           f"{args.seconds:g} s per route and level (two halves, A B C D D C B A),\n   each after {args.warmup:g} s "
           "of warm-up, against a real Hive 2.3 metastore (Derby)")
     print(f"{'conns':>5}  {'route':<20}{'calls/s':>10}{'vs direct':>11}{'p50 ms':>9}{'p99 ms':>9}"
-          f"{'route CPU us/call':>19}{'metastore CPU us/call':>23}")
+          f"{'route CPU us/call':>19}{'metastore CPU us/call':>23}{'machine busy, cores':>21}")
     for level in LEVELS:
         d = results[level]["direct"].rate
         for label in labels:
@@ -559,6 +568,7 @@ def section_throughput(args: argparse.Namespace, workdir: Path, report: dict[str
             own = r.per_call_us("workers") + r.per_call_us("supervisor") if label != "direct" else float("nan")
             print(f"{level:>5}  {label:<20}{r.rate:>10.0f}{fmt_ratio(r.rate / d):>11}{r.p50_ms:>9.3f}"
                   f"{r.p99_ms:>9.3f}{own:>19.1f}{r.per_call_us('metastore'):>23.1f}"
+                  f"{r.cpu.get('machine', 0.0) / r.seconds:>21.2f}"
                   + (f"   {r.errors} errors" if r.errors else ""))
     print("route CPU: the byte relay's or waggle's processes (all workers and the supervisor), per call")
     report["throughput"] = {str(level): {k: v.as_dict() for k, v in results[level].items()} for level in LEVELS}
@@ -660,15 +670,19 @@ def section_ceiling(args: argparse.Namespace, workdir: Path, report: dict[str, A
         runs[w.label] = run
     print(f"\n2. waggle's ceiling: in front of a {STUB_NAME}, {n} connections from {args.generators} load "
           f"generator processes, {args.seconds:g} s ({os.cpu_count()} cores shared by all)")
-    print(f"{'':<20}{'calls/s':>10}{'p50 ms':>9}{'p99 ms':>9}   CPU used, in cores (and us per call): "
-          f"{'waggle':>15}{'stub':>15}{'generators':>15}")
+    print(f"{'':<20}{'calls/s':>10}{'p50 ms':>9}{'p99 ms':>9}   CPU used, in cores (us per call):"
+          f"{'waggle':>14}{'stub':>14}{'generators':>14}{'anything else':>15}")
     for label, r in runs.items():
         def cores(group: str, r: Run = r) -> str:
             return f"{r.cpu.get(group, 0.0) / r.seconds:.2f} ({r.per_call_us(group):.0f})"
         waggle_cpu = r.cpu.get("waggle workers", 0.0) + r.cpu.get("waggle supervisor", 0.0)
-        print(f"{label:<20}{r.rate:>10.0f}{r.p50_ms:>9.3f}{r.p99_ms:>9.3f}   {'':<38}"
-              f"{f'{waggle_cpu / r.seconds:.2f} ({waggle_cpu / r.calls * 1e6:.0f})':>15}{cores('stub'):>15}"
-              f"{cores('load generators'):>15}" + (f"   {r.errors} errors" if r.errors else ""))
+        ours = waggle_cpu + r.cpu.get("stub", 0.0) + r.cpu.get("load generators", 0.0)
+        others = max(0.0, r.cpu.get("machine", 0.0) - ours) / r.seconds
+        print(f"{label:<20}{r.rate:>10.0f}{r.p50_ms:>9.3f}{r.p99_ms:>9.3f}   {'':<33}"
+              f"{f'{waggle_cpu / r.seconds:.2f} ({waggle_cpu / r.calls * 1e6:.0f})':>14}{cores('stub'):>14}"
+              f"{cores('load generators'):>14}{others:>15.2f}" + (f"   {r.errors} errors" if r.errors else ""))
+    print("anything else: the machine's busy time (/proc/stat) less the three above: the bench itself, the "
+          "kernel's\nsoftirqs, other processes (a busy machine shows here)")
     ratio = float("nan")
     if len(runs) == 2:
         one, two = runs.values()

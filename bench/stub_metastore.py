@@ -5,8 +5,9 @@ load test saturates.
 
 One process, one thread, one epoll loop over plain non-blocking sockets on 127.0.0.1. The wire is the real
 metastore's (Hive 2.3's default): unframed, strict ``TBinaryProtocol``. Every answer is encoded once at start-up;
-a call costs finding where its message ends (bench/thrift_bytes.py), patching the seqid into the pre-encoded
-reply, and one ``send``. It answers, whatever the arguments:
+a call costs a dictionary lookup (a request seen before, byte for byte, seqid included: the usual case, since
+waggle relays its clients' requests) and one ``send``; a new one, finding where its message ends
+(bench/thrift_bytes.py) and patching its seqid into the pre-encoded reply. It answers, whatever the arguments:
 
 * ``set_ugi``: ``["bench"]``;
 * fb303 ``getStatus``: ``ALIVE`` (waggle's health checks);
@@ -102,6 +103,8 @@ class Stub:
         socks: dict[int, socket.socket] = {}
         pending: dict[int, bytes] = {}
         replies, calls = self.replies, self.calls
+        #: whole request -> whole reply: a relayed request repeats byte for byte (seqid included)
+        known: dict[bytes, tuple[str, bytes]] = {}
         control = b""
         while True:
             for fd, _ in ep.poll():
@@ -143,6 +146,15 @@ class Stub:
                     continue
                 if fd in pending:
                     data = pending.pop(fd) + data
+                hit = known.get(data)
+                if hit is not None:
+                    calls[hit[0]] += 1
+                    try:
+                        if sock.send(hit[1]) == len(hit[1]):
+                            continue
+                    except OSError:
+                        continue
+                    raise SystemExit("stub: a reply did not fit in the socket's buffer")
                 pos, out = 0, []
                 while True:
                     parsed = message_end(data, pos)
@@ -159,6 +171,8 @@ class Stub:
                     if answer is None:
                         answer = replies[name] = unknown(name)
                     out.append(answer[0] + pack(">i", seqid) + answer[1])
+                    if pos == len(data) and len(out) == 1 and len(known) < 10000:
+                        known[bytes(data)] = (key, out[0])
                 if pos < len(data):
                     pending[fd] = data[pos:]
                 if out:
