@@ -687,7 +687,7 @@ def section_ceiling(args: argparse.Namespace, workdir: Path, report: dict[str, A
     if len(runs) == 2:
         one, two = runs.values()
         ratio = two.rate / one.rate
-        print(f"2 workers / 1 worker: {ratio:.2f}x")
+        print(f"2 workers / 1 worker: {ratio:.3f}x")
     else:
         print("2 workers: not measured (no 'serve --workers' in this waggle)")
     report["ceiling"] = {k: v.as_dict() for k, v in runs.items()}
@@ -795,9 +795,9 @@ def summary(report: dict[str, Any]) -> None:
     for key, name in (("throughput_64_w1", "1 worker"), ("throughput_64_w2", "2 workers")):
         v = t.get(key)
         rows.append((f"1. 64 connections, waggle ({name}) >= 0.95x direct",
-                     "not measured" if v is None else f"{v:.2f}x", verdict(None if v is None else v >= 0.95)))
+                     "not measured" if v is None else f"{v:.3f}x", verdict(None if v is None else v >= 0.95)))
     v = t.get("ceiling_ratio", float("nan"))
-    rows.append(("2. ceiling, 2 workers >= 1.6x 1 worker", f"{v:.2f}x" if v == v else "not measured (no --workers)",
+    rows.append(("2. ceiling, 2 workers >= 1.6x 1 worker", f"{v:.3f}x" if v == v else "not measured (no --workers)",
                  verdict(v >= 1.6 if v == v else None)))
     w_us, p_us, r_us = t.get("cpu_us", (float("nan"),) * 3)
     v = t.get("cpu_ratio", float("nan"))
@@ -830,7 +830,7 @@ def summary(report: dict[str, Any]) -> None:
                  verdict(v <= 100 if v == v else None)))
     print("\nsummary")
     for name, figure, result in rows:
-        print(f"  {name:<66}{figure:<44}{result}")
+        print(f"  {name:<72}{figure:<46}{result}")
     report["summary"] = [{"target": n, "figure": f, "result": r} for n, f, r in rows]
 
 
