@@ -172,6 +172,17 @@ class WaggleProcess:
             return str(response.read().decode())
 
 
+def wait_for(what: Any, timeout: float = 30.0, message: str = "") -> Any:
+    """Poll ``what()`` until it returns something true, and return that; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = what()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:g}s: {message}")
+
+
 # -- which worker of `waggle serve --workers` serves a connection ---------------------------------------
 def _socket_inodes(pid: int) -> set[str]:
     inodes = set()

@@ -58,49 +58,8 @@ def serve(server_file: str | None, federation_file: str, workers: int | None = N
     log = get_logger("waggle")
     for warning in config.warnings:
         log.warning("config.warning", warning=warning)
-    if count > 1:
-        return _supervise(config, count, token, loaded)
     try:
-        server = start(config, lambda runtime: Reloader(runtime, token, loaded))
-    except OSError as exc:
-        log.error("server.cannot_listen", port=config.server.port, http_port=config.server.endpoint_port,
-                  error=str(exc))
-        return 1
-    except SaslError as exc:
-        log.error("kerberos.cannot_start", error=str(exc))
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    log.info("federation.loaded", primary=config.federation.primary.name,
-             members=[m.name for m in config.federation.members],
-             resolution=config.server.database_resolution.value)
-    assert server.http is not None
-    reloader = server.http.reloader
-    assert reloader is not None
-    reloader.start(watch=config.server.hot_reload)
-    gevent.spawn(watch_loop)
-    # Everything loaded so far (the generated Thrift classes, the method table, the configuration) lives as
-    # long as the process: the collector need not walk it again on every full collection of the call path's
-    # garbage.
-    gc.freeze()
-
-    def on_term() -> None:
-        reloader.stop()
-        current = server.runtime.config.server
-        gevent.spawn(server.stop, current.graceful_stop_seconds, current.shutdown_delay_seconds)
-
-    gevent.signal_handler(signal.SIGTERM, on_term)
-    gevent.signal_handler(signal.SIGINT, on_term)
-    gevent.signal_handler(signal.SIGHUP, reloader.on_signal)
-    server.wait()
-    return 0
-
-
-def _supervise(config: WaggleConfig, count: int, token: str | None, loaded: str) -> int:
-    """Serve with ``count`` workers under a supervisor (see :mod:`waggle.workers`)."""
-    log = get_logger("waggle")
-    try:
-        supervisor = Supervisor(config, count, token, loaded)
-        supervisor.start()
+        serving = _start(config, count, token, loaded)
     except OSError as exc:
         log.error("server.cannot_listen", port=config.server.port, http_port=config.server.endpoint_port,
                   error=str(exc))
@@ -116,16 +75,30 @@ def _supervise(config: WaggleConfig, count: int, token: str | None, loaded: str)
     log.info("federation.loaded", primary=config.federation.primary.name,
              members=[m.name for m in config.federation.members],
              resolution=config.server.database_resolution.value, workers=count)
-    supervisor.reloader.start(watch=config.server.hot_reload)
+    reloader = serving.reloader
+    assert reloader is not None
+    reloader.start(watch=config.server.hot_reload)
     gevent.spawn(watch_loop)
+    # Everything loaded so far (the generated Thrift classes, the method table, the configuration) lives as
+    # long as the process: the collector need not walk it again on every full collection of the call path's
+    # garbage.
     gc.freeze()
 
     def on_term() -> None:
-        supervisor.reloader.stop()
-        supervisor.terminate()
+        reloader.stop()
+        serving.terminate()
 
     gevent.signal_handler(signal.SIGTERM, on_term)
     gevent.signal_handler(signal.SIGINT, on_term)
-    gevent.signal_handler(signal.SIGHUP, supervisor.reloader.on_signal)
-    supervisor.wait()
+    gevent.signal_handler(signal.SIGHUP, reloader.on_signal)
+    serving.wait()
     return 0
+
+
+def _start(config: WaggleConfig, count: int, token: str | None, loaded: str) -> WaggleServer | Supervisor:
+    """One serving process, or a supervisor of ``count`` workers (see :mod:`waggle.workers`)."""
+    if count == 1:
+        return start(config, lambda runtime: Reloader(runtime, token, loaded))
+    supervisor = Supervisor(config, count, token, loaded)
+    supervisor.start()
+    return supervisor

@@ -148,6 +148,8 @@ class Runtime:
         self.tunnels = {m.name: tunnel(m) for m in config.federation.members if m.tunnel is not None}
         pools = {m.name: self._pool(m, config.server, self.tunnels) for m in config.federation.members}
         self.health = health(config.federation.members, config.server, self.deadlines, self.tunnels, connector)
+        #: this process serves clients (False in a supervisor, whose workers do: it lists no databases)
+        self.serving = True
         #: SIGTERM arrived: readiness fails (connections are still served until ``draining``)
         self.stopping = False
         #: connections end after their call in flight
@@ -350,7 +352,7 @@ class Runtime:
                     tunnel.start()
                 for name in plan.close_pools:
                     self._listings.pop(name, None)  # a changed member is listed again
-                if server.database_resolution is DatabaseResolution.MANUAL:
+                if server.database_resolution is DatabaseResolution.MANUAL and self.serving:
                     self._list_members(config, {**old.pools, **opened_pools},
                                        {n for n in members if n not in self._listings})
                 planner = self._planner(config)
@@ -405,6 +407,7 @@ class Runtime:
         """Background work: tunnels, health checks, and in MANUAL mode the first database map (before serving).
         Without ``serving`` (a supervisor, whose workers serve), only the tunnels, health checks and security
         watch."""
+        self.serving = serving
         if self.login is not None and self.config.server.security.answers_tokens:
             self.login.acceptor()  # a keytab that cannot accept clients stops waggle here, naming the file
         self.security_watch.start()

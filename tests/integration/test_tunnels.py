@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, WaggleProcess, federation_yaml, hive2_client, java_available, owner, require
+from conftest import ROOT, WaggleProcess, federation_yaml, hive2_client, java_available, owner, require, wait_for
 from faults import BlackHole, SlowLink
 from sshd import Sshd, free_port_on, keygen, sshd_available, write_known_hosts
 
@@ -218,7 +218,7 @@ def test_workers_share_the_supervisors_tunnel(primary: Any, analytics: Any, hops
             workers = [w for w in json.loads(proxy.http("/healthz"))["workers"] if w["serving"] and w["answered"]]
             return workers if len(workers) == 2 else None
 
-        workers = wait_until(serving, 60)
+        workers = wait_for(serving, 60, "two workers serving")
         pids = [w["pid"] for w in workers]
         served: set[int] = set()
         clients = []
@@ -241,16 +241,6 @@ def test_workers_share_the_supervisors_tunnel(primary: Any, analytics: Any, hops
         assert health["up"] and health["tunnel"]["state"] == "up"
     finally:
         proxy.stop()
-
-
-def wait_until(what: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out")
 
 
 # -- refusals: only the member concerned is unavailable -----------------------------------------------------------

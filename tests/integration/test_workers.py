@@ -13,12 +13,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import WaggleProcess, hive2_client, owner
+from conftest import WaggleProcess, hive2_client, owner, wait_for
 from faults import SlowLink
 from hmsclient.genthrift.hive_metastore import ttypes
 
@@ -42,16 +42,6 @@ def health(proxy: WaggleProcess) -> dict[str, Any]:
         return dict(json.loads(proxy.http("/healthz")))
     except urllib.error.HTTPError as exc:
         return dict(json.loads(exc.read()))
-
-
-def wait_for(what: Callable[[], Any], timeout: float = 30.0, message: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out: {message}")
 
 
 def serving(proxy: WaggleProcess, n: int) -> list[dict[str, Any]]:

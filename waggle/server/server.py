@@ -46,6 +46,7 @@ class WaggleServer:
         ``budget``: the bound on client connections (this process's own, by default); ``http``: serve the HTTP
         endpoint too (a worker's supervisor serves it)."""
         self.runtime = runtime
+        self.reloader = reloader
         server = runtime.config.server
         self._budget = budget or ConnectionBudget(server.max_connections)
         self._refused_log = Throttle(1.0)
@@ -149,6 +150,11 @@ class WaggleServer:
         self.runtime.close()
         log.info("server.stopped")
         self._stopped.set()
+
+    def terminate(self) -> None:
+        """SIGTERM or SIGINT: drain with the running configuration's timings."""
+        current = self.runtime.config.server
+        gevent.spawn(self.stop, current.graceful_stop_seconds, current.shutdown_delay_seconds)
 
     def wait(self) -> None:
         self._stopped.wait()

@@ -61,8 +61,9 @@ class WorkerHandle:
     ready: gevent.event.Event = field(default_factory=gevent.event.Event)
     failed: str = ""
     exited: bool = False
-    #: the worker's last status (``metrics`` is its text form)
+    #: the worker's last status, and its metrics as last reported (text form)
     status: dict[str, Any] = field(default_factory=dict)
+    metrics: str = ""
     asked: dict[int, gevent.event.AsyncResult] = field(default_factory=dict)
 
     @property
@@ -171,6 +172,7 @@ class Supervisor:
                 self.runtime.health.check_soon(str(body))
             elif kind == "status":
                 ask, status = body
+                handle.metrics = status.pop("metrics", None) or handle.metrics
                 handle.status = status
                 answer = handle.asked.pop(ask, None)
                 if answer is not None:
@@ -181,12 +183,12 @@ class Supervisor:
         code = handle.proc.wait()
         handle.exited = True
         handle.channel.close()
-        self.collector.retire(handle.status.get("metrics"))
+        self.collector.retire(handle.metrics)
         clear_slot(self.budget_fd, self.count, handle.index)
         self._count_workers()
         for answer in handle.asked.values():
             answer.set(None)
-        if self.runtime.stopping or handle.failed:
+        if self.runtime.stopping:
             return
         how = f"signal {-code}" if code < 0 else f"code {code}"
         served = time.monotonic() - handle.started
@@ -206,7 +208,7 @@ class Supervisor:
         while not self.runtime.stopping:
             gevent.sleep(WORKER_POLL_SECONDS)
             try:
-                self.statuses()
+                self.statuses(with_metrics=True)
             except Exception as exc:  # never let the loop die
                 log.error("worker.poll_failed", error=repr(exc))
 
@@ -272,8 +274,9 @@ class Supervisor:
                 self._broadcast("tunnel", (name, event))
 
     # -- what the HTTP endpoint shows -------------------------------------------------------------------------------
-    def statuses(self) -> list[dict[str, Any]]:
-        """Every worker's status now (asked of the live ones, at most WORKER_STATUS_SECONDS)."""
+    def statuses(self, with_metrics: bool = False) -> list[dict[str, Any]]:
+        """Every worker's status now (asked of the live ones, at most WORKER_STATUS_SECONDS); with
+        ``with_metrics``, their metrics are brought up to date too."""
         asked: list[tuple[WorkerHandle, gevent.event.AsyncResult | None]] = []
         for handle in self.workers:
             if handle is None:
@@ -284,7 +287,7 @@ class Supervisor:
                 ask = next(self._asks)
                 handle.asked[ask] = answer
                 try:
-                    handle.channel.send("status", ask)
+                    handle.channel.send("status", (ask, with_metrics))
                 except ChannelClosed:
                     handle.asked.pop(ask, None)
                     answer = None
@@ -296,13 +299,12 @@ class Supervisor:
             out.append({"index": handle.index, "pid": handle.pid, "alive": handle.alive(),
                         "serving": handle.ready.is_set() and not handle.failed and handle.alive(),
                         "answered": status is not None, "restarts": self.restarts[handle.index],
-                        **({k: v for k, v in status.items() if k != "metrics"} if status else {})})
+                        **(status or {})})
         return out
 
     def metrics_text(self) -> bytes:
-        self.statuses()
-        texts = [str(h.status["metrics"]) for h in self._live() if h.status.get("metrics")]
-        return self.collector.exposition(texts)
+        self.statuses(with_metrics=True)
+        return self.collector.exposition([h.metrics for h in self._live() if h.metrics])
 
     def ready(self) -> tuple[bool, str]:
         ready, reason = self.runtime.ready()

@@ -124,21 +124,24 @@ class Worker:
         elif kind == "tunnel":
             self._tunnel_event(*body)
         elif kind == "status":
-            self.channel.send("status", (body, self.status()))
+            ask, with_metrics = body
+            self.channel.send("status", (ask, self.status(with_metrics)))
         elif kind == "stop":
             delay, grace = body
             gevent.spawn(self.server.stop, grace, delay)
 
-    def status(self) -> dict[str, Any]:
+    def status(self, with_metrics: bool) -> dict[str, Any]:
         routes = self.runtime.routes
         ready, reason = self.runtime.ready()
-        return {
+        status = {
             "pid": os.getpid(), "index": self.index, "generation": self.generation, "ready": ready,
             "reason": reason, "connections": self.server.connections,
             "pools": {name: {"opened": p.opened, "idle": p.idle_count(), "busy": p.busy}
                       for name, p in routes.pools.items()},
-            "metrics": generate_latest(metrics.REGISTRY).decode(),
         }
+        if with_metrics:
+            status["metrics"] = generate_latest(metrics.REGISTRY).decode()
+        return status
 
 
 def run(control_fd: int, budget_fd: int) -> int:
