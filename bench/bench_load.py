@@ -451,6 +451,7 @@ def main() -> int:
     if soft < want:  # waggle, started below, inherits it
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
     logging.getLogger("thrift.transport.TSocket").setLevel(logging.CRITICAL)  # refusals while waggle starts
     workdir = Path(tempfile.mkdtemp(prefix="waggle-bench-load-"))
     procs = Processes()
