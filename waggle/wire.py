@@ -183,10 +183,13 @@ class Wire:
 
     def _start(self) -> None:
         rest = self.cstringio_buf.read()
-        self._chunks = [rest] if rest else []
         self._received = len(rest)
-        self._set_buffer(rest)
         self._in_frame = False
+        if rest:
+            self._chunks = [rest]
+            self._set_buffer(rest)
+        else:  # the usual case: nothing read ahead, and the exhausted buffer stays as it is until refilled
+            self._chunks = []
         if self._framed:
             size = _I32.unpack(self.read(4))[0]
             if size <= 0 or size > self.limits.max_message_bytes:
@@ -203,7 +206,10 @@ class Wire:
         self._start()
         if self._compact:
             return self._read_compact_header()
-        version, size = _I32x2.unpack(self.read(8))
+        head = self.cstringio_buf.read(8)
+        if len(head) < 8:
+            head = self.cstringio_refill(head, 8).read(8)
+        version, size = _I32x2.unpack(head)
         if version < 0:
             if (version & _VERSION_MASK) != _STRICT_VERSION:
                 raise WireError(f"bad protocol version 0x{version & 0xFFFFFFFF:08x}")
@@ -221,9 +227,10 @@ class Wire:
             name = self._read_name(version)
             mtype = self.read(1)[0]
             seqid = _I32.unpack(self.read(4))[0]
-        if mtype not in (TMessageType.CALL, TMessageType.REPLY, TMessageType.EXCEPTION, TMessageType.ONEWAY):
+        if mtype != TMessageType.CALL and mtype != TMessageType.REPLY and mtype != TMessageType.ONEWAY and \
+                mtype != TMessageType.EXCEPTION:
             raise WireError(f"bad message type {mtype}")
-        self.header_end = self._consumed()
+        self.header_end = self._received - (self._buf_len - self.cstringio_buf.tell())
         return Header(name, mtype, seqid)
 
     def _read_name(self, size: int) -> str:

@@ -115,14 +115,16 @@ class ClientDriver(OwnAnswers):
     # -- one call ----------------------------------------------------------------------------------------
     def _one(self, header: Header) -> None:
         """Read, admit, answer and record one call. ``limits.max-in-flight-calls`` sheds what waits too long."""
-        if header.mtype not in (TMessageType.CALL, TMessageType.ONEWAY):
-            raise WireError(f"expected a call, got message type {header.mtype} for '{header.name}'")
+        mtype = header.mtype
+        if mtype != TMessageType.CALL and mtype != TMessageType.ONEWAY:
+            raise WireError(f"expected a call, got message type {mtype} for '{header.name}'")
         spec = METHODS.get(header.name)
         if spec is not None and spec.never_shed:
             self._answer(self._read(header, spec))
             return
-        slots = self.runtime.call_slots
-        if not slots.acquire(self.runtime.config.server.load.queue_wait_seconds):
+        runtime = self.runtime
+        slots = runtime.call_slots
+        if not slots.acquire(runtime.config.server.load.queue_wait_seconds):
             started = time.perf_counter()
             self.wire.skip_struct()
             self.wire.read_end()
@@ -131,11 +133,12 @@ class ClientDriver(OwnAnswers):
                 header, METHOD_IO.get(header.name), f"waggle is overloaded: {slots.limit} calls are in flight "
                 f"(limits.max-in-flight-calls); try again shortly", self.wire, "shed", "-"))
             return
-        metrics.CALLS_IN_FLIGHT.inc()
+        in_flight = metrics.CALLS_IN_FLIGHT
+        in_flight.inc()
         try:
             self._answer(self._read(header, spec))
         finally:
-            metrics.CALLS_IN_FLIGHT.dec()
+            in_flight.dec()
             slots.release()
 
     def _read(self, header: Header, spec: MethodSpec | None) -> Call:
@@ -158,6 +161,9 @@ class ClientDriver(OwnAnswers):
         started = time.perf_counter()
         routes = self.runtime.routes  # one configuration and map for the whole call, even if a reload swaps them
         step = plan(call, routes, self.runtime.created)
+        if step.__class__ is Plan and step.kind is Kind.SEND:  # the common case, first: a call relayed to one member
+            self._finish(call.header, call.args, started, self._send_planned(step, started))
+            return
         asked: set[str] = set()
         while isinstance(step, (NeedCatalogs, NeedLinks)):
             if isinstance(step, NeedLinks):
@@ -192,7 +198,7 @@ class ClientDriver(OwnAnswers):
         elif step.kind is Kind.BRIDGE:
             answer = self._bridge(step)
         else:
-            answer = self._send_or_bridge(step, started)
+            answer = self._send_planned(step, started)
         self._finish(call.header, call.args, started, answer)
 
     def _send_or_bridge(self, step: Plan, started: float) -> Answer:
@@ -200,6 +206,11 @@ class ClientDriver(OwnAnswers):
         if step.call.spec is not None and step.call.spec.bridge is not None and \
                 step.upstream.caps.bridges(step.call.name, step.call.args):
             return self._bridge(step)
+        return self._send_planned(step, started)
+
+    def _send_planned(self, step: Plan, started: float) -> Answer:
+        """Send a call that its plan sends (the plan asked whether the member bridges it, just now, without
+        I/O since); a member that turns out not to have the method is answered through its bridge."""
         answer = self._send(step, started)
         if answer.bridge_instead:
             step.upstream.caps.learn_missing(step.call.name)
@@ -351,8 +362,10 @@ class ClientDriver(OwnAnswers):
         seconds = time.perf_counter() - started
         outcome, metastore = answer.outcome, answer.metastore
         kind = finish.ERROR_KINDS.get(outcome, "exception")
-        metrics.observe_call(_label(method), metastore, seconds, kind)
+        metrics.observe_call(method if method in METHOD_IO else UNKNOWN_METHOD, metastore, seconds, kind)
         debug = self.runtime.log_calls
+        if kind is None and not debug:
+            return  # answered and not an error: no line at info (the common case, decided first)
         if outcome == "refused":
             if answer.reason is not None and (debug or answer.loud):
                 # an unknown method (no arguments decoded) names no database and is refused for no metastore
