@@ -204,6 +204,16 @@ class Wire:
     def read_begin(self) -> Header:
         """Start reading the next message and return its header. Raises :class:`PeerClosed` at a clean EOF."""
         self._start()
+        return self._read_header()
+
+    def _load(self, raw: bytes) -> None:
+        """Start reading ``raw``, one whole message already in memory."""
+        self._chunks = [raw]
+        self._received = len(raw)
+        self._in_frame = False
+        self._set_buffer(raw)
+
+    def _read_header(self) -> Header:
         if self._compact:
             return self._read_compact_header()
         head = self.cstringio_buf.read(8)
@@ -397,13 +407,24 @@ class _Exhausted:
         return b""
 
 
+#: idle decoders, one per protocol and limits: a Wire costs a third of decoding a small reply, so it is made
+#: once, not per message. A decoder is taken out while it decodes, so concurrent decodes (threads) never share one.
+_decoders: dict[tuple[ProtocolKind, Limits], Wire] = {}
+
+
 def decode_message(raw: bytes, protocol: ProtocolKind, cls: type, limits: Limits) -> tuple[Header, Any]:
     """Decode one whole message held in memory (no frame prefix): a reply's result or a TApplicationException."""
-    wire = Wire(_Exhausted(), WireFormat(TransportKind.BUFFERED, protocol), limits)  # type: ignore[arg-type]
-    wire._set_buffer(raw)
-    header = wire.read_begin()
+    key = (protocol, limits)
+    wire = _decoders.pop(key, None)
+    if wire is None:
+        wire = Wire(_Exhausted(), WireFormat(TransportKind.BUFFERED, protocol), limits)  # type: ignore[arg-type]
+    wire._load(raw)
+    header = wire._read_header()
     body = read_application_error(wire) if header.mtype == TMessageType.EXCEPTION else wire.read_struct(cls)
     wire.read_end()
+    wire._set_buffer(b"")  # an idle decoder holds no reply
+    if len(_decoders) < 64:  # limits come from configuration: a few, unless reloads keep changing them
+        _decoders[key] = wire
     return header, body
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 import struct
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +34,8 @@ from waggle.wire import decode_message
 
 #: Names spliced in bytes contain no byte that could begin or end a field encoding.
 _PLAIN = re.compile(r"[A-Za-z0-9_$\-]+")
+#: a string field's encoding up to its bytes: type, field id, length
+_STRING_FIELD = struct.Struct("!bhi")
 
 
 class Splicer:
@@ -59,7 +60,7 @@ class Splicer:
         if mirror is None:
             return raw
         _, obj = decode_message(raw, ProtocolKind.BINARY, mirror, limits)
-        found: Counter[tuple[int, str]] = Counter()
+        found: dict[tuple[int, str], int] = {}  # a plain dict: a Counter costs more than a small splice
         plan = self.rewriter.plan(result_class)
         if plan is None or not self._collect(obj, plan, found):
             return None
@@ -71,10 +72,10 @@ class Splicer:
             if not _PLAIN.fullmatch(name):
                 return None
             old_b, new_b = name.encode(), new.encode()
-            pattern = struct.pack("!bhi", TType.STRING, fid, len(old_b)) + old_b
+            pattern = _STRING_FIELD.pack(TType.STRING, fid, len(old_b)) + old_b
             if raw.count(pattern) != count:
                 return None
-            replacements[pattern] = struct.pack("!bhi", TType.STRING, fid, len(new_b)) + new_b
+            replacements[pattern] = _STRING_FIELD.pack(TType.STRING, fid, len(new_b)) + new_b
         if not replacements:
             return raw
         if len(replacements) == 1:
@@ -83,21 +84,22 @@ class Splicer:
         regex = re.compile(b"|".join(re.escape(p) for p in sorted(replacements, key=len, reverse=True)))
         return regex.sub(lambda m: replacements[m.group(0)], raw)
 
-    def _collect(self, obj: Any, plan: specs.Plan[DbField], found: Counter[tuple[int, str]]) -> bool:
+    def _collect(self, obj: Any, plan: specs.Plan[DbField], found: dict[tuple[int, str], int]) -> bool:
         for f, field in plan.own:
             value = getattr(obj, field.attr, None)
             if value is None:
                 continue
             if field.form is not NameForm.NAME or field.is_list or not isinstance(value, str):
                 return False  # lists of names, db.table, view SQL, object names: the full path handles them
-            found[(f.fid, value)] += 1
+            key = (f.fid, value)
+            found[key] = found.get(key, 0) + 1
         for child, walk in plan.children:
             value = getattr(obj, child.attr, None)
             if value is not None and not self._descend(value, walk, found):
                 return False
         return True
 
-    def _descend(self, value: Any, walk: specs.Walk[DbField], found: Counter[tuple[int, str]]) -> bool:
+    def _descend(self, value: Any, walk: specs.Walk[DbField], found: dict[tuple[int, str], int]) -> bool:
         if walk.kind == TType.STRUCT:
             assert walk.plan is not None
             return self._collect(value, walk.plan, found)

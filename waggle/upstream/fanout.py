@@ -29,37 +29,53 @@ log = get_logger("waggle.fanout")
 def gather(health: Health, server: ServerConfig, identity: Identity | None, name: str, seqid: int,
            result_class: type, jobs: Sequence[tuple[UpstreamPool, Naming, Any]]) -> list[Outcome]:
     outcomes: list[Outcome] = []
-    running: list[tuple[Outcome, gevent.Greenlet]] = []
-    longest = 0.0
+    running: list[tuple[Outcome, Any, float]] = []  # (outcome, the member's arguments, its timeout)
     for pool, naming, args in jobs:
         outcome = Outcome(pool, naming)
         outcomes.append(outcome)
         if not health.is_up(pool.name):
             outcome.error = health.down_message(pool.name)
             continue
-        timeout = (server.fan_out_timeout_ms + pool.config.latency_ms) / 1000.0
-        longest = max(longest, timeout)
-        running.append((outcome, gevent.spawn(_quietly, pool.invoke, identity, name, args, result_class, seqid,
-                                              timeout)))
-    if running:
-        gevent.joinall([g for _, g in running], timeout=longest + FANOUT_JOIN_GRACE_SECONDS)
-    for outcome, job in running:
-        if not job.ready():
-            job.kill(block=False)
+        running.append((outcome, args, (server.fan_out_timeout_ms + pool.config.latency_ms) / 1000.0))
+    if len(running) == 1:
+        # One member to ask (one in the federation, or the only one up): asked from this greenlet, within the
+        # same bound. A greenlet of its own and the join cost a third of such a call's CPU (get_all_databases
+        # with one member: 131 us against 70 us for get_database, measured), and bought no parallelism.
+        outcome, args, timeout = running[0]
+        value = None
+        with gevent.Timeout(timeout + FANOUT_JOIN_GRACE_SECONDS, False):
+            value = _quietly(outcome.pool.invoke, identity, name, args, result_class, seqid, timeout)
+        if value is None:  # the bound ran out
             outcome.error = f"metastore '{outcome.pool.name}' did not answer {name} in time"
-        elif job.value[1] is None:
-            outcome.result = job.value[0]
         else:
-            exc = job.value[1]
-            outcome.error = str(exc) if isinstance(exc, UpstreamError) else f"metastore " \
-                f"'{outcome.pool.name}' failed {name}: {exc!r}"
-            if isinstance(exc, UpstreamError):
-                health.call_failed(outcome.pool.name, exc)
+            _settle(health, outcome, name, value)
+    elif running:
+        greenlets = [gevent.spawn(_quietly, outcome.pool.invoke, identity, name, args, result_class, seqid, timeout)
+                     for outcome, args, timeout in running]
+        gevent.joinall(greenlets, timeout=max(t for _, _, t in running) + FANOUT_JOIN_GRACE_SECONDS)
+        for (outcome, _, _), job in zip(running, greenlets, strict=True):
+            if not job.ready():
+                job.kill(block=False)
+                outcome.error = f"metastore '{outcome.pool.name}' did not answer {name} in time"
+            else:
+                _settle(health, outcome, name, job.value)
     for outcome in outcomes:
         if outcome.error is not None:
             metrics.FANOUT_OMISSIONS.labels(name, outcome.pool.name).inc()
             log.warning("fanout.member_omitted", method=name, metastore=outcome.pool.name, error=outcome.error)
     return outcomes
+
+
+def _settle(health: Health, outcome: Outcome, name: str, value: tuple[Any, Exception | None]) -> None:
+    """A member's answer, or its failure, into its outcome."""
+    result, exc = value
+    if exc is None:
+        outcome.result = result
+        return
+    outcome.error = str(exc) if isinstance(exc, UpstreamError) else f"metastore " \
+        f"'{outcome.pool.name}' failed {name}: {exc!r}"
+    if isinstance(exc, UpstreamError):
+        health.call_failed(outcome.pool.name, exc)
 
 
 def learn_catalogs(health: Health, pools: Sequence[UpstreamPool], identity: Identity | None, timeout: float) -> None:
