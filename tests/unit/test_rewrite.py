@@ -74,3 +74,27 @@ def test_rewriting_3000_partitions_is_cheap():
     elapsed = time.perf_counter() - started
     assert all(p.dbName == "fed_web" for p in result.success)
     assert elapsed < 0.05, f"{elapsed * 1000:.1f} ms"
+
+
+def test_names_read_directly_are_the_names_a_walk_finds():
+    """Every method's arguments: the plain fields read directly give what collecting through a rewrite gives."""
+    from waggle.hms.methods import METHODS, NameForm
+    from waggle.hms.rewrite import call_rewriter
+    from waggle.hms.service import METHOD_IO
+
+    rewriter = call_rewriter()
+    values = {NameForm.NAME: "Sales", NameForm.QUALIFIED: "sales.orders", NameForm.PATTERN: "sal*"}
+    checked = 0
+    for name, spec in METHODS.items():
+        io = METHOD_IO.get(name)
+        if io is None or not spec.db_args or any(f.is_list or f.form not in values for f in spec.db_args):
+            continue
+        for unqualified in (False, True):
+            args = io.args()
+            for f in spec.db_args:
+                setattr(args, f.attr, "orders" if unqualified and f.form is NameForm.QUALIFIED else values[f.form])
+            walked: list[str] = []
+            rewriter.rewrite(args, lambda n, out=walked: out.append(n) or n, sql=False)  # type: ignore[func-returns-value]
+            assert rewriter.names_in(args) == walked, name
+        checked += 1
+    assert checked > 50
