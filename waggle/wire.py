@@ -407,16 +407,17 @@ class _Exhausted:
         return b""
 
 
-#: idle decoders, one per protocol and limits: a Wire costs a third of decoding a small reply, so it is made
-#: once, not per message. A decoder is taken out while it decodes, so concurrent decodes (threads) never share one.
-_decoders: dict[tuple[ProtocolKind, Limits], Wire] = {}
+#: idle decoders, by protocol and limits: a Wire costs a third of decoding a small reply, so it is made once,
+#: not per message. A decoder is taken out while it decodes, so concurrent decodes (threads) never share one.
+#: Keyed by the limits' identity (hashing the dataclass is a Python call), and checked against them on use.
+_decoders: dict[tuple[bool, int], Wire] = {}
 
 
 def decode_message(raw: bytes, protocol: ProtocolKind, cls: type, limits: Limits) -> tuple[Header, Any]:
     """Decode one whole message held in memory (no frame prefix): a reply's result or a TApplicationException."""
-    key = (protocol, limits)
+    key = (protocol is ProtocolKind.COMPACT, id(limits))
     wire = _decoders.pop(key, None)
-    if wire is None:
+    if wire is None or wire.limits is not limits:
         wire = Wire(_Exhausted(), WireFormat(TransportKind.BUFFERED, protocol), limits)  # type: ignore[arg-type]
     wire._load(raw)
     header = wire._read_header()
