@@ -76,8 +76,11 @@ def test_rewriting_3000_partitions_is_cheap():
     assert elapsed < 0.05, f"{elapsed * 1000:.1f} ms"
 
 
-def test_names_read_directly_are_the_names_a_walk_finds():
-    """Every method's arguments: the plain fields read directly give what collecting through a rewrite gives."""
+def test_plain_fields_read_and_set_directly_as_a_walk_would():
+    """Every method's arguments whose names are a few plain fields: reading them directly gives what a walk
+    collects, and setting them directly what a walk sets."""
+    import copy
+
     from waggle.hms.methods import METHODS, NameForm
     from waggle.hms.rewrite import call_rewriter
     from waggle.hms.service import METHOD_IO
@@ -93,8 +96,13 @@ def test_names_read_directly_are_the_names_a_walk_finds():
             args = io.args()
             for f in spec.db_args:
                 setattr(args, f.attr, "orders" if unqualified and f.form is NameForm.QUALIFIED else values[f.form])
+            plan = rewriter.plan(type(args))
+            assert plan is not None
             walked: list[str] = []
-            rewriter.rewrite(args, lambda n, out=walked: out.append(n) or n, sql=False)  # type: ignore[func-returns-value]
+            by_walk = copy.deepcopy(args)
+            rewriter._apply(by_walk, plan, lambda n, out=walked: (out.append(n), "x_" + n)[1], False)
             assert rewriter.names_in(args) == walked, name
+            rewriter.rewrite(args, lambda n: "x_" + n)
+            assert args == by_walk, name
         checked += 1
     assert checked > 50

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Set
 from typing import TYPE_CHECKING, Any
 
 from waggle.call import merge
+from waggle.call.memo import NameMemo
 from waggle.call.values import Call, Kind, NeedCatalogs, NeedLinks, Plan
 from waggle.config.model import TransportKind
 from waggle.hms.bridges import DEFAULT_CATALOG, strip_catalog
@@ -116,7 +117,14 @@ def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], asked: Set
         fill = catalog if catalogs is False else None
     raw: bytes | None = call.raw
     if decision.rewrite_request or strip:
-        to_member = naming.to_member
+        known = _MEMBER_NAMES.of(naming)
+
+        def to_member(name: str) -> str:
+            out = known.get(name)
+            if out is None:
+                out = known[name] = naming.to_member(name)
+            return out
+
         REWRITER.rewrite(call.args, (lambda n: strip_catalog(to_member(n))) if strip else to_member)
         raw = None
     kind = Kind.BRIDGE if spec.bridge is not None and pool.caps.bridges(call.name, call.args) else Kind.SEND
@@ -150,6 +158,8 @@ class _ReadDecisions:
 
 
 _READS = _ReadDecisions()
+#: a client's name as a member knows it
+_MEMBER_NAMES: NameMemo[str] = NameMemo()
 
 
 def _to(kind: Kind, call: Call, pool: UpstreamPool, naming: Naming, decision: Decision | None, raw: bytes | None,

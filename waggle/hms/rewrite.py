@@ -52,7 +52,21 @@ class Rewriter:
 
         With ``sql``, database qualifiers inside view SQL are mapped too.
         """
-        plan = self.plans.plan(type(obj))
+        cls = type(obj)
+        flat = self._flat[cls] if cls in self._flat else self._flatten(cls)
+        if flat is not None:  # a few plain fields (most calls' arguments): set directly, without a walk
+            for attr, qualified in flat:
+                value = getattr(obj, attr, None)
+                if value is None:
+                    continue
+                if qualified:
+                    db, sep, table = value.partition(".")
+                    if sep:
+                        setattr(obj, attr, fn(db) + sep + table)
+                else:
+                    setattr(obj, attr, fn(value))
+            return
+        plan = self.plans.plan(cls)
         if plan is not None:
             self._apply(obj, plan, fn, sql)
 
