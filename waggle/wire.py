@@ -181,7 +181,8 @@ class Wire:
             data = self.cstringio_refill(data, n).read(n)
         return data
 
-    def _start(self) -> None:
+    def read_begin(self) -> Header:
+        """Start reading the next message and return its header. Raises :class:`PeerClosed` at a clean EOF."""
         rest = self.cstringio_buf.read()
         self._received = len(rest)
         self._in_frame = False
@@ -200,10 +201,6 @@ class Wire:
             self._received = size
             self._set_buffer(payload)
             self._in_frame = True
-
-    def read_begin(self) -> Header:
-        """Start reading the next message and return its header. Raises :class:`PeerClosed` at a clean EOF."""
-        self._start()
         return self._read_header()
 
     def _load(self, raw: bytes) -> None:
@@ -226,7 +223,9 @@ class Wire:
             mtype = version & 0xFF
             if size < 0 or size > 1024:
                 raise WireError(f"bad method name length {size}")
-            tail = self.read(size + 4)
+            tail = self.cstringio_buf.read(size + 4)
+            if len(tail) < size + 4:
+                tail = self.cstringio_refill(tail, size + 4).read(size + 4)
             try:
                 name = tail[:size].decode("utf-8")
             except UnicodeDecodeError as exc:

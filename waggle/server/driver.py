@@ -125,7 +125,7 @@ class ClientDriver(OwnAnswers):
             return
         runtime = self.runtime
         slots = runtime.call_slots
-        if not slots.acquire(runtime.config.server.load.queue_wait_seconds):
+        if not slots.acquire(runtime.routes.config.server.load.queue_wait_seconds):
             started = time.perf_counter()
             self.wire.skip_struct()
             self.wire.read_end()
@@ -234,11 +234,12 @@ class ClientDriver(OwnAnswers):
                               "member_down", step.metastore)
 
     def _send(self, step: Plan, started: float) -> Answer:
-        call, pool = step.call, step.upstream
-        down = self._down(step)
-        if down is not None:
+        call, pool, runtime = step.call, step.upstream, self.runtime
+        if not runtime.health.is_up(step.metastore):
+            down = self._down(step)
+            assert down is not None
             return down
-        server = self.runtime.config.server
+        server = runtime.routes.config.server
         try:
             reply = pool.forward(self.session.identity, call.header, call.args, step.raw, call.wire.protocol,
                                  self._sink if step.stream else None, server.stream_after_bytes,
@@ -256,7 +257,7 @@ class ClientDriver(OwnAnswers):
             return finish.failure(call.header, call.io, str(exc), self.wire,
                                   "shed" if isinstance(exc, Overloaded) else "upstream_error", pool.name,
                                   error=exc.detail)
-        return finish.reply(step, reply, self.wire, self.runtime.created)
+        return finish.reply(step, reply, self.wire, runtime.created)
 
     def _bridge(self, step: Plan) -> Answer:
         """Answer a method the member lacks (or cannot take as it is) through its bridge."""
@@ -347,7 +348,8 @@ class ClientDriver(OwnAnswers):
             self.wire.send_raw(answer.raw)
 
     def _finish(self, header: Header, args: Any, started: float, answer: Answer) -> None:
-        self._write(answer)
+        if answer.raw is not None:
+            self.wire.send_raw(answer.raw)
         if answer.record:
             self._record(header.name, args, started, answer)
 
