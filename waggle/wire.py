@@ -38,6 +38,7 @@ _COMPACT_ID = 0x82
 _COMPACT_VERSION = 1
 _MAX_RECV = 4 * 1024 * 1024  # one recv() never asks for more (its buffer is allocated up front)
 _RECV_SIZE = 256 * 1024
+_MESSAGE_TYPES = frozenset((TMessageType.CALL, TMessageType.REPLY, TMessageType.EXCEPTION, TMessageType.ONEWAY))
 
 
 class PeerClosed(Exception):
@@ -135,19 +136,15 @@ class Wire:
             # message may be: refuse it now, without waiting for bytes that must not be read
             raise WireError(f"message exceeds the limit of {self.limits.max_message_bytes} bytes "
                             f"(it declares {need} more bytes)")
-        got: list[bytes] = []
-        have = 0
-        while have < need:
-            if self._received + have >= self.limits.max_message_bytes:
-                raise WireError(f"message exceeds the limit of {self.limits.max_message_bytes} bytes")
-            data = self.sock.recv(min(max(_RECV_SIZE, need - have), _MAX_RECV))
-            if not data:
-                if self._received == 0 and not partial and have == 0:
-                    raise PeerClosed()
-                raise WireError("connection closed in the middle of a message")
-            got.append(data)
-            have += len(data)
-        data = got[0] if len(got) == 1 else b"".join(got)
+        # one recv is the usual case (a message, or what is left of it, arrives whole): taken first, no list
+        size = need if need > _RECV_SIZE else _RECV_SIZE
+        data = self.sock.recv(size if size < _MAX_RECV else _MAX_RECV)
+        if not data:
+            if self._received == 0 and not partial:
+                raise PeerClosed()
+            raise WireError("connection closed in the middle of a message")
+        if len(data) < need:
+            data = self._recv_rest(data, need)
         self._chunks.append(data)
         self._received += len(data)
         if self._received > self.limits.max_message_bytes:
@@ -155,6 +152,20 @@ class Wire:
         if self._sink is not None and self._received >= self._sink_after:
             self._flush_to_sink()
         return self._set_buffer(partial + data if partial else data)
+
+    def _recv_rest(self, first: bytes, need: int) -> bytes:
+        """``first`` and what follows it, until ``need`` bytes in all (within the message's limit)."""
+        got = [first]
+        have = len(first)
+        while have < need:
+            if self._received + have >= self.limits.max_message_bytes:
+                raise WireError(f"message exceeds the limit of {self.limits.max_message_bytes} bytes")
+            data = self.sock.recv(min(max(_RECV_SIZE, need - have), _MAX_RECV))
+            if not data:
+                raise WireError("connection closed in the middle of a message")
+            got.append(data)
+            have += len(data)
+        return b"".join(got)
 
     # -- cut-through relaying ----------------------------------------------------------------------------
     def stream_to(self, sink: Callable[[bytes], None], after: int) -> None:
@@ -243,8 +254,7 @@ class Wire:
             name = self._read_name(version)
             mtype = self.read(1)[0]
             seqid = _I32.unpack(self.read(4))[0]
-        if mtype != TMessageType.CALL and mtype != TMessageType.REPLY and mtype != TMessageType.ONEWAY and \
-                mtype != TMessageType.EXCEPTION:
+        if mtype not in _MESSAGE_TYPES:
             raise WireError(f"bad message type {mtype}")
         self.header_end = self._received - (self._buf_len - self.cstringio_buf.tell())
         return Header(name, mtype, seqid)
