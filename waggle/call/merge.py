@@ -79,7 +79,12 @@ def merge(plan: Plan, outcomes: Sequence[Outcome], encoder: Encoder, failure: Ca
         return answer
     facts: _Facts = plan.merge_facts
     assert call.io is not None and call.io.result is not None
-    result = call.io.result(success=_merger(facts.merge)(answered, facts))
+    merged = _merger(facts.merge)(answered, facts)
+    if len(answered) == 1 and facts.merge is Merge.DATABASE_NAMES and answered[0].raw is not None and \
+            merged == answered[0].result.success:
+        # one member's listing that the merge left as it was: its own reply is the answer, not re-encoded
+        return Answer(answered[0].raw, "ok", "*", fields)
+    result = call.io.result(success=merged)
     raw = encoder.encode(call.name, TMessageType.REPLY, call.header.seqid, result)
     return Answer(raw, "ok", "*", fields)
 

@@ -299,8 +299,9 @@ class ClientDriver(OwnAnswers):
     def _fan_out(self, step: Plan, routes: Routes) -> Answer:
         call = step.call
         assert call.io is not None and call.io.result is not None
+        sent = (call.args, call.raw, call.wire.protocol)
         outcomes = fanout.gather(self.runtime.health, routes.config.server, self.session.identity, call.name,
-                                 call.header.seqid, call.io.result, step.jobs)
+                                 call.header.seqid, call.io.result, step.jobs, sent)
         return merge.merge(step, outcomes, self.wire, lambda message: finish.failure(
             call.header, call.io, message, self.wire, "upstream_error", "*"))
 
