@@ -1,7 +1,7 @@
 """Direct-to-metastore against through-waggle, side by side in one run, with names unchanged and rewritten.
 
     python bench/bench_proxy.py [--metastore thrift://host:port] [--rounds 2000] [--big-rounds 40]
-                                [--partitions 3000]
+                                [--partitions 3000] [--cpu-calls 2000] [--cpu-repeats 5] [--cpu-only]
 
 Without ``--metastore`` a local Derby-backed Hive 2.3 metastore is started (Java 17 and pyspark needed).
 Two waggle instances run as subprocesses through the real CLI, both in front of that one metastore:
@@ -22,6 +22,13 @@ Each round makes the call direct, through both waggles and through the relay, in
 the same machine state (and none always lands on the metastore's garbage collections). The table prints p50,
 p99 and their ratios to direct, and checks the targets: added p50 of a small call (``get_database``)
 <= 0.2 ms, ``get_table`` <= 1.10x direct, ``get_partitions`` of 3,000 partitions <= 1.20x direct.
+
+Then the CPU each server process spends per call (bench/cpu_cost.py: its CPU time before and after
+``--cpu-calls`` calls, the best of ``--cpu-repeats``), for both waggles and the relay in the same run, with
+waggle's ratio to the relay. Targets: a relayed call (names unchanged) <= 1.3x the relay, a rewritten one
+(behind the prefix) <= 1.5x, and ``get_all_databases`` with one member, a merged listing of one, <= 1.3x too
+(it costs what a single-target call costs). Behind the prefix ``get_all_databases`` asks both members, so it
+is shown but has no target. ``--cpu-only`` skips the latency table.
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+import cpu_cost
 
 from waggle.hms.gen.hive_metastore import ttypes
 from waggle.local.client import hms_client
@@ -193,6 +202,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2000)
     ap.add_argument("--big-rounds", type=int, default=40)
     ap.add_argument("--partitions", type=int, default=3000)
+    ap.add_argument("--cpu-calls", type=int, default=2000, help="calls per CPU measurement")
+    ap.add_argument("--cpu-repeats", type=int, default=5, help="CPU measurements per server (the best is kept)")
+    ap.add_argument("--cpu-only", action="store_true", help="measure CPU per call only (no latency table)")
     args = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="waggle-bench-"))
     store = None
@@ -219,7 +231,9 @@ def main() -> int:
             for r in routes:
                 r.client.set_ugi(os.environ.get("USER", "bench"), [])
             verify(routes[0], routes[2])
-            run(routes, cases(args))
+            if not args.cpu_only:
+                run(routes, cases(args))
+            cpu(routes[1:], [plain.pid, pref.pid, relay.pid], args.cpu_calls, args.cpu_repeats)
     finally:
         stop_processes(procs)
         if store:
@@ -271,6 +285,34 @@ def run(routes: list[Route], all_cases: list[Case]) -> None:
     print("\np50 unless marked p99, in milliseconds; 'via' is the route named in the row, 'added' and 'ratio' "
           "compare it\nwith direct in the same rounds. 'byte relay' (bench/byte_relay.py) parses nothing: "
           "the cost of an extra hop\non this machine, for reference.")
+
+
+def cpu(routes: list[Route], pids: list[int], calls: int, repeats: int) -> None:
+    """CPU per call of each server process, and each waggle's ratio to the relay's."""
+    servers = [cpu_cost.Server(r.label, pid, r.client, r.db) for r, pid in zip(routes, pids, strict=True)]
+    limits = {PRIMARY: 1.3, PREFIXED: 1.5}
+    measured: list[tuple[str, Callable[[Any, str], Any], tuple[str, ...]]] = [
+        ("get_database", lambda c, db: c.get_database(db), ()),
+        ("get_table", lambda c, db: c.get_table(db, "small"), ()),
+        ("get_all_databases", lambda c, db: c.get_all_databases(), (PREFIXED,)),  # two members behind the prefix
+    ]
+    print(f"\nCPU per call of each server process, best of {repeats} runs of {calls} calls")
+    print(f"{'call':<22}{'server':<40}{'us/call':>9}{'relay':>9}{'ratio':>8}   target")
+    for name, call, untargeted in measured:
+        per = cpu_cost.per_call(servers, call, calls, repeats)
+        relay = per[RELAY]
+        label = name
+        for s in servers:
+            if s.label == RELAY:
+                continue
+            ratio = per[s.label] / relay
+            verdict = ""
+            if s.label not in untargeted:
+                verdict = f"<= {limits[s.label]:.1f}x: {'met' if ratio <= limits[s.label] else 'MISSED'}"
+            else:
+                verdict = "(fan-out to two members: no target)"
+            print(f"{label:<22}{s.label:<40}{1e6 * per[s.label]:>9.1f}{1e6 * relay:>9.1f}{ratio:>7.2f}x   {verdict}")
+            label = ""
 
 
 if __name__ == "__main__":

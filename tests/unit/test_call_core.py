@@ -158,6 +158,25 @@ def test_a_fan_out_asks_only_the_members_whose_prefix_can_match(runtime: Runtime
     assert answer.fields == {"metastores": ["main"], "omitted": ["fed"]}
 
 
+def test_one_members_listing_is_its_own_reply_when_the_merge_leaves_it_as_it_is(runtime: Runtime) -> None:
+    encoder = _Encoder(runtime)
+
+    def merged(pattern: str, member: str, listed: list[str]) -> tuple[Answer, bytes]:
+        step = _plan(runtime, _call(runtime, "get_databases", pattern=pattern))
+        (pool, naming, _), = [job for job in step.jobs if job[0].name == member]
+        result = H.get_databases_result(success=listed)
+        reply = encoder.encode("get_databases", TMessageType.REPLY, 7, result)
+        return merge.merge(step, [Outcome(pool, naming, result, raw=reply)], encoder, lambda m: pytest.fail(m)), reply
+
+    answer, reply = merged("local|other", "main", ["local", "other"])
+    assert answer.raw is reply and answer.fields == {"metastores": ["main"], "omitted": []}
+    for listed, shown in ((["Local", "other"], ["local", "other"]), (["local", "local"], ["local"])):
+        answer, reply = merged("local|other", "main", listed)
+        assert answer.raw != reply and _decoded(runtime, answer, "get_databases").success == shown
+    answer, reply = merged("fed_*", "fed", ["sales"])  # names behind a prefix change: never the member's bytes
+    assert answer.raw != reply and _decoded(runtime, answer, "get_databases").success == ["fed_sales"]
+
+
 def test_a_reply_is_rewritten_back_to_the_clients_names(runtime: Runtime) -> None:
     call = _call(runtime, "get_database", name="fed_sales")
     step = _plan(runtime, call)

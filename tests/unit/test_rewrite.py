@@ -74,3 +74,35 @@ def test_rewriting_3000_partitions_is_cheap():
     elapsed = time.perf_counter() - started
     assert all(p.dbName == "fed_web" for p in result.success)
     assert elapsed < 0.05, f"{elapsed * 1000:.1f} ms"
+
+
+def test_plain_fields_read_and_set_directly_as_a_walk_would():
+    """Every method's arguments whose names are a few plain fields: reading them directly gives what a walk
+    collects, and setting them directly what a walk sets."""
+    import copy
+
+    from waggle.hms.methods import METHODS, NameForm
+    from waggle.hms.rewrite import call_rewriter
+    from waggle.hms.service import METHOD_IO
+
+    rewriter = call_rewriter()
+    values = {NameForm.NAME: "Sales", NameForm.QUALIFIED: "sales.orders", NameForm.PATTERN: "sal*"}
+    checked = 0
+    for name, spec in METHODS.items():
+        io = METHOD_IO.get(name)
+        if io is None or not spec.db_args or any(f.is_list or f.form not in values for f in spec.db_args):
+            continue
+        for unqualified in (False, True):
+            args = io.args()
+            for f in spec.db_args:
+                setattr(args, f.attr, "orders" if unqualified and f.form is NameForm.QUALIFIED else values[f.form])
+            plan = rewriter.plan(type(args))
+            assert plan is not None
+            walked: list[str] = []
+            by_walk = copy.deepcopy(args)
+            rewriter._apply(by_walk, plan, lambda n, out=walked: (out.append(n), "x_" + n)[1], False)
+            assert rewriter.names_in(args) == walked, name
+            rewriter.rewrite(args, lambda n: "x_" + n)
+            assert args == by_walk, name
+        checked += 1
+    assert checked > 50

@@ -79,3 +79,21 @@ def test_nested_names_in_several_structs():
     _, got = decode_message(spliced, ProtocolKind.BINARY, T.get_table_req_result, LIMITS)
     assert got == full_path(raw, T.get_table_req_result)
     assert got.success.table.colStats.statsDesc.dbName == "fed_sales"
+
+
+def test_a_body_seen_before_is_spliced_alike_whatever_its_header():
+    """Small replies' names are remembered by body: the next reply (another seqid, another name function) is
+    spliced as if seen for the first time, and one that could not be spliced still cannot."""
+    splicer = Splicer(REWRITER)
+    wire = Wire(None, WireFormat(), LIMITS)  # type: ignore[arg-type]
+    result = T.get_database_result(success=ttypes.Database(name="sales", locationUri="file:/w/sales.db"))
+    for seqid, fn in ((7, prefix), (8, prefix), (9, lambda n: "other_" + n), (10, lambda n: n)):
+        raw = wire.encode("get_database", TMessageType.REPLY, seqid, result)
+        spliced = splicer.splice_names(raw, T.get_database_result, fn, LIMITS)
+        assert spliced is not None
+        header, got = decode_message(spliced, ProtocolKind.BINARY, T.get_database_result, LIMITS)
+        assert header.seqid == seqid and got.success.name == fn("sales")
+    view = T.get_table_result(success=ttypes.Table(dbName="sales", tableName="v", viewOriginalText="SELECT 1"))
+    for seqid in (1, 2):
+        raw = wire.encode("get_table", TMessageType.REPLY, seqid, view)
+        assert splicer.splice_names(raw, T.get_table_result, prefix, LIMITS) is None

@@ -98,23 +98,29 @@ def _lock_not_acquired(header: Header, spec: MethodSpec, io: MethodIO | None, me
 # -- replies ---------------------------------------------------------------------------------------------------
 def reply(plan: Plan, reply: Reply | None, encoder: Encoder, created: MutableMapping[str, set[str]]) -> Answer:
     """The client's answer to a metastore's reply (``None``: a oneway call, sent)."""
-    call, pool = plan.call, plan.upstream
+    call, pool = plan.call, plan.pool
+    assert pool is not None
     io = call.io
     if reply is None:
         return Answer(None, "sent", pool.name)
     raw: bytes | None
+    mtype = reply.header.mtype
     if reply.streamed:
         raw = reply.raw  # the rest of a reply whose head is already on its way
-    elif reply.header.mtype == TMessageType.EXCEPTION and io is not None and plan.decision is not None and \
+    elif mtype == TMessageType.EXCEPTION and io is not None and plan.decision is not None and \
             call.spec is not None and call.spec.bridge is not None and call.spec.bridge.applies_to(call.args) and \
             _unknown_method(reply, io, pool.config.wire.protocol, pool.limits):
         return Answer(None, "bridge", pool.name, bridge_instead=True)
-    elif plan.rewrite_reply and reply.header.mtype == TMessageType.REPLY and reply.first_field == 0:
+    elif plan.rewrite_reply and mtype == TMessageType.REPLY and reply.first_field == 0:
         assert io is not None and io.result is not None
         raw = rewritten(plan, reply, io.result, encoder)
+    elif pool.config.wire.protocol is call.wire.protocol:
+        raw = reply.raw  # relayed byte for byte
     else:
         raw = _relayed(reply, io, pool.config.wire.protocol, pool.limits, call.wire.protocol, encoder)
     _settle(plan, reply, created)
+    if mtype == TMessageType.REPLY and reply.first_field <= 0:
+        return Answer(raw, "ok", pool.name)
     return Answer(raw, outcome(reply, io), pool.name)
 
 

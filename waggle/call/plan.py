@@ -11,6 +11,7 @@ from collections.abc import Mapping, Set
 from typing import TYPE_CHECKING, Any
 
 from waggle.call import merge
+from waggle.call.memo import NameMemo
 from waggle.call.values import Call, Kind, NeedCatalogs, NeedLinks, Plan
 from waggle.config.model import TransportKind
 from waggle.hms.bridges import DEFAULT_CATALOG, strip_catalog
@@ -86,10 +87,13 @@ def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], asked: Set
                 tabled = _remote_table(call, spec, routes, asked)
                 if tabled is not None:
                     return tabled
-        locks = [(c.dbname or "", c.type) for c in value_at(call.args, spec.lock_components) or ()] \
-            if spec.lock_components else ()
-        tables = _table_refs(call.args, spec) if routes.mapped_tables else ()
-        decision = planner.decide(spec, names, locks, created, tables)
+        if spec.access is Access.READ and not spec.lock_components and not routes.mapped_tables:
+            decision = _READS.decide(planner, spec, names)
+        else:
+            locks = [(c.dbname or "", c.type) for c in value_at(call.args, spec.lock_components) or ()] \
+                if spec.lock_components else ()
+            tables = _table_refs(call.args, spec) if routes.mapped_tables else ()
+            decision = planner.decide(spec, names, locks, created, tables)
     if decision.refusal is not None:
         return _refuse(call, decision.member.name, decision.refusal, decision.refused_as, decision)
     pool = routes.pools[decision.member.name]
@@ -113,11 +117,49 @@ def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], asked: Set
         fill = catalog if catalogs is False else None
     raw: bytes | None = call.raw
     if decision.rewrite_request or strip:
-        to_member = naming.to_member
+        known = _MEMBER_NAMES.of(naming)
+
+        def to_member(name: str) -> str:
+            out = known.get(name)
+            if out is None:
+                out = known[name] = naming.to_member(name)
+            return out
+
         REWRITER.rewrite(call.args, (lambda n: strip_catalog(to_member(n))) if strip else to_member)
         raw = None
     kind = Kind.BRIDGE if spec.bridge is not None and pool.caps.bridges(call.name, call.args) else Kind.SEND
     return _to(kind, call, pool, naming, decision, raw, fill)
+
+
+class _ReadDecisions:
+    """The planner's decisions for reads, remembered: a read names no lock and no table to check, and the
+    planner's answer to it depends only on the method and the names (not on the whitelist, which only writes
+    consult). The same few databases are read over and over; a remembered decision saves about 3 us of the
+    5.5 us a relayed call's plan took (measured on get_table, names unchanged). Remembered per planner (a
+    reload or a new database map makes a new one); at most ``LIMIT`` of them, since names are the clients'."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._planner: Planner | None = None
+        self._decided: dict[tuple[str, tuple[str, ...]], Decision] = {}
+
+    def decide(self, planner: Planner, spec: MethodSpec, names: list[str]) -> Decision:
+        if planner is not self._planner:
+            self._planner, self._decided = planner, {}
+        key = (spec.name, tuple(names))
+        decision = self._decided.get(key)
+        if decision is None:
+            decision = planner.decide(spec, names)
+            if len(self._decided) >= self.LIMIT:
+                self._decided = {}
+            self._decided[key] = decision
+        return decision
+
+
+_READS = _ReadDecisions()
+#: a client's name as a member knows it
+_MEMBER_NAMES: NameMemo[str] = NameMemo()
 
 
 def _to(kind: Kind, call: Call, pool: UpstreamPool, naming: Naming, decision: Decision | None, raw: bytes | None,
@@ -128,7 +170,9 @@ def _to(kind: Kind, call: Call, pool: UpstreamPool, naming: Naming, decision: De
         fill, rewrite_reply = reply_changes(result_class, naming, decision, fill)
     else:
         fill = None
-    stream = not rewrite_reply and pool.config.wire == call.wire and call.wire.transport is TransportKind.BUFFERED
+    wire = pool.config.wire
+    stream = not rewrite_reply and (wire is call.wire or wire == call.wire) and \
+        call.wire.transport is TransportKind.BUFFERED
     link = decision.link if decision is not None else None
     if link is not None:
         rewrite_reply, stream = True, False  # a link's database is described as such

@@ -148,6 +148,8 @@ class Outcome:
     naming: Naming
     result: Any = None
     error: str | None = None
+    #: the member's reply as it came, when the client can take it as it is (asked alone, in the client's protocol)
+    raw: bytes | None = None
 
 
 @dataclass(slots=True)

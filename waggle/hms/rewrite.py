@@ -31,6 +31,8 @@ class Rewriter:
         self._fields = struct_fields
         #: the plans of the question "which fields carry a database name", shared with the splicer
         self.plans: specs.Plans[DbField] = specs.Plans(self._select)
+        #: per class, its plain name fields when they are all it has (see :meth:`names_in`); None: walk it
+        self._flat: dict[type, tuple[tuple[str, bool], ...] | None] = {}
 
     def _select(self, cls: type, field: specs.Field) -> DbField | None:
         return next((f for f in self._fields.get(cls.__name__, ()) if f.attr == field.attr), None)
@@ -50,7 +52,21 @@ class Rewriter:
 
         With ``sql``, database qualifiers inside view SQL are mapped too.
         """
-        plan = self.plans.plan(type(obj))
+        cls = type(obj)
+        flat = self._flat[cls] if cls in self._flat else self._flatten(cls)
+        if flat is not None:  # a few plain fields (most calls' arguments): set directly, without a walk
+            for attr, qualified in flat:
+                value = getattr(obj, attr, None)
+                if value is None:
+                    continue
+                if qualified:
+                    db, sep, table = value.partition(".")
+                    if sep:
+                        setattr(obj, attr, fn(db) + sep + table)
+                else:
+                    setattr(obj, attr, fn(value))
+            return
+        plan = self.plans.plan(cls)
         if plan is not None:
             self._apply(obj, plan, fn, sql)
 
@@ -92,14 +108,48 @@ class Rewriter:
 
     def names_in(self, obj: Any) -> list[str]:
         """Every database name inside ``obj`` (for routing and access checks), in walk order."""
-        found: list[str] = []
+        cls = type(obj)
+        flat = self._flat[cls] if cls in self._flat else self._flatten(cls)
+        if flat is not None:
+            # Most calls' arguments are a few plain fields (get_table: dbname, tbl_name): read them directly,
+            # without a rewrite walk and its callback (a third of a relayed call's planning).
+            found: list[str] = []
+            for attr, qualified in flat:
+                value = getattr(obj, attr, None)
+                if value is None:
+                    continue
+                if qualified:
+                    db, sep, _ = value.partition(".")
+                    if sep:
+                        found.append(db)
+                else:
+                    found.append(value)
+            return found
+        walked: list[str] = []
 
         def collect(name: str) -> str:
-            found.append(name)
+            walked.append(name)
             return name
 
         self.rewrite(obj, collect, sql=False)
-        return found
+        return walked
+
+    def _flatten(self, cls: type) -> tuple[tuple[str, bool], ...] | None:
+        """(attribute, is ``db.table``) of each name field, for a class whose plan is only single names (plain,
+        qualified or patterns, which are never names to route by); None for any other."""
+        plan = self.plans.plan(cls)
+        flat: tuple[tuple[str, bool], ...] | None = ()
+        if plan is not None:
+            if plan.children or any(f.is_list or f.form not in _FLAT_FORMS for _, f in plan.own):
+                flat = None
+            else:
+                flat = tuple((f.attr, f.form is NameForm.QUALIFIED) for _, f in plan.own
+                             if f.form is not NameForm.PATTERN)
+        self._flat[cls] = flat
+        return flat
+
+
+_FLAT_FORMS = frozenset({NameForm.NAME, NameForm.QUALIFIED, NameForm.PATTERN})
 
 
 def call_rewriter() -> Rewriter:

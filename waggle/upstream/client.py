@@ -134,10 +134,14 @@ class UpstreamConnection:
                  ) -> Any:
         """Call ``name`` with decoded ``args``: the decoded result struct (declared exceptions included), or the
         ``TApplicationException`` the metastore answered with."""
-        reply = self.call(self.wire.encode(name, TMessageType.CALL, seqid, args), timeout=timeout)
+        return self._exchange(name, self.wire.encode(name, TMessageType.CALL, seqid, args), result_class,
+                              timeout)[0]
+
+    def _exchange(self, name: str, request: bytes, result_class: type, timeout: float | None) -> tuple[Any, bytes]:
+        reply = self.call(request, timeout=timeout)
         assert reply is not None
         try:
-            return decode_message(reply.raw, self.wire.format.protocol, result_class, self.wire.limits)[1]
+            return decode_message(reply.raw, self.wire.format.protocol, result_class, self.wire.limits)[1], reply.raw
         except WireError as exc:
             self.broken = True
             raise UpstreamError(self.member, f"answered {name} with a reply waggle cannot decode: {exc}") from exc
@@ -146,7 +150,18 @@ class UpstreamConnection:
                ) -> Any:
         """Call ``name`` with decoded ``args`` and return the decoded result; an application error or a declared
         exception in the reply becomes an :class:`UpstreamError` naming the metastore."""
-        result = self.exchange(name, args, result_class, seqid, timeout)
+        return self._checked(name, self.exchange(name, args, result_class, seqid, timeout))
+
+    def ask(self, name: str, args: Any, request: bytes | None, result_class: type, seqid: int = 0,
+            timeout: float | None = None) -> tuple[Any, bytes]:
+        """:meth:`invoke`, sending ``request`` (the call already encoded in this connection's protocol) when
+        given, and returning the reply's own bytes with its decoded result."""
+        if request is None:
+            request = self.wire.encode(name, TMessageType.CALL, seqid, args)
+        result, raw = self._exchange(name, request, result_class, timeout)
+        return self._checked(name, result), raw
+
+    def _checked(self, name: str, result: Any) -> Any:
         if isinstance(result, TApplicationException):
             raise UpstreamError(self.member, f"answered {name} with an application error: {result.message}")
         exc = specs.raised(result)
