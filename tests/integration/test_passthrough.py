@@ -232,10 +232,12 @@ def test_one_structured_log_line_per_call_at_debug(waggle, seeded):
 
 
 def test_connections_beyond_the_limit_are_refused_with_a_clear_error(primary, tmp_path):
-    from conftest import WaggleProcess, federation_yaml
+    from conftest import WaggleProcess, federation_yaml, wait_for
 
     proxy = WaggleProcess(tmp_path, federation_yaml(primary.uri), "max-connections: 1\n").start()
     try:
+        # the start-up probe's connection has been closed; wait until waggle has let go of it too
+        wait_for(lambda: proxy.metric("waggle_client_connections") == 0, 10, "the probe connection released")
         with proxy.client() as first:
             assert "default" in first.get_all_databases()
             started = time.monotonic()
