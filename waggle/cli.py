@@ -154,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "sync":
         return _sync(args)
     if args.command in ("serve", "demo", "_worker"):
+        # prometheus_client first: its metrics then take plain thread locks, which an increment (that never
+        # yields) holds for no time, instead of gevent's (0.7 us more per counted call, measured)
+        import prometheus_client  # noqa: F401
         from gevent import monkey
 
         monkey.patch_all()

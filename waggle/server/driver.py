@@ -73,7 +73,6 @@ class ClientDriver(OwnAnswers):
         server = runtime.config.server
         self.wire = Wire(sock, server.wire, server.limits)
         self.calls = 0
-        _count_calls_in_flight(runtime)
 
     def serve(self) -> None:
         structlog.contextvars.bind_contextvars(conn=self.conn_id, peer=self.peer)
@@ -381,18 +380,6 @@ class ClientDriver(OwnAnswers):
             return
         level("call", method=method[:200], db=database_of(args) if args is not None else None, metastore=metastore,
               outcome=outcome, duration_ms=round(1000 * seconds, 3), **answer.fields)
-
-
-_in_flight_of: list[Runtime] = []
-
-
-def _count_calls_in_flight(runtime: Runtime) -> None:
-    """waggle_calls_in_flight reads the calls holding a slot of ``limits.max-in-flight-calls`` when it is
-    scraped: the calls it counts are exactly those (a call that is never shed holds none and was never counted).
-    An increment and a decrement per call (gevent-locked) measured 0.8 to 1.1 us; reading the count costs nothing."""
-    if not _in_flight_of or _in_flight_of[0] is not runtime:
-        _in_flight_of[:] = [runtime]
-        metrics.CALLS_IN_FLIGHT.set_function(lambda: runtime.call_slots.busy)
 
 
 def _label(method: str) -> str:
