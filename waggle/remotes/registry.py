@@ -72,8 +72,10 @@ class LinkRegistry:
             return False
         before = dict(self.stored)
         group = gevent.pool.Pool(LOOKUPS_AT_ONCE)
-        for name, (answered, database) in zip(wanted, group.imap(lambda n: _database(primary, n), wanted),
-                                               strict=True):
+        # every answer first, then the books at once: a name must not be known before the links it brings are
+        # served (a call in between would find it known and be planned without its link)
+        found = list(zip(wanted, group.imap(lambda n: _database(primary, n), wanted), strict=True))
+        for name, (answered, database) in found:
             if not answered:
                 continue  # asked again next time
             self.known[name] = None
@@ -101,7 +103,7 @@ class LinkRegistry:
     def learn_tables(self, primary: UpstreamPool, keys: Iterable[tuple[str, str]]) -> bool:
         """Look these (database, table) names up in the primary; True when the remote tables changed. A table
         that does not exist is not remembered (it may be made as a remote table at any time)."""
-        changed = False
+        found: list[tuple[tuple[str, str], Any]] = []
         for key in keys:
             if key in self.known_tables:
                 continue
@@ -112,16 +114,19 @@ class LinkRegistry:
                 log.info("link.lookup_failed", table=f"{key[0]}.{key[1]}", error=str(exc))
                 continue
             table = getattr(result, "success", None)
-            if table is None:
-                continue
+            if table is not None:
+                found.append((key, table))
+        # the books at once, after every lookup (see learn)
+        changed = False
+        for key, table in found:
             self.known_tables[key] = None
             try:
-                found = table_link_of(key[0], key[1], table.parameters)
+                link = table_link_of(key[0], key[1], table.parameters)
             except LinkError as exc:
                 self._report(f"{key[0]}.{key[1]}", f"its link properties are malformed: {exc}")
                 continue
-            if found is not None:
-                self.tables[key] = found
+            if link is not None:
+                self.tables[key] = link
                 changed = True
         while len(self.known_tables) > MAX_KNOWN:
             self.known_tables.pop(next(iter(self.known_tables)))
