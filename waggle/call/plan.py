@@ -19,6 +19,7 @@ from waggle.hms.catalogs import carries_catalog
 from waggle.hms.methods import Access, LinkOp, MethodSpec, Path, Route
 from waggle.hms.names import parse
 from waggle.hms.rewrite import Rewriter, call_rewriter
+from waggle.hms.strings import strings_in
 from waggle.remotes.connectors import REMOTE_DB_NAME, ConnectorError, link_through
 from waggle.remotes.links import (
     REMOTE,
@@ -34,7 +35,6 @@ from waggle.remotes.tables import has_remote_table, table_link_of
 from waggle.routing.access import create_refusal
 from waggle.routing.databases import visible
 from waggle.routing.federation import Decision, Naming, Planner, Refused
-from waggle.wire import strings_in
 
 if TYPE_CHECKING:
     from waggle.runtime import Routes
