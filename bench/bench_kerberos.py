@@ -49,6 +49,7 @@ import gssapi
 from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
 from thrift.transport.TTransport import TBufferedTransport, TTransportBase, TTransportException
 
+from bench.cpu_cost import cpu_seconds
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.local.kdc import LocalKdc
 from waggle.local.metastore import LocalMetastore, free_port
@@ -173,17 +174,6 @@ def mean_ms(values: list[float]) -> float:
 def paired_ms(a: list[float], b: list[float]) -> float:
     """The median of ``a[i] - b[i]``, the two measured in the same round: robust to what else the machine does."""
     return statistics.median(x - y for x, y in zip(a, b, strict=True)) * 1000
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time of every thread of process ``pid`` so far, to the nanosecond (``/proc/PID/task/*/schedstat``)."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[0])
-        except (OSError, IndexError, ValueError):
-            pass  # a thread that ended meanwhile
-    return total / 1e9
 
 
 # -- 1. handshakes ---------------------------------------------------------------------------------------------

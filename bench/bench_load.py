@@ -63,8 +63,8 @@ from thrift.protocol.TBinaryProtocol import TBinaryProtocol
 from thrift.Thrift import TMessageType
 from thrift.transport.TTransport import TMemoryBuffer
 
-from bench.bench_kerberos import cpu_seconds
 from bench.bench_proxy import seed
+from bench.cpu_cost import cpu_seconds
 from bench.thrift_bytes import is_success, message_end
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.local.client import hms_client

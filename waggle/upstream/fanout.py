@@ -79,16 +79,7 @@ def gather(health: Health, server: ServerConfig, identity: Identity | None, name
 def _ask(pool: UpstreamPool, identity: Identity | None, name: str, args: Any, request: bytes | None,
          result_class: type, seqid: int, timeout: float) -> tuple[Any, bytes]:
     """``pool.invoke``, with the request's own bytes when given, keeping the reply's bytes too."""
-    conn = pool.acquire(identity)
-    try:
-        return conn.ask(name, args, request, result_class, seqid, timeout)  # type: ignore[no-any-return]
-    except UpstreamError:
-        raise  # the connection marked itself broken if its stream is out of step
-    except BaseException:
-        conn.broken = True  # killed mid-call, or an undecodable reply
-        raise
-    finally:
-        pool.release(conn)
+    return pool.using(identity, lambda conn: conn.ask(name, args, request, result_class, seqid, timeout))
 
 
 def _settle(health: Health, outcome: Outcome, name: str, value: tuple[Any, Exception | None]) -> None:

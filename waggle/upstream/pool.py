@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import gevent
 from thrift.Thrift import TMessageType
@@ -41,6 +41,8 @@ from waggle.wire import Header
 
 if TYPE_CHECKING:
     from waggle.upstream.tunnel import Tunnel
+
+T = TypeVar("T")
 
 
 class UpstreamPool:
@@ -217,26 +219,13 @@ class UpstreamPool:
             groups = self._ugi_replies[identity]
         return groups
 
-    def invoke(self, identity: Identity | None, name: str, args: Any, result_class: type, seqid: int = 0,
-               timeout: float | None = None) -> Any:
-        """One decoded call on a pooled connection (see :meth:`UpstreamConnection.invoke`)."""
+    def using(self, identity: Identity | None, use: Callable[[UpstreamConnection], T]) -> T:
+        """``use`` a pooled connection for one call, and give it back. A call that ends in anything but an
+        :class:`UpstreamError` (killed mid-call, an undecodable reply) leaves the connection out of step: it is
+        not reused (an UpstreamError marked it itself when it had to)."""
         conn = self.acquire(identity)
         try:
-            return conn.invoke(name, args, result_class, seqid, timeout)
-        except UpstreamError:
-            raise  # the connection marked itself broken if its stream is out of step
-        except BaseException:
-            conn.broken = True  # killed mid-call, or an undecodable reply
-            raise
-        finally:
-            self.release(conn)
-
-    def exchange(self, identity: Identity | None, name: str, args: Any, result_class: type, seqid: int = 0,
-                 timeout: float | None = None) -> Any:
-        """One decoded call on a pooled connection (see :meth:`UpstreamConnection.exchange`)."""
-        conn = self.acquire(identity)
-        try:
-            return conn.exchange(name, args, result_class, seqid, timeout)
+            return use(conn)
         except UpstreamError:
             raise
         except BaseException:
@@ -244,6 +233,16 @@ class UpstreamPool:
             raise
         finally:
             self.release(conn)
+
+    def invoke(self, identity: Identity | None, name: str, args: Any, result_class: type, seqid: int = 0,
+               timeout: float | None = None) -> Any:
+        """One decoded call on a pooled connection (see :meth:`UpstreamConnection.invoke`)."""
+        return self.using(identity, lambda conn: conn.invoke(name, args, result_class, seqid, timeout))
+
+    def exchange(self, identity: Identity | None, name: str, args: Any, result_class: type, seqid: int = 0,
+                 timeout: float | None = None) -> Any:
+        """One decoded call on a pooled connection (see :meth:`UpstreamConnection.exchange`)."""
+        return self.using(identity, lambda conn: conn.exchange(name, args, result_class, seqid, timeout))
 
     def forward(self, identity: Identity | None, header: Header, args: Any, raw: bytes | None,
                 protocol: ProtocolKind, sink: Callable[[bytes], None] | None = None, stream_after: int = 0,
