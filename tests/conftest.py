@@ -516,18 +516,19 @@ SECURE_TOKEN_RENEW_SECONDS = 6
 
 def secure_waggle_process(kdc: Any, kerberized_metastore: Any, analytics: Any, work: Path,
                           renew_seconds: float = SECURE_TOKEN_RENEW_SECONDS,
-                          extra_properties: str = "") -> WaggleProcess:
+                          extra_properties: str = "", signing_key: bool = True,
+                          args: tuple[str, ...] = ()) -> WaggleProcess:
     """A started waggle with a Kerberos front door (SASL GSSAPI as waggle/localhost, DIGEST-MD5 with its own
     delegation tokens, which live ``renew_seconds`` unless renewed): the Kerberized primary ``secure``, reached
     as each caller (impersonation), and the plain member ``analytics`` behind the prefix ``analytics_``.
-    ``extra_properties`` are more YAML lines of its configuration-properties (indented two spaces)."""
+    ``extra_properties`` are more YAML lines of its configuration-properties (indented two spaces); without
+    ``signing_key`` waggle signs with a random key; ``args``: more ``waggle serve`` arguments."""
     work.mkdir(parents=True, exist_ok=True)
     key_file = work / "token-keys"
     key_file.write_text("1:" + base64.b64encode(b"k" * 32).decode() + "\n")
     server = (
         "database-resolution: PREFIXED\n"
-        "delegation-tokens:\n"
-        f"  signing-key-file: {key_file}\n"
+        + (f"delegation-tokens:\n  signing-key-file: {key_file}\n" if signing_key else "") +
         "configuration-properties:\n"
         "  hive.metastore.sasl.enabled: true\n"
         f"  hive.metastore.kerberos.principal: waggle/localhost@{kdc.realm}\n"
@@ -549,7 +550,7 @@ def secure_waggle_process(kdc: Any, kerberized_metastore: Any, analytics: Any, w
         "  - name: analytics\n"
         f"    remote-meta-store-uris: {analytics.uri}\n"
     )
-    return WaggleProcess(work, federation, server).start()
+    return WaggleProcess(work, federation, server, args).start()
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ whoever cannot is refused before a call is read.
 from __future__ import annotations
 
 import base64
+import json
 import re
 import time
 import uuid
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 from conftest import SECURE_TOKEN_RENEW_SECONDS as RENEW_SECONDS
-from conftest import WaggleProcess, hive2_client, secure_waggle_process
+from conftest import WaggleProcess, hive2_client, secure_waggle_process, wait_for
 from hmsclient.genthrift.hive_metastore import ttypes as t
 from sasl_clients import digest_client, gssapi_client
 from thrift.transport.TTransport import TTransportException
@@ -278,3 +279,23 @@ def test_a_client_of_a_trusted_realm_gets_in_under_its_mapped_name(kdc, primary,
         assert (event["user"], event["principal"]) == ("carol", f"carol@{PARTNER_REALM}")
     finally:
         proc.stop()
+
+
+def test_workers_sign_with_one_key_so_a_token_works_on_each(kdc, kerberized_metastore, analytics, tmp_path):
+    """No signing-key file: the supervisor picks one random key for all its workers."""
+    proxy = secure_waggle_process(kdc, kerberized_metastore, analytics, tmp_path / "workers", signing_key=False,
+                                  args=("--workers", "2"))
+    try:
+        wait_for(lambda: len([w for w in json.loads(proxy.http("/healthz"))["workers"] if w["serving"]]) == 2,
+                 60, "two workers serving")
+        with as_user(proxy, kdc, "alice", tmp_path) as c:
+            token = c.get_delegation_token("alice", "alice")
+        for _ in range(16):  # the kernel spreads these over both workers
+            with digest_client("127.0.0.1", proxy.port, token) as d:
+                assert "default" in d.get_all_databases()
+        logins = [e for e in proxy.events("client.authenticated") if e["mechanism"] == "DIGEST-MD5"]
+        assert len(logins) == 16 and {e["worker"] for e in logins} == {0, 1}
+        refused = [e for e in proxy.events("client.unauthenticated") if "closed the connection" not in e["reason"]]
+        assert not refused  # (the start-up probe's connection, closed at once, is the only one not let in)
+    finally:
+        proxy.stop()
