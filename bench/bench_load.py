@@ -81,6 +81,14 @@ STUB = ROOT / "bench" / "stub_metastore.py"
 STUB_NAME = "stub metastore (answers from memory)"
 
 
+def tell(procs: list[subprocess.Popen[bytes]], line: bytes) -> None:
+    """Send ``line`` to each generator's control stdin."""
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write(line)
+        p.stdin.flush()
+
+
 # -- requests --------------------------------------------------------------------------------------------------
 def call_bytes(name: str, args: Any, seqid: int) -> bytes:
     buf = TMemoryBuffer()
@@ -351,17 +359,11 @@ def load(workdir: Path, port: int, requests: list[bytes], connections: int, seco
         pause(warmup)
         cpu0 = {k: cpu_of(v) for k, v in watch.items()}
         cpu0["machine"] = machine_busy_seconds()
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write(b"go\n")
-            p.stdin.flush()
+        tell(procs, b"go\n")
         pause(seconds)
         cpu1 = {k: cpu_of(v) for k, v in watch.items()}
         cpu1["machine"] = machine_busy_seconds()
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write(b"stop\n")
-            p.stdin.flush()
+        tell(procs, b"stop\n")
         results = [json.loads(readline(p, 60)) for p in procs]
         for p in procs:
             p.wait(30)

@@ -253,7 +253,7 @@ class Wire:
             seqid = _I32.unpack(self.read(4))[0]
         if mtype not in _MESSAGE_TYPES:
             raise WireError(f"bad message type {mtype}")
-        self.header_end = self._received - (self._buf_len - self.cstringio_buf.tell())
+        self.header_end = self._consumed()
         return Header(name, mtype, seqid)
 
     def _read_name(self, size: int) -> str:

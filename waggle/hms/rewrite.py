@@ -55,16 +55,8 @@ class Rewriter:
         cls = type(obj)
         flat = self._flat[cls] if cls in self._flat else self._flatten(cls)
         if flat is not None:  # a few plain fields (most calls' arguments): set directly, without a walk
-            for attr, qualified in flat:
-                value = getattr(obj, attr, None)
-                if value is None:
-                    continue
-                if qualified:
-                    db, sep, table = value.partition(".")
-                    if sep:
-                        setattr(obj, attr, fn(db) + sep + table)
-                else:
-                    setattr(obj, attr, fn(value))
+            for attr, db, rest in _flat_names(obj, flat):
+                setattr(obj, attr, fn(db) + rest)
             return
         plan = self.plans.plan(cls)
         if plan is not None:
@@ -113,18 +105,7 @@ class Rewriter:
         if flat is not None:
             # Most calls' arguments are a few plain fields (get_table: dbname, tbl_name): read them directly,
             # without a rewrite walk and its callback (a third of a relayed call's planning).
-            found: list[str] = []
-            for attr, qualified in flat:
-                value = getattr(obj, attr, None)
-                if value is None:
-                    continue
-                if qualified:
-                    db, sep, _ = value.partition(".")
-                    if sep:
-                        found.append(db)
-                else:
-                    found.append(value)
-            return found
+            return [db for _, db, _ in _flat_names(obj, flat)]
         walked: list[str] = []
 
         def collect(name: str) -> str:
@@ -150,6 +131,23 @@ class Rewriter:
 
 
 _FLAT_FORMS = frozenset({NameForm.NAME, NameForm.QUALIFIED, NameForm.PATTERN})
+
+
+def _flat_names(obj: Any, flat: tuple[tuple[str, bool], ...]) -> list[tuple[str, str, str]]:
+    """(attribute, database name, what follows it: "" or ".table") of each of ``obj``'s plain name fields that
+    holds a name (an unqualified ``db.table`` field holds none)."""
+    out: list[tuple[str, str, str]] = []
+    for attr, qualified in flat:
+        value = getattr(obj, attr, None)
+        if value is None:
+            continue
+        if qualified:
+            db, sep, table = value.partition(".")
+            if sep:
+                out.append((attr, db, sep + table))
+        else:
+            out.append((attr, value, ""))
+    return out
 
 
 def call_rewriter() -> Rewriter:

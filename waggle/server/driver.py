@@ -133,7 +133,7 @@ class ClientDriver(OwnAnswers):
                 header, METHOD_IO.get(header.name), f"waggle is overloaded: {slots.limit} calls are in flight "
                 f"(limits.max-in-flight-calls); try again shortly", self.wire, "shed", "-"))
             return
-        try:  # counted in waggle_calls_in_flight while it holds its slot (see _count_calls_in_flight)
+        try:  # counted in waggle_calls_in_flight while it holds its slot (read from call_slots when scraped)
             self._answer(self._read(header, spec))
         finally:
             slots.release()
@@ -348,8 +348,7 @@ class ClientDriver(OwnAnswers):
             self.wire.send_raw(answer.raw)
 
     def _finish(self, header: Header, args: Any, started: float, answer: Answer) -> None:
-        if answer.raw is not None:
-            self.wire.send_raw(answer.raw)
+        self._write(answer)
         if answer.record:
             self._record(header.name, args, started, answer)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-import signal
 import socket
 import sys
 import time
@@ -245,10 +244,6 @@ class Supervisor:
         """SIGTERM or SIGINT: drain with the running configuration's timings."""
         server = self.runtime.config.server
         gevent.spawn(self.stop, server.graceful_stop_seconds, server.shutdown_delay_seconds)
-
-    def signal_workers(self, signum: int = signal.SIGKILL) -> None:  # pragma: no cover - operators' tool
-        for handle in self._live():
-            handle.proc.send_signal(signum)
 
     # -- news for the workers -------------------------------------------------------------------------------------
     def _live(self) -> list[WorkerHandle]:
