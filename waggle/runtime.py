@@ -37,9 +37,10 @@ from waggle.security.gss import KerberosLogin
 from waggle.security.status import SecurityWatch
 from waggle.upstream.client import Connector, UpstreamError, connect
 from waggle.upstream.deadlines import Deadlines
+from waggle.upstream.handshake import UpstreamCredentials
 from waggle.upstream.health import Health
 from waggle.upstream.pool import UpstreamPool
-from waggle.upstream.security import MetastoreTokenStore, UpstreamCredentials
+from waggle.upstream.token_store import MetastoreTokenStore
 from waggle.upstream.tunnel import Tunnel
 
 log = get_logger("waggle.federation")

@@ -28,7 +28,7 @@ def test_a_login_is_due_until_the_first_one_happens():
 
 
 def test_impersonation_tokens_are_kept_bounded_and_renewed_after_their_interval():
-    from waggle.upstream.security import DelegationTokens
+    from waggle.upstream.impersonation import DelegationTokens
 
     now = [0.0]
     fetched: list[str] = []

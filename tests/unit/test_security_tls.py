@@ -18,7 +18,7 @@ from waggle.config.check import tls_findings
 from waggle.config.loader import load
 from waggle.config.model import HostPort, MetastoreConfig, MetastoreSecurity, TlsClient, TlsServer
 from waggle.security.frontdoor import server_context
-from waggle.upstream.security import SecurityFailed, client_context, secure
+from waggle.upstream.handshake import SecurityFailed, client_context, secure
 
 NOW = datetime.datetime.now(datetime.UTC)
 

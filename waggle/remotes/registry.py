@@ -28,7 +28,7 @@ from waggle.upstream.client import Identity, UpstreamError
 
 if TYPE_CHECKING:
     from waggle.upstream.pool import UpstreamPool
-    from waggle.upstream.security import MetastoreTokenStore
+    from waggle.upstream.token_store import MetastoreTokenStore
 
 log = get_logger("waggle.remotes")
 #: names of plain primary databases remembered (beyond it the oldest are forgotten and looked up again)

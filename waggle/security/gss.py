@@ -13,11 +13,12 @@ connection is protected at the chosen level: ``auth``, ``auth-int`` or ``auth-co
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import gssapi
 from gssapi.raw.misc import GSSError
@@ -147,6 +148,46 @@ class KerberosLogin:
     @property
     def realm(self) -> str:
         return self.principal.rpartition("@")[2]
+
+
+class Initiator(Protocol):
+    """A Kerberos identity that connects to metastores: waggle's keytab login, or a person's ticket cache."""
+
+    @property
+    def principal(self) -> str: ...
+
+    def initiator(self) -> gssapi.Credentials: ...
+
+
+class TicketCacheLogin:
+    """The Kerberos identity of the person running a command (``waggle sync``, ``waggle check``): the ticket
+    cache that ``kinit`` filled, named by ``KRB5CCNAME`` (or the Kerberos library's default cache).
+
+    The cache is read again for each connection, so a ticket renewed by ``kinit -R`` during a long run is used
+    from then on; waggle never renews it itself (a run longer than a ticket's life wants a keytab)."""
+
+    def __init__(self, ccache: str | None = None) -> None:
+        self.ccache = ccache or os.environ.get("KRB5CCNAME") or None
+
+    @property
+    def where(self) -> str:
+        return f"KRB5CCNAME={self.ccache}" if self.ccache else "the default ticket cache"
+
+    @property
+    def principal(self) -> str:
+        return str(self.initiator().name)
+
+    def initiator(self) -> gssapi.Credentials:
+        try:
+            store: dict[bytes | str, bytes | str] | None = {"ccache": self.ccache} if self.ccache else None
+            creds = gssapi.Credentials(usage="initiate", mechs=[_KRB5], store=store)
+            if not creds.lifetime:
+                raise SaslError(f"the Kerberos ticket in {self.where} has expired (run kinit, or give "
+                                f"--principal and --keytab)")
+        except GSSError as exc:
+            raise SaslError(f"no usable Kerberos ticket in {self.where}: {gss_message(exc)} (run kinit, or give "
+                            f"--principal and --keytab)") from None
+        return creds
 
 
 class GssapiServer:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -13,10 +12,10 @@ from thrift.Thrift import TApplicationException, TMessageType
 from waggle.config.model import HostPort, Limits, MetastoreConfig
 from waggle.hms import specs
 from waggle.upstream.deadlines import Deadlines, shutdown_socket
+from waggle.upstream.handshake import SecurityFailed, Unreachable, UpstreamCredentials, dial, handshake, tune
 from waggle.wire import Header, PeerClosed, Wire, WireError, decode_message
 
 if TYPE_CHECKING:
-    from waggle.upstream.security import UpstreamCredentials
     from waggle.upstream.tunnel import Tunnel
 
 # The unpatched poll: a zero-timeout readiness check needs no trip through the gevent hub.
@@ -43,11 +42,6 @@ class Reply(NamedTuple):
     raw: bytes  # the whole reply, or what remains of it when ``streamed`` bytes went to the sink already
     first_field: int  # 0: success; >0: a declared exception; -1: empty/void; see Wire.first_field_id
     streamed: int
-
-
-def _tune(sock: socket.socket) -> None:
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
 
 
 class UpstreamConnection:
@@ -209,41 +203,20 @@ def connect(config: MetastoreConfig, limits: Limits, deadlines: Deadlines,
             sock, address = tunnel.open(timeout)
         except TunnelUnavailable as exc:
             raise UpstreamError(config.name, str(exc)) from None
-        _tune(sock)
-        # Kerberos and TLS name the metastore's host, not the tunnel's local end.
-        conn = _secured(config, address, config.uris[0].host, sock, limits, deadlines, timeout, credentials, token)
-        conn.tunnel, conn.tunnel_port = tunnel, sock.getsockname()[1]
-        return conn
-    errors = []
-    for address in addresses or config.uris:
-        started = time.monotonic()
+        tune(sock)
+        host = config.uris[0].host  # Kerberos and TLS name the metastore's host, not the tunnel's local end
+    else:
         try:
-            sock = socket.create_connection((address.host, address.port), timeout=timeout)
-        except OSError as exc:
-            reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-            errors.append(f"{address}: {reason} after {1000 * (time.monotonic() - started):.0f} ms")
-            continue
-        _tune(sock)
-        return _secured(config, address, address.host, sock, limits, deadlines, timeout, credentials, token)
-    raise UpstreamError(config.name, "is unreachable: " + "; ".join(errors))
-
-
-def _secured(config: MetastoreConfig, address: HostPort, host: str, sock: socket.socket, limits: Limits,
-             deadlines: Deadlines, timeout: float, credentials: UpstreamCredentials | None,
-             token: str | None) -> UpstreamConnection:
-    security = config.security
-    if security.tls is None and not security.kerberos:
-        return UpstreamConnection(config.name, address, sock, config, limits, deadlines)
-    from waggle.upstream.security import SecurityFailed, secure
-
-    sock.settimeout(timeout)
+            sock, address = dial(addresses or config.uris, timeout)
+        except Unreachable as exc:
+            raise UpstreamError(config.name, f"is unreachable: {exc}") from None
+        host = address.host
     try:
-        secured = secure(sock, config, host, credentials, token, limits.max_message_bytes + 1024)
+        secured = handshake(sock, config, address, host, credentials, token, limits.max_message_bytes + 1024,
+                            timeout)
     except SecurityFailed as exc:
-        sock.close()
-        raise UpstreamError(config.name, f"{exc} ({address})") from None
-    except OSError as exc:
-        sock.close()
-        raise UpstreamError(config.name, f"connection failed during the TLS or SASL handshake ({address}): "
-                                         f"{exc.strerror or exc}") from None
-    return UpstreamConnection(config.name, address, secured, config, limits, deadlines)
+        raise UpstreamError(config.name, str(exc)) from None
+    conn = UpstreamConnection(config.name, address, secured, config, limits, deadlines)
+    if tunnel is not None:
+        conn.tunnel, conn.tunnel_port = tunnel, sock.getsockname()[1]
+    return conn

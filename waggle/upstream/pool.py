@@ -36,7 +36,8 @@ from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.upstream.client import Connector, Identity, Reply, UpstreamConnection, UpstreamError, connect
 from waggle.upstream.compat import Capabilities
 from waggle.upstream.deadlines import Deadlines
-from waggle.upstream.security import DelegationTokens, UpstreamCredentials
+from waggle.upstream.handshake import UpstreamCredentials
+from waggle.upstream.impersonation import DelegationTokens
 from waggle.wire import Header
 
 if TYPE_CHECKING:
