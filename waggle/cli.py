@@ -16,6 +16,18 @@ def _config_args(p: argparse.ArgumentParser) -> None:
                    help="federation YAML (Waggle Dance's waggle-dance-federation.yml)")
 
 
+def _kerberos_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--principal", metavar="PRINCIPAL", help="log in to Kerberized metastores as this principal, "
+                   "with --keytab (default: waggle's keytab from --server-config, else the ticket cache, KRB5CCNAME)")
+    p.add_argument("--keytab", metavar="FILE", help="the keytab of --principal")
+
+
+def _kerberos_problem(args: argparse.Namespace) -> str | None:
+    if bool(args.principal) != bool(args.keytab):
+        return "--principal and --keytab go together"
+    return None
+
+
 def _writes_per_second(text: str) -> int:
     from waggle.config.sync_settings import Sync
 
@@ -52,9 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--budget-fd", type=int, required=True)
     check = sub.add_parser("check", help="validate the configuration files and exit")
     _config_args(check)
+    check.add_argument("--connect", action="store_true",
+                       help="also connect to every metastore as waggle would (tunnel, TLS, Kerberos) and say how")
+    _kerberos_args(check)
     sync = sub.add_parser("sync", help="bring a federated metastore's tables into the primary (mirror or copy)")
     sync.add_argument("--config", metavar="FILE", help="a sync file with many table jobs (see the README)")
     sync.add_argument("--federation-config", metavar="FILE", help="the federation file; the primary is the target")
+    sync.add_argument("--server-config", metavar="FILE", help="waggle's server file: its Kerberos keytab is used "
+                      "for Kerberized metastores unless --principal is given")
+    _kerberos_args(sync)
     sync.add_argument("--source", metavar="NAME", help="the federated metastore to read from")
     sync.add_argument("--tables", metavar="DB.TABLE[,DB.TABLE...]", help="tables, each part a regex")
     sync.add_argument("--mode", choices=["mirror", "copy"], default="mirror",
@@ -101,6 +119,23 @@ def _check(args: argparse.Namespace) -> int:
     if problems:
         return 2
     fed = config.federation
+    if args.connect:
+        from waggle.upstream.blocking import kerberos_identity, reach
+
+        pairing = _kerberos_problem(args)
+        if pairing:
+            print(f"error: {pairing}", file=sys.stderr)
+            return 2
+        credentials = kerberos_identity(args.principal, args.keytab, config.server.security.kerberos)
+        failed = 0
+        for member in fed.members:
+            try:
+                print(f"ok: metastore '{member.name}': {reach(member, credentials)}")
+            except Exception as exc:
+                failed += 1
+                print(f"error: {exc}", file=sys.stderr)
+        if failed:
+            return 2
     print(f"ok: {len(fed.members)} metastore(s), primary '{fed.primary.name}', "
           f"{config.server.database_resolution.value} resolution, port {config.server.port}")
     return 0
@@ -134,9 +169,14 @@ def _sync(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
         return 1
+    pairing = _kerberos_problem(args)
+    if pairing:
+        print(f"error: {pairing}", file=sys.stderr)
+        return 1
     sync = replace(sync, dry_run=args.dry_run, incremental=args.incremental or sync.incremental,
                    master=args.master or sync.master, report=args.report,
-                   progress=False if args.no_progress else None)
+                   progress=False if args.no_progress else None, principal=args.principal, keytab=args.keytab,
+                   server_config=args.server_config)
     if args.max_writes_per_second is not None:
         sync = replace(sync, max_writes_per_second=args.max_writes_per_second)
     return run(sync)

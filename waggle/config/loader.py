@@ -374,8 +374,11 @@ def parse_federation(file: str, data: Mapping[str, Any], problems: list[str], wa
     return Federation(primary=primary, federated=tuple(federated))
 
 
-def load(server_file: str | None, federation_file: str) -> WaggleConfig:
-    """Load and validate both files. Raises :class:`ConfigError` listing every problem found."""
+def load(server_file: str | None, federation_file: str, serving: bool = True) -> WaggleConfig:
+    """Load and validate both files. Raises :class:`ConfigError` listing every problem found.
+
+    ``serving``: the files are to be served, so a Kerberized member needs waggle's own keytab. The tools (the
+    sync) may log in from the ticket cache of the person running them instead."""
     problems: list[str] = []
     warnings: list[str] = []
     server_data: Mapping[str, Any] = {}
@@ -397,7 +400,7 @@ def load(server_file: str | None, federation_file: str) -> WaggleConfig:
                 problems.append(f"{server_file or '(server defaults)'}: key 'remote-databases.allowed-metastores': "
                                 f"invalid value {name!r}: no federated metastore of that name in {federation_file} "
                                 f"(links name federated members: {', '.join(sorted(names)) or 'there are none'})")
-    if federation is not None and server.security.kerberos is None:
+    if federation is not None and server.security.kerberos is None and serving:
         for member in federation.members:
             if member.security.kerberos:
                 problems.append(f"{federation_file}: metastore '{member.name}' uses Kerberos "

@@ -1,17 +1,14 @@
-"""A plain Thrift client for a metastore (or for waggle), built on waggle's own generated code."""
+"""A Thrift client of a metastore (or of waggle) known only by its address: the demo's, the local metastores'
+and the benches' and tests' plain client. It is :mod:`waggle.upstream.blocking`, the client every tool uses."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
-from thrift.protocol.TCompactProtocol import TCompactProtocolAccelerated
-from thrift.transport.TSocket import TSocket
-from thrift.transport.TTransport import TBufferedTransport, TFramedTransport
-
-from waggle.config.model import ProtocolKind, TransportKind, WireFormat
+from waggle.config.model import WireFormat
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
+from waggle.upstream.blocking import client, plain_member
 
 #: what Hive and Spark clients send
 _PLAIN = WireFormat()
@@ -21,12 +18,6 @@ _PLAIN = WireFormat()
 def hms_client(host: str, port: int, timeout: float = 30.0, wire: WireFormat = _PLAIN
                ) -> Iterator[ThriftHiveMetastore.Client]:
     """Open a connection (by default unframed binary, as Hive and Spark clients do) and close it afterwards."""
-    sock = TSocket(host, port)
-    sock.setTimeout(timeout * 1000)
-    transport = TFramedTransport(sock) if wire.transport is TransportKind.FRAMED else TBufferedTransport(sock)
-    protocol = TCompactProtocolAccelerated if wire.protocol is ProtocolKind.COMPACT else TBinaryProtocolAccelerated
-    transport.open()
-    try:
-        yield ThriftHiveMetastore.Client(protocol(transport))
-    finally:
-        transport.close()
+    member = plain_member(host, port, wire=wire, connect_timeout_ms=int(timeout * 1000))
+    with client(member, None, timeout) as c:
+        yield c

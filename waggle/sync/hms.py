@@ -1,8 +1,9 @@
 """The sync's connection to one metastore: paged reads, and batched writes that each wait for their turn under
 the run's write-rate limit on that metastore (:class:`~waggle.sync.throttle.WriteThrottle`), which counts them.
 
-Plain blocking Thrift (the sync does not use gevent), with Thrift's C codec. A tunnelled source is reached
-through its SSH tunnel, run in this process by :func:`waggle.tunnel.forward.local_forward`.
+Plain blocking Thrift (the sync does not use gevent), with Thrift's C codec, over the connection every tool
+uses (:mod:`waggle.upstream.blocking`): a member is reached as the proxy reaches it, through its SSH tunnel (run
+in this process), with TLS and Kerberos.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from waggle.hms.gen.hive_metastore.ttypes import (
     RequestPartsSpec,
     Table,
 )
-from waggle.local.client import hms_client
 from waggle.sync.throttle import WriteThrottle
+from waggle.upstream.blocking import clients
+from waggle.upstream.handshake import UpstreamCredentials
 
 #: Partitions per read (``get_partitions_by_names``) and per write (``add_partitions``/``alter_partitions``).
 PAGE = 500
@@ -238,25 +240,17 @@ class WritePool:
 
 
 @contextmanager
-def connections(member: MetastoreConfig, count: int, timeout: float = 600.0, throttle: WriteThrottle | None = None
-                ) -> Iterator[list[Metastore]]:
-    """``count`` connections to a federation member, through one SSH tunnel if it has one; their writes wait for
-    ``throttle``."""
-    with contextlib.ExitStack() as stack:
-        if member.tunnel is not None:
-            from waggle.tunnel.forward import local_forward
-            from waggle.tunnel.spec import spec_for
-
-            host, port = stack.enter_context(local_forward(spec_for(member)))
-        else:
-            host, port = member.uris[0].host, member.uris[0].port
-        yield [Metastore(stack.enter_context(hms_client(host, port, timeout, member.wire)), throttle)
-               for _ in range(count)]
+def connections(member: MetastoreConfig, count: int, credentials: UpstreamCredentials | None = None,
+                timeout: float = 600.0, throttle: WriteThrottle | None = None) -> Iterator[list[Metastore]]:
+    """``count`` connections to a federation member, as the proxy reaches it (its SSH tunnel, TLS, Kerberos as
+    ``credentials``: see :mod:`waggle.upstream.blocking`); their writes wait for ``throttle``."""
+    with clients(member, count, credentials, timeout) as opened:
+        yield [Metastore(c.client, throttle) for c in opened]
 
 
 @contextmanager
-def connect(member: MetastoreConfig, timeout: float = 600.0, throttle: WriteThrottle | None = None
-            ) -> Iterator[Metastore]:
+def connect(member: MetastoreConfig, credentials: UpstreamCredentials | None = None, timeout: float = 600.0,
+            throttle: WriteThrottle | None = None) -> Iterator[Metastore]:
     """One connection to a federation member (see :func:`connections`)."""
-    with connections(member, 1, timeout, throttle) as (metastore,):
+    with connections(member, 1, credentials, timeout, throttle) as (metastore,):
         yield metastore

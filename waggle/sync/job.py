@@ -26,6 +26,7 @@ from waggle.sync import objects as o
 from waggle.sync.files import CopyTask, copy_files, copy_partitions, remove_tree
 from waggle.sync.hms import Metastore, WritePool, read_pages
 from waggle.sync.report import TableReport
+from waggle.upstream.blocking import MetastoreUnavailable
 
 
 class SyncError(Exception):
@@ -34,7 +35,7 @@ class SyncError(Exception):
 
 def describe(exc: BaseException) -> str:
     """An error as one line: the sync's own message, or the metastore exception's class and message."""
-    if isinstance(exc, SyncError):
+    if isinstance(exc, (SyncError, MetastoreUnavailable)):
         return str(exc)
     return f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
 

@@ -30,6 +30,8 @@ from waggle.sync.hms import Metastore, connections
 from waggle.sync.job import Options, TableSync, describe
 from waggle.sync.report import RunReport, TableReport
 from waggle.sync.throttle import WriteThrottle
+from waggle.upstream.blocking import kerberos_identity
+from waggle.upstream.handshake import UpstreamCredentials
 
 log = get_logger("waggle.sync")
 
@@ -58,6 +60,11 @@ class SyncRun:
     report: str | None = None
     progress: bool | None = None  # None: a progress bar when stderr is a terminal
     max_writes_per_second: int = Sync.MAX_WRITES_PER_SECOND.default  # per target metastore; 0: no limit
+    #: who logs in to Kerberized metastores: --principal/--keytab, else the server file's keytab, else the
+    #: ticket cache (waggle.upstream.blocking.kerberos_identity)
+    principal: str | None = None
+    keytab: str | None = None
+    server_config: str | None = None
 
 
 class SyncConfigError(ValueError):
@@ -209,7 +216,7 @@ def run(sync: SyncRun, out: IO[str] | None = None) -> int:
     out = out or sys.stdout
     started = time.monotonic()
     try:
-        config = load(None, sync.federation_config)
+        config = load(sync.server_config, sync.federation_config, serving=False)
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
@@ -225,6 +232,7 @@ def run(sync: SyncRun, out: IO[str] | None = None) -> int:
         return 1
     report = RunReport(dry_run=sync.dry_run)
     primary = config.federation.primary
+    credentials = kerberos_identity(sync.principal, sync.keytab, config.server.security.kerberos)
     throttle = WriteThrottle(primary.name, sync.max_writes_per_second)  # the run has one target: the primary
     spark = _LazySpark(sync.master)
     run_id = uuid.uuid4().hex[:8]
@@ -232,7 +240,8 @@ def run(sync: SyncRun, out: IO[str] | None = None) -> int:
     try:
         for source_name in dict.fromkeys(s.source for s in sync.specs):
             specs = [s for s in sync.specs if s.source == source_name]
-            _run_source(members[source_name], primary, throttle, specs, sync, report, spark, run_id, bar)
+            _run_source(members[source_name], primary, credentials, throttle, specs, sync, report, spark, run_id,
+                        bar)
     finally:
         if bar is not None:
             bar.close()
@@ -247,11 +256,13 @@ def run(sync: SyncRun, out: IO[str] | None = None) -> int:
     return 2 if report.failed else 0
 
 
-def _run_source(member: MetastoreConfig, primary: MetastoreConfig, throttle: WriteThrottle, specs: list[TableSpec],
-                sync: SyncRun, report: RunReport, spark: _LazySpark, run_id: str, bar: Any) -> None:
+def _run_source(member: MetastoreConfig, primary: MetastoreConfig, credentials: UpstreamCredentials,
+                throttle: WriteThrottle, specs: list[TableSpec], sync: SyncRun, report: RunReport, spark: _LazySpark,
+                run_id: str, bar: Any) -> None:
     try:
         # two connections each way: pages of partitions are read, and written, two at a time
-        with connections(member, 2) as readers, connections(primary, 2, throttle=throttle) as writers:
+        with connections(member, 2, credentials) as readers, \
+                connections(primary, 2, credentials, throttle=throttle) as writers:
             source, target = readers[0], writers[0]
             resolved: list[tuple[o.Target, Options]] = []
             for spec in specs:

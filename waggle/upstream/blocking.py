@@ -1,0 +1,198 @@
+"""A blocking Thrift client of one metastore, for everything that talks to metastores and is not the proxy's call
+path: ``waggle sync`` (its sources and its target), ``waggle check --connect``, the demo and the local
+metastores' readiness probe.
+
+It reaches a metastore exactly as the proxy does, through :mod:`waggle.upstream.handshake`: the member's URIs in
+order, or its SSH tunnel; TLS; Kerberos (SASL GSSAPI); and the wire format the federation file gives it (framed
+or not, binary or compact). Over that sits Thrift's generated client with the C codec. There is nothing more to
+configure: the member's keys in the federation file are the ones the proxy reads.
+
+Who logs in to a Kerberized metastore (:func:`kerberos_identity`): ``--principal`` with ``--keytab`` (as
+``spark-submit`` takes them), else waggle's own keytab from the server file, else the ticket cache of the
+person running the command (``KRB5CCNAME``, as ``kinit`` leaves it). No gevent here: the sync runs in threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
+from thrift.protocol.TCompactProtocol import TCompactProtocolAccelerated
+from thrift.transport.TTransport import TBufferedTransport, TFramedTransport, TTransportBase, TTransportException
+
+from waggle.config.model import HostPort, KerberosServer, MetastoreConfig, ProtocolKind, TransportKind
+from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
+from waggle.security.gss import KerberosLogin, TicketCacheLogin
+from waggle.security.sasl import SaslError
+from waggle.upstream.handshake import SecurityFailed, Unreachable, UpstreamCredentials, dial, handshake
+
+#: the largest SASL frame accepted from a metastore (a page of 500 partitions is a few MB)
+MAX_FRAME_BYTES = 1 << 30
+
+
+class MetastoreUnavailable(Exception):
+    """The metastore could not be reached, or refused the login; ``str()`` names it and says why."""
+
+    def __init__(self, member: str, detail: str) -> None:
+        super().__init__(f"metastore '{member}' {detail}")
+        self.member = member
+        self.detail = detail
+
+
+def kerberos_identity(principal: str | None = None, keytab: str | None = None,
+                      server: KerberosServer | None = None) -> UpstreamCredentials:
+    """The Kerberos identity a command connects with: ``principal`` and ``keytab`` when given, else waggle's own
+    (the server file's), else the ticket cache of whoever runs the command."""
+    if principal and keytab:
+        return UpstreamCredentials(KerberosLogin(principal, keytab))
+    if server is not None:
+        return UpstreamCredentials(KerberosLogin(server.principal, server.keytab))
+    return UpstreamCredentials(TicketCacheLogin())
+
+
+class SocketTransport(TTransportBase):  # type: ignore[misc]
+    """A Thrift transport over a connected socket-like object: a socket, a TLS socket or a SASL socket."""
+
+    def __init__(self, sock: Any) -> None:
+        self.sock: Any = sock
+
+    def isOpen(self) -> bool:
+        return self.sock is not None
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.close()
+            self.sock = None
+
+    def read(self, sz: int) -> bytes:
+        try:
+            data: bytes = self.sock.recv(sz)
+        except TimeoutError:
+            raise TTransportException(TTransportException.TIMED_OUT, "the metastore did not answer in time") \
+                from None
+        if not data:
+            raise TTransportException(TTransportException.END_OF_FILE, "the metastore closed the connection")
+        return data
+
+    def write(self, buf: bytes) -> None:
+        self.sock.sendall(buf)
+
+    def flush(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Reached:
+    """How one connection reached its metastore, in words for ``waggle check --connect``."""
+
+    address: HostPort
+    tunnel: bool
+    tls: bool
+    #: "GSSAPI as alice@REALM to hive/host@REALM (qop auth)", or None without Kerberos
+    login: str | None
+
+    def describe(self) -> str:
+        parts = [f"{self.address}" + (" through its SSH tunnel" if self.tunnel else "")]
+        if self.tls:
+            parts.append("TLS")
+        parts.append(f"Kerberos {self.login}" if self.login else "no Kerberos")
+        return ", ".join(parts)
+
+
+class MetastoreClient:
+    """One open connection: ``client`` is Thrift's generated client, ``reached`` how it got there."""
+
+    def __init__(self, client: Any, transport: Any, reached: Reached) -> None:
+        self.client = client
+        self.transport = transport
+        self.reached = reached
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+def _open(member: MetastoreConfig, addresses: tuple[HostPort, ...], host: str | None,
+          credentials: UpstreamCredentials | None, timeout: float) -> MetastoreClient:
+    connect_timeout = (member.connect_timeout_ms + member.latency_ms) / 1000.0
+    try:
+        sock, address = dial(addresses, connect_timeout)
+        secured = handshake(sock, member, address, host or address.host, credentials, None, MAX_FRAME_BYTES,
+                            connect_timeout)
+    except Unreachable as exc:
+        raise MetastoreUnavailable(member.name, f"is unreachable: {exc}") from None
+    except SecurityFailed as exc:
+        raise MetastoreUnavailable(member.name, str(exc)) from None
+    secured.settimeout(timeout)
+    login = None
+    mechanism = getattr(secured, "mechanism", None)
+    if mechanism is not None and credentials is not None and credentials.login is not None:
+        try:
+            who = credentials.login.principal
+        except SaslError:
+            who = "?"
+        login = f"GSSAPI as {who} to {mechanism.service_principal} (qop {mechanism.qop})"
+    reached = Reached(HostPort(host, member.uris[0].port) if host else address, host is not None,
+                      member.security.tls is not None, login)
+    raw = SocketTransport(secured)
+    transport = TFramedTransport(raw) if member.wire.transport is TransportKind.FRAMED else TBufferedTransport(raw)
+    protocol = TCompactProtocolAccelerated if member.wire.protocol is ProtocolKind.COMPACT \
+        else TBinaryProtocolAccelerated
+    return MetastoreClient(ThriftHiveMetastore.Client(protocol(transport)), transport, reached)
+
+
+@contextlib.contextmanager
+def clients(member: MetastoreConfig, count: int, credentials: UpstreamCredentials | None = None,
+            timeout: float = 600.0) -> Iterator[list[MetastoreClient]]:
+    """``count`` connections to ``member`` (through one SSH tunnel, run in this process, when it has one), each
+    waiting at most ``timeout`` seconds for a reply; all closed afterwards. Raises
+    :class:`MetastoreUnavailable`, naming the member, when it cannot be reached or refuses the login."""
+    with contextlib.ExitStack() as stack:
+        host = None
+        addresses = member.uris
+        if member.tunnel is not None:
+            from waggle.tunnel.forward import TunnelError, local_forward
+            from waggle.tunnel.spec import spec_for
+
+            try:
+                local_host, local_port = stack.enter_context(local_forward(spec_for(member)))
+            except TunnelError as exc:
+                raise MetastoreUnavailable(member.name, f"cannot be reached through its SSH tunnel: {exc}") \
+                    from None
+            addresses = (HostPort(local_host, local_port),)
+            host = member.uris[0].host  # Kerberos and TLS name the metastore's host, not the tunnel's end
+        opened: list[MetastoreClient] = []
+        for _ in range(count):
+            conn = _open(member, addresses, host, credentials, timeout)
+            stack.callback(conn.close)
+            opened.append(conn)
+        yield opened
+
+
+@contextlib.contextmanager
+def client(member: MetastoreConfig, credentials: UpstreamCredentials | None = None, timeout: float = 600.0
+           ) -> Iterator[Any]:
+    """One connection to ``member`` (see :func:`clients`): Thrift's generated client."""
+    with clients(member, 1, credentials, timeout) as (conn,):
+        yield conn.client
+
+
+def plain_member(host: str, port: int, name: str | None = None, **keys: Any) -> MetastoreConfig:
+    """A metastore known only by its address (a local one, or waggle itself), as a federation member."""
+    return MetastoreConfig(name=name or f"{host}:{port}", uris=(HostPort(host, port),), primary=False,
+                           database_prefix="", **keys)
+
+
+
+def reach(member: MetastoreConfig, credentials: UpstreamCredentials | None, timeout: float = 30.0) -> str:
+    """Connect to ``member`` as the proxy would and make one call: how it was reached and what it holds, in
+    words (``waggle check --connect``). Raises :class:`MetastoreUnavailable` or the call's own error."""
+    with clients(member, 1, credentials, timeout) as (conn,):
+        count = len(conn.client.get_all_databases())
+        return f"{conn.reached.describe()}; {count} database(s)"
