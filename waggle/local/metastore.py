@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from waggle.config.model import ProtocolKind, TransportKind, WireFormat
+
 METASTORE_MAIN = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 
 
@@ -158,6 +160,11 @@ def _site_xml(props: dict[str, str]) -> str:
     return f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
 
 
+#: the Hive properties that make a metastore speak framed Thrift, or the compact protocol
+FRAMED_KEY = "hive.metastore.thrift.framed.transport.enabled"
+COMPACT_KEY = "hive.metastore.thrift.compact.protocol.enabled"
+
+
 @dataclass
 class LocalMetastore:
     """One Hive 2.3 metastore JVM on a loopback port."""
@@ -188,6 +195,16 @@ class LocalMetastore:
     @property
     def warehouse(self) -> Path:
         return self.workdir / "warehouse"
+
+    @property
+    def wire(self) -> WireFormat:
+        """What it speaks: unframed binary, unless ``extra_conf`` turns on Hive's framed transport or compact
+        protocol."""
+        def on(key: str) -> bool:
+            return self.extra_conf.get(key, "false").lower() == "true"
+
+        return WireFormat(TransportKind.FRAMED if on(FRAMED_KEY) else TransportKind.BUFFERED,
+                          ProtocolKind.COMPACT if on(COMPACT_KEY) else ProtocolKind.BINARY)
 
     @property
     def log_path(self) -> Path:
@@ -261,7 +278,7 @@ class LocalMetastore:
                 elif self.tls is not None:
                     _tls_probe("127.0.0.1", self.port, self.tls.client_context(), timeout=5.0)
                 else:
-                    with hms_client("127.0.0.1", self.port, timeout=5.0) as client:
+                    with hms_client("127.0.0.1", self.port, timeout=5.0, wire=self.wire) as client:
                         client.get_all_databases()
                 return self
             except Exception as exc:
