@@ -1,0 +1,141 @@
+"""The rooms of ``waggle/`` import one way: no module reaches, however indirectly, back to itself.
+
+Every import counts, including those under ``if TYPE_CHECKING:`` and inside functions: a loop of names is a loop
+of concepts even when Python never runs it. Generated code (``waggle/hms/gen/``) is left out.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "waggle"
+
+
+def _modules(package: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the package outside generated code."""
+    mods: dict[str, Path] = {}
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package.parent)
+        if "gen" in rel.parts[:-1]:
+            continue
+        parts = list(rel.with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        mods[".".join(parts)] = path
+    return mods
+
+
+def _imported(module: str, path: Path, mods: dict[str, Path]) -> Iterator[tuple[str, str]]:
+    """(module of the package, name taken from it) for every import statement anywhere in the file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [(alias.name, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = module.split(".")
+                if path.name != "__init__.py":
+                    parts = parts[:-1]
+                parts = parts[: len(parts) - (node.level - 1)]
+                base = ".".join([*parts, base] if base else parts)
+            targets = []
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                targets.append((sub if sub in mods else base, alias.name))
+        else:
+            continue
+        for target, name in targets:
+            while target and target not in mods:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                yield target, name
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, dict[str, set[str]]]:
+    """module -> {module it imports -> names it takes from it}, within the package."""
+    mods = _modules(package)
+    graph: dict[str, dict[str, set[str]]] = {m: {} for m in mods}
+    for module, path in mods.items():
+        for target, name in _imported(module, path, mods):
+            graph[module].setdefault(target, set()).add(name)
+    return graph
+
+
+def circles(graph: dict[str, dict[str, set[str]]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    work: list[tuple[str, Iterator[str]]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        work.append((v, iter(sorted(graph[v]))))
+
+    for start in graph:
+        if start in index:
+            continue
+        visit(start)
+        while work:
+            v, successors = work[-1]
+            for w in successors:
+                if w not in index:
+                    visit(w)
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[v])
+                if low[v] == index[v]:
+                    component = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        component.append(w)
+                        if w == v:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return sorted(found)
+
+
+def _describe(graph: dict[str, dict[str, set[str]]], found: list[list[str]]) -> str:
+    lines = [f"{len(found)} import circle(s) in waggle/:"]
+    for component in found:
+        lines.append("- " + ", ".join(component))
+        members = set(component)
+        for a in component:
+            for b in sorted(members & graph[a].keys()):
+                lines.append(f"    {a} -> {b}: {', '.join(sorted(graph[a][b]))}")
+    return "\n".join(lines)
+
+
+def test_no_import_circle_in_waggle() -> None:
+    graph = import_graph()
+    assert len(graph) > 50, "the package was not found"
+    found = circles(graph)
+    assert not found, _describe(graph, found)
+
+
+def test_circles_are_found() -> None:
+    graph: dict[str, dict[str, set[str]]] = {
+        "a": {"b": {"x"}},
+        "b": {"c": {"y"}},
+        "c": {"a": {"z"}, "d": {"w"}},
+        "d": {},
+        "e": {"e2": {"v"}},
+        "e2": {"e": {"u"}},
+    }
+    assert circles(graph) == [["a", "b", "c"], ["e", "e2"]]
+    assert circles({"a": {"b": set()}, "b": {}}) == []
