@@ -10,6 +10,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "waggle"
 
@@ -121,11 +123,45 @@ def _describe(graph: dict[str, dict[str, set[str]]], found: list[list[str]]) -> 
     return "\n".join(lines)
 
 
-def test_no_import_circle_in_waggle() -> None:
-    graph = import_graph()
+@pytest.fixture(scope="module")
+def graph() -> dict[str, dict[str, set[str]]]:
+    return import_graph()
+
+
+def test_no_import_circle_in_waggle(graph: dict[str, dict[str, set[str]]]) -> None:
     assert len(graph) > 50, "the package was not found"
     found = circles(graph)
     assert not found, _describe(graph, found)
+
+
+#: (lower, upper): no module of the lower room imports one of the upper room, TYPE_CHECKING included. A room is
+#: a module or a package (its modules too). With no circles, this keeps each stack in order.
+ONE_WAY = [
+    # upstream/ is a stack: what a metastore has and the connection to it sit below the pool; compatibility
+    # (bridges, probes), fan-out and health sit above it
+    *[(lower, upper)
+      for lower in ("waggle.upstream.capabilities", "waggle.upstream.client", "waggle.upstream.deadlines",
+                    "waggle.upstream.tunnel")
+      for upper in ("waggle.upstream.pool", "waggle.upstream.compat", "waggle.upstream.fanout",
+                    "waggle.upstream.health")],
+    *[("waggle.upstream.pool", upper)
+      for upper in ("waggle.upstream.compat", "waggle.upstream.fanout", "waggle.upstream.health")],
+    # a tunnel's description is plain data that the proxy process imports: it never loads paramiko's modules
+    ("waggle.tunnel.spec", "waggle.tunnel.forward"),
+    ("waggle.tunnel.spec", "waggle.tunnel.keys"),
+]
+
+
+def _in(module: str, room: str) -> bool:
+    return module == room or module.startswith(room + ".")
+
+
+@pytest.mark.parametrize(("lower", "upper"), ONE_WAY, ids=[f"{lo}-{up}" for lo, up in ONE_WAY])
+def test_lower_room_does_not_import_upper(graph: dict[str, dict[str, set[str]]], lower: str, upper: str) -> None:
+    assert any(_in(m, lower) for m in graph), f"{lower} is not in waggle/"
+    wrong = sorted(f"{m} -> {target}: {', '.join(sorted(names))}" for m, targets in graph.items() if _in(m, lower)
+                   for target, names in targets.items() if _in(target, upper))
+    assert not wrong, "\n".join(wrong)
 
 
 def test_circles_are_found() -> None:
