@@ -12,8 +12,8 @@ from thrift.Thrift import TApplicationException, TMessageType
 
 from waggle.config.model import HostPort, Limits, MetastoreConfig
 from waggle.hms import specs
+from waggle.hms.wire import Header, PeerClosed, Wire, WireError, decode_message
 from waggle.upstream.deadlines import Deadlines, shutdown_socket
-from waggle.wire import Header, PeerClosed, Wire, WireError, decode_message
 
 if TYPE_CHECKING:
     from waggle.upstream.security import UpstreamCredentials

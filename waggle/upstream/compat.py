@@ -25,9 +25,9 @@ from waggle.config.timing import PROBE_RETRY_SECONDS
 from waggle.hms import bridges
 from waggle.hms.bridges import BRIDGES, MethodMissing, Wrap, is_unknown_method
 from waggle.hms.service import METHOD_IO
+from waggle.hms.wire import Header, decode_message
 from waggle.upstream.capabilities import Capabilities
 from waggle.upstream.client import Identity, Reply, UpstreamError
-from waggle.wire import Header, decode_message
 
 if TYPE_CHECKING:
     from waggle.upstream.pool import UpstreamPool

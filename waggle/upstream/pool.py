@@ -33,11 +33,11 @@ from waggle.common import metrics
 from waggle.common.limiter import Limiter
 from waggle.config.model import Limits, MetastoreConfig, ProtocolKind
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
+from waggle.hms.wire import Header
 from waggle.upstream.capabilities import Capabilities
 from waggle.upstream.client import Connector, Identity, Reply, UpstreamConnection, UpstreamError, connect
 from waggle.upstream.deadlines import Deadlines
 from waggle.upstream.security import DelegationTokens, UpstreamCredentials
-from waggle.wire import Header
 
 if TYPE_CHECKING:
     from waggle.upstream.tunnel import Tunnel
