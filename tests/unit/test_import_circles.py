@@ -137,6 +137,8 @@ def test_no_import_circle_in_waggle(graph: dict[str, dict[str, set[str]]]) -> No
 #: (lower, upper): no module of the lower room imports one of the upper room, TYPE_CHECKING included. A room is
 #: a module or a package (its modules too). With no circles, this keeps each stack in order.
 ONE_WAY = [
+    # the server runs alone or as one of several workers: the workers build on the server, not the other way
+    ("waggle.server", "waggle.workers"),
     # upstream/ is a stack: what a metastore has and the connection to it sit below the pool; compatibility
     # (bridges, probes), fan-out and health sit above it
     *[(lower, upper)
