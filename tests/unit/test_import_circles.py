@@ -1,7 +1,8 @@
 """The rooms of ``waggle/`` import one way: no module reaches, however indirectly, back to itself.
 
 Every import counts, including those under ``if TYPE_CHECKING:`` and inside functions: a loop of names is a loop
-of concepts even when Python never runs it. Generated code (``waggle/hms/gen/``) is left out.
+of concepts even when Python never runs it. Generated code (``waggle/hms/gen/``) is left out. Beyond circles,
+:data:`ONE_WAY` names the rooms that sit below others and may not import them.
 """
 
 from __future__ import annotations
@@ -137,6 +138,21 @@ def test_no_import_circle_in_waggle(graph: dict[str, dict[str, set[str]]]) -> No
 #: (lower, upper): no module of the lower room imports one of the upper room, TYPE_CHECKING included. A room is
 #: a module or a package (its modules too). With no circles, this keeps each stack in order.
 ONE_WAY = [
+    # the ground floor uses no room above it (configuration values aside)
+    *[("waggle.common", upper)
+      for upper in ("waggle.hms", "waggle.routing", "waggle.remotes", "waggle.call", "waggle.upstream",
+                    "waggle.server", "waggle.workers", "waggle.security", "waggle.tunnel", "waggle.sync",
+                    "waggle.runtime")],
+    # hms/ (the method table, names, the wire codec) is what every room reads calls with: it knows none of them
+    *[("waggle.hms", upper)
+      for upper in ("waggle.routing", "waggle.remotes", "waggle.call", "waggle.upstream", "waggle.server",
+                    "waggle.workers", "waggle.security", "waggle.sync", "waggle.runtime")],
+    # the connections to metastores know nothing of who serves the clients
+    *[("waggle.upstream", upper)
+      for upper in ("waggle.server", "waggle.workers", "waggle.runtime", "waggle.remotes", "waggle.sync")],
+    # the tunnel helper runs in a process of its own, with none of the proxy's rooms
+    *[("waggle.tunnel", upper)
+      for upper in ("waggle.upstream", "waggle.server", "waggle.workers", "waggle.runtime")],
     # the server runs alone or as one of several workers: the workers build on the server, not the other way
     ("waggle.server", "waggle.workers"),
     # upstream/ is a stack: what a metastore has and the connection to it sit below the pool; compatibility
@@ -177,3 +193,19 @@ def test_circles_are_found() -> None:
     }
     assert circles(graph) == [["a", "b", "c"], ["e", "e2"]]
     assert circles({"a": {"b": set()}, "b": {}}) == []
+
+
+def test_every_kind_of_import_is_an_edge(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "gen").mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from . import c\n")
+    (pkg / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.b import B\n")
+    (pkg / "b.py").write_text("def f():\n    from .sub.c import C\n    import pkg.gen.x\n")
+    (pkg / "sub" / "c.py").write_text("from .. import a\nimport os\n")
+    (pkg / "gen" / "x.py").write_text("import pkg.a\n")
+    graph = import_graph(pkg)
+    assert graph == {"pkg": {}, "pkg.a": {"pkg.b": {"B"}}, "pkg.b": {"pkg.sub.c": {"C"}, "pkg": {"pkg.gen.x"}},
+                     "pkg.sub": {"pkg.sub.c": {"c"}}, "pkg.sub.c": {"pkg.a": {"a"}}}
+    assert circles(graph) == [["pkg.a", "pkg.b", "pkg.sub.c"]]
