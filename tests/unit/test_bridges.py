@@ -220,7 +220,7 @@ class FakePool:
 
     def __init__(self, lacks: set[str], answers: dict[str, Any]) -> None:
         from waggle.config.model import HostPort, MetastoreConfig
-        from waggle.upstream.compat import Capabilities
+        from waggle.upstream.capabilities import Capabilities
 
         self.caps = Capabilities(MetastoreConfig("old", (HostPort("h", 1),), False, ""))
         self.lacks = lacks

@@ -18,10 +18,10 @@ from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.methods import METHODS
 from waggle.hms.service import METHOD_IO
+from waggle.hms.wire import Header, decode_message
 from waggle.routing.federation import Refused
 from waggle.runtime import Runtime
 from waggle.upstream.client import Reply
-from waggle.wire import Header, decode_message
 
 FEDERATION = {
     "primary-meta-store": {"name": "main", "remote-meta-store-uris": "thrift://127.0.0.1:9",
@@ -49,7 +49,7 @@ class _Encoder:
     """The client's encoding (binary), as the driver's Wire does it."""
 
     def __init__(self, runtime: Runtime) -> None:
-        from waggle.wire import Wire
+        from waggle.hms.wire import Wire
 
         self.wire = Wire(None, runtime.config.server.wire, runtime.config.server.limits)  # type: ignore[arg-type]
 

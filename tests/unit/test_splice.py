@@ -11,7 +11,7 @@ from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
 from waggle.hms.gen.hive_metastore import ttypes
 from waggle.hms.rewrite import call_rewriter
 from waggle.hms.splice import Splicer
-from waggle.wire import Wire, decode_message
+from waggle.hms.wire import Wire, decode_message
 
 LIMITS = Limits(1 << 30, 1 << 26, 10_000_000)
 REWRITER = call_rewriter()

@@ -13,7 +13,8 @@ import paramiko
 import pytest
 
 from waggle.config.loader import ConfigError, load
-from waggle.tunnel.spec import Hop, TunnelSpec, check_files, spec_for
+from waggle.tunnel.keys import check_files
+from waggle.tunnel.spec import Hop, TunnelSpec, spec_for
 
 
 def federation(tmp_path: Path, tunnel: str) -> str:

@@ -16,7 +16,7 @@ from thrift.transport.TTransport import TFramedTransport, TMemoryBuffer
 from waggle.config.model import Limits, ProtocolKind, TransportKind, WireFormat
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
 from waggle.hms.gen.hive_metastore import ttypes
-from waggle.wire import PeerClosed, Wire, WireError, decode_message
+from waggle.hms.wire import PeerClosed, Wire, WireError, decode_message
 
 LIMITS = Limits(max_message_bytes=1 << 20, max_string_bytes=1 << 16, max_container_items=1000)
 FORMATS = [WireFormat(t, p) for t in TransportKind for p in ProtocolKind]

@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.parser import text_string_to_metric_families
 
 from waggle.config.loader import load
+from waggle.server.budget import ConnectionBudget, PodBudget, clear_slot, shared_page
 from waggle.workers import count
-from waggle.workers.budget import ConnectionBudget, PodBudget, clear_slot, shared_page
 from waggle.workers.channel import Channel, ChannelClosed
 from waggle.workers.podmetrics import PodCollector
 from waggle.workers.worker import for_worker

@@ -26,12 +26,12 @@ from waggle.hms.methods import Access, MethodSpec
 from waggle.hms.names import parse
 from waggle.hms.service import MethodIO
 from waggle.hms.splice import Splicer
+from waggle.hms.wire import Header, decode_message
 from waggle.remotes.links import decorate
 from waggle.remotes.tables import TableLink, rename
 from waggle.routing.access import table_visible
 from waggle.routing.federation import Decision, Naming, Refused
 from waggle.upstream.client import Reply
-from waggle.wire import Header, decode_message
 
 _SPLICER = Splicer(REWRITER)
 

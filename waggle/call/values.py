@@ -12,9 +12,9 @@ from thrift.Thrift import TMessageType
 from waggle.config.model import MetastoreConfig, WireFormat
 from waggle.hms.methods import MethodSpec
 from waggle.hms.service import MethodIO
+from waggle.hms.wire import Header
 from waggle.routing.federation import Decision, Naming, Refused
 from waggle.upstream.client import Identity
-from waggle.wire import Header
 
 if TYPE_CHECKING:
     from waggle.remotes.links import Link

@@ -28,7 +28,8 @@ EXPIRY_WARNING_DAYS = 30
 
 def tunnel_problems(config: WaggleConfig) -> list[str]:
     """The key and known-hosts files of every tunnel: present, readable and usable (nothing is connected)."""
-    from waggle.tunnel.spec import check_files, spec_for
+    from waggle.tunnel.keys import check_files
+    from waggle.tunnel.spec import spec_for
 
     return [f"{config.federation_file}: {p}" for m in config.federation.members if m.tunnel is not None
             for p in check_files(spec_for(m))]

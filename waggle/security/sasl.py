@@ -7,7 +7,7 @@ negotiation with a message.
 
 After the negotiation every write is one frame: a 4-byte length, then the payload. When the negotiated
 quality of protection is ``auth-int`` or ``auth-conf``, the payload is wrapped by the mechanism.
-:class:`SaslSocket` does this framing behind the socket interface that :class:`~waggle.wire.Wire` uses, so
+:class:`SaslSocket` does this framing behind the socket interface that :class:`~waggle.hms.wire.Wire` uses, so
 nothing above it knows SASL is there.
 
 The mechanisms themselves (:mod:`waggle.security.gss`, :mod:`waggle.security.digest`) are pure: they turn

@@ -31,13 +31,13 @@ from waggle.config.model import ProtocolKind
 from waggle.hms.bridges import MethodMissing, Wrap
 from waggle.hms.methods import METHODS, MethodSpec, database_of
 from waggle.hms.service import METHOD_IO
+from waggle.hms.wire import Header, PeerClosed, Wire, WireError
 from waggle.runtime import Routes, Runtime
 from waggle.security.frontdoor import Authenticated
 from waggle.server.own import OwnAnswers
 from waggle.upstream import compat, fanout
 from waggle.upstream.client import Reply, UpstreamError
 from waggle.upstream.pool import Overloaded
-from waggle.wire import Header, PeerClosed, Wire, WireError
 
 log = get_logger("waggle.call")
 _ids = itertools.count(1)

@@ -16,11 +16,11 @@ from waggle.call.plan import value_at
 from waggle.call.values import Answer, Plan, Session
 from waggle.common.logging import get_logger
 from waggle.hms.methods import LinkOp, TokenOp
+from waggle.hms.wire import Wire
 from waggle.remotes.connectors import ConnectorError
 from waggle.remotes.registry import create_stub, remote_refusal, remote_table_refusal
 from waggle.security.token_service import TokenRefused
 from waggle.upstream.client import UpstreamError
-from waggle.wire import Wire
 
 if TYPE_CHECKING:
     from waggle.runtime import Runtime

@@ -2,7 +2,7 @@
 
 A connection over ``max-connections`` is not queued: its first call is answered with a ``MetaException``
 saying so, and it is closed (at most :data:`REFUSERS` such answers at once; beyond that, the listen backlog).
-A worker of ``waggle serve --workers`` counts against the pod's bound (:mod:`waggle.workers.budget`).
+A worker of ``waggle serve --workers`` counts against the pod's bound (:mod:`waggle.server.budget`).
 
 Stopping (SIGTERM): readiness fails at once; for ``shutdown-delay`` seconds everything is still served, so load
 balancers move clients away; then the listener closes, idle connections are closed, and calls in flight get
@@ -27,8 +27,8 @@ from waggle.config.timing import DRAIN_KILL_SECONDS, DRAIN_POLL_SECONDS, REFUSE_
 from waggle.endpoint import HttpEndpoint
 from waggle.runtime import Runtime
 from waggle.security.frontdoor import Refused
+from waggle.server.budget import ConnectionBudget
 from waggle.server.driver import ClientDriver
-from waggle.workers.budget import ConnectionBudget
 
 if TYPE_CHECKING:
     from waggle.reload import Reloader

@@ -27,6 +27,7 @@ from typing import Any
 import paramiko
 
 from waggle.config.timing import TUNNEL_KEEPALIVE_SECONDS
+from waggle.tunnel.keys import describe, read_known_hosts, read_private_key
 from waggle.tunnel.spec import Hop, TunnelSpec
 
 Emit = Callable[[dict[str, Any]], None]
@@ -66,7 +67,7 @@ class Chain:
         if i is None:
             return where, f"{where}: SSH session closed"
         cause = self.transports[i].saved_exception
-        reason = f": {_describe(cause)}" if cause is not None else ""
+        reason = f": {describe(cause)}" if cause is not None else ""
         return where, f"{where}: SSH session lost{reason}"
 
     def close(self) -> None:
@@ -80,50 +81,11 @@ class Chain:
                                                 timeout=timeout)
 
 
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    if isinstance(exc, EOFError):
-        return "the host closed the connection"
-    return str(exc) or type(exc).__name__
-
-
-def read_private_key(path: str) -> paramiko.PKey:
-    """Load one private key file. Raises ``ValueError`` saying what is wrong with it (never its content)."""
-    try:
-        return paramiko.PKey.from_path(path)
-    except OSError as exc:
-        raise ValueError(f"'{path}' cannot be read: {_describe(exc)}") from None
-    except (paramiko.PasswordRequiredException, TypeError):  # TypeError: an encrypted legacy PEM key
-        raise ValueError(f"'{path}' is protected by a passphrase, which waggle does not support") from None
-    except (paramiko.SSHException, ValueError, IndexError) as exc:
-        raise ValueError(f"'{path}' is not a private key waggle can use: {exc}") from None
-
-
 def _load_keys(spec: TunnelSpec, where: str) -> list[paramiko.PKey]:
     try:
         return [read_private_key(path) for path in spec.private_keys]
     except ValueError as exc:
         raise TunnelError(where, f"private key {exc}") from None
-
-
-class KnownHostsUnreadable(ValueError):
-    """The known_hosts file is missing or unreadable (rather than malformed)."""
-
-
-def read_known_hosts(path: str) -> paramiko.HostKeys:
-    """Load a known_hosts file. Raises ``ValueError`` saying what is wrong with it (:class:`KnownHostsUnreadable`
-    when it cannot be read at all)."""
-    known = paramiko.HostKeys()
-    try:
-        known.load(path)
-    except OSError as exc:
-        raise KnownHostsUnreadable(f"'{path}' cannot be read: {_describe(exc)}") from None
-    except (paramiko.SSHException, ValueError, IndexError) as exc:  # InvalidHostKey is an SSHException
-        raise ValueError(f"'{path}' is not a known_hosts file waggle can read: {exc}") from None
-    return known
 
 
 def _load_known_hosts(spec: TunnelSpec, where: str) -> paramiko.HostKeys:
@@ -170,7 +132,7 @@ def connect_chain(spec: TunnelSpec, emit: Emit) -> Chain:
             except TunnelError:
                 raise
             except Exception as exc:  # whatever paramiko raises, the hop is named
-                raise TunnelError(where, f"SSH failed: {_describe(exc)}") from None
+                raise TunnelError(where, f"SSH failed: {describe(exc)}") from None
     except BaseException:
         chain.close()
         raise
@@ -185,7 +147,7 @@ def _connect_hop(spec: TunnelSpec, chain: Chain, i: int, hop: Hop, where: str, k
         try:
             sock = socket.create_connection((hop.host, hop.port), timeout=timeout)
         except OSError as exc:
-            raise TunnelError(where, f"unreachable: {_describe(exc)}") from None
+            raise TunnelError(where, f"unreachable: {describe(exc)}") from None
         # Keepalives that go unanswered for this long end the session: a hop that vanished without a reset
         # is noticed in about a minute rather than when TCP gives up.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
@@ -195,7 +157,7 @@ def _connect_hop(spec: TunnelSpec, chain: Chain, i: int, hop: Hop, where: str, k
         try:
             sock = chain.open_channel((hop.host, hop.port), timeout, window_size=None)
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise TunnelError(where, f"unreachable from {spec.hop_label(i - 1)}: {_describe(exc)}") from None
+            raise TunnelError(where, f"unreachable from {spec.hop_label(i - 1)}: {describe(exc)}") from None
     transport = paramiko.Transport(sock)
     chain.transports.append(transport)
     # Prefer the host key types known_hosts holds for this host, as OpenSSH does.
@@ -208,7 +170,7 @@ def _connect_hop(spec: TunnelSpec, chain: Chain, i: int, hop: Hop, where: str, k
     try:
         transport.start_client(timeout=timeout)
     except (paramiko.SSHException, OSError, EOFError) as exc:
-        raise TunnelError(where, f"SSH handshake failed: {_describe(exc)}") from None
+        raise TunnelError(where, f"SSH handshake failed: {describe(exc)}") from None
     if not transport.is_active() or transport.host_key is None:
         # start_client returns without an error when its wait runs out with the session still alive
         raise TunnelError(where, f"SSH handshake failed: no answer within {timeout:g}s" if timeout
@@ -220,7 +182,7 @@ def _connect_hop(spec: TunnelSpec, chain: Chain, i: int, hop: Hop, where: str, k
         except paramiko.AuthenticationException:
             continue
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise TunnelError(where, f"authentication failed: {_describe(exc)}") from None
+            raise TunnelError(where, f"authentication failed: {describe(exc)}") from None
         if transport.is_authenticated():
             break
     if not transport.is_authenticated():
@@ -297,7 +259,7 @@ class Forwarder:
                 try:
                     return chain, chain.open_channel((host, port), self.spec.timeout)
                 except (paramiko.SSHException, OSError, EOFError) as exc:
-                    text = exc.text if isinstance(exc, paramiko.ChannelException) else _describe(exc)
+                    text = exc.text if isinstance(exc, paramiko.ChannelException) else describe(exc)
                     errors.append(f"{host}:{port}: {text}")
                 if chain.first_dead() is not None:
                     break  # the session broke under us: rebuild, then try every address again
@@ -317,7 +279,7 @@ class Forwarder:
                 chain, channel = self._open()
             except Exception as exc:  # a TunnelError names the hop; anything else is still answered
                 if not isinstance(exc, TunnelError):
-                    exc = TunnelError("tunnel", f"failed: {_describe(exc)}")
+                    exc = TunnelError("tunnel", f"failed: {describe(exc)}")
                 self.emit({"event": "refused", "conn": peer_port, "error": str(exc)})
                 if self.status_line:
                     conn.sendall(b"ERR " + str(exc).replace("\n", " ").encode() + b"\n")

@@ -1,7 +1,8 @@
 """What one tunnel needs, as plain data: the hops, the key and known-hosts paths, and where it forwards to.
 
 A :class:`TunnelSpec` travels to the helper process as one JSON line. It carries file paths, never key
-material. :func:`check_files` is what ``waggle check`` runs for each tunnel.
+material, and this module never imports paramiko: the proxy process imports it. The files themselves are read
+by :mod:`waggle.tunnel.keys`.
 """
 
 from __future__ import annotations
@@ -78,31 +79,3 @@ def spec_for(member: MetastoreConfig) -> TunnelSpec:
         targets=tuple((u.host, u.port) for u in member.uris),
         bind=t.localhost,
     )
-
-
-def check_files(spec: TunnelSpec) -> list[str]:
-    """Problems with the files a tunnel reads, as ``waggle check`` reports them (nothing is connected)."""
-    # imported here, not at module level: the proxy process imports this module, never paramiko
-    from waggle.tunnel.forward import KnownHostsUnreadable, read_known_hosts, read_private_key
-
-    where = f"metastore '{spec.member}': metastore-tunnel"
-    problems = []
-    for path in spec.private_keys:
-        try:
-            read_private_key(path)
-        except ValueError as exc:
-            problems.append(f"{where}.private-keys: {exc}")
-    try:
-        known = read_known_hosts(spec.known_hosts)
-    except ValueError as exc:
-        if spec.strict or not isinstance(exc, KnownHostsUnreadable):
-            problems.append(f"{where}.known-hosts: {exc}"
-                            + (" (strict-host-key-checking is on)" if spec.strict else ""))
-        return problems
-    if spec.strict:
-        for i, hop in enumerate(spec.hops):
-            if known.lookup(hop.known_hosts_name) is None:
-                problems.append(f"{where}.known-hosts: '{spec.known_hosts}' has no key for {spec.hop_label(i)}, "
-                                f"written '{hop.known_hosts_name}'; with strict-host-key-checking that hop is "
-                                "refused")
-    return problems

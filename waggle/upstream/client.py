@@ -11,9 +11,9 @@ from thrift.Thrift import TApplicationException, TMessageType
 
 from waggle.config.model import HostPort, Limits, MetastoreConfig
 from waggle.hms import specs
+from waggle.hms.wire import Header, PeerClosed, Wire, WireError, decode_message
 from waggle.upstream.deadlines import Deadlines, shutdown_socket
 from waggle.upstream.handshake import SecurityFailed, Unreachable, UpstreamCredentials, dial, handshake, tune
-from waggle.wire import Header, PeerClosed, Wire, WireError, decode_message
 
 if TYPE_CHECKING:
     from waggle.upstream.tunnel import Tunnel

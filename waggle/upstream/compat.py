@@ -1,16 +1,15 @@
-"""Version bridging per upstream: what each metastore lacks, learned once per connection pool, and the calls
-that stand in for what it lacks.
+"""Version bridging per upstream: the calls that stand in for what a metastore lacks, and the probes that
+learn what it has.
 
-A pool's :class:`Capabilities` start from the member's ``hive-version`` hint (nothing is assumed without one)
-and learn from the metastore itself:
+What each metastore lacks is its pool's :class:`~waggle.upstream.capabilities.Capabilities` (below the pool);
+this module sits above the pool and uses it:
 
 * a bridged method the metastore answers with ``UNKNOWN_METHOD`` is remembered as missing, and its later calls
   go straight to the bridge (:mod:`waggle.hms.bridges`);
 * whether it understands catalog-qualified names (``@hive#db``) is asked once, with ``get_catalogs``, the first
-  time a client sends one.
+  time a client sends one (:func:`probe_catalogs`).
 
-Nothing is probed per call. A metastore that is upgraded underneath waggle is relearned when waggle restarts
-(or, once hot reload exists, when its pool is rebuilt).
+Nothing is probed per call.
 """
 
 from __future__ import annotations
@@ -19,53 +18,21 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any
 
-from gevent.lock import Semaphore
 from thrift.Thrift import TApplicationException, TMessageType, TType
 
 from waggle.common.logging import get_logger
-from waggle.config.model import MetastoreConfig
 from waggle.config.timing import PROBE_RETRY_SECONDS
 from waggle.hms import bridges
-from waggle.hms.bridges import BRIDGES, MethodMissing, Version, Wrap, is_unknown_method
+from waggle.hms.bridges import BRIDGES, MethodMissing, Wrap, is_unknown_method
 from waggle.hms.service import METHOD_IO
+from waggle.hms.wire import Header, decode_message
+from waggle.upstream.capabilities import Capabilities
 from waggle.upstream.client import Identity, Reply, UpstreamError
-from waggle.wire import Header, decode_message
 
 if TYPE_CHECKING:
     from waggle.upstream.pool import UpstreamPool
 
 log = get_logger("waggle.compat")
-
-
-class Capabilities:
-    """What one metastore has, as far as waggle knows. Shared by every call through its pool."""
-
-    __slots__ = ("catalogs", "member", "missing", "probe_failed_at", "probing", "version")
-
-    def __init__(self, member: MetastoreConfig) -> None:
-        self.member = member.name
-        self.version: Version | None = bridges.parse_version(member.hive_version)
-        #: methods this metastore does not have (bridged ones from the hint, then any it answered UNKNOWN_METHOD)
-        self.missing: set[str] = set(bridges.missing_in(self.version))
-        #: understands ``@cat#db``: True (Hive 3+), False (Hive 2), None (not known yet)
-        self.catalogs: bool | None = None if self.version is None else self.version >= bridges.HIVE_3
-        self.probing = Semaphore()  # one catalog probe at a time; the others wait for its answer
-        self.probe_failed_at = -PROBE_RETRY_SECONDS
-
-    def learn_missing(self, method: str) -> None:
-        if method not in self.missing:
-            self.missing.add(method)
-            bridge = BRIDGES.get(method)
-            log.info("compat.learned", member=self.member, missing=method, bridge=bridge.via if bridge else None)
-
-    def learn_catalogs(self, understood: bool) -> None:
-        if self.catalogs is None:
-            self.catalogs = understood
-            log.info("compat.learned", member=self.member, catalogs=understood)
-
-    def bridges(self, method: str, args: Any) -> bool:
-        """Whether this call goes to the bridge rather than to the metastore as it is."""
-        return bridges.bridges_call(method, args, self.missing, self.version)
 
 
 class ApplicationError(UpstreamError):

@@ -33,12 +33,12 @@ from waggle.common import metrics
 from waggle.common.limiter import Limiter
 from waggle.config.model import Limits, MetastoreConfig, ProtocolKind
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
+from waggle.hms.wire import Header
+from waggle.upstream.capabilities import Capabilities
 from waggle.upstream.client import Connector, Identity, Reply, UpstreamConnection, UpstreamError, connect
-from waggle.upstream.compat import Capabilities
 from waggle.upstream.deadlines import Deadlines
 from waggle.upstream.handshake import UpstreamCredentials
 from waggle.upstream.impersonation import DelegationTokens
-from waggle.wire import Header
 
 if TYPE_CHECKING:
     from waggle.upstream.tunnel import Tunnel
@@ -71,7 +71,7 @@ class UpstreamPool:
         self._ugi_replies: OrderedDict[Identity, list[str]] = OrderedDict()
         self.opened = 0
         self.closed = False
-        #: what this metastore lacks, learned once for the pool (see waggle.upstream.compat)
+        #: what this metastore lacks, learned once for the pool (see waggle.upstream.capabilities)
         self.caps = Capabilities(config)
         #: connections lent out for a call (bounded by limits.max-calls-per-metastore)
         self.slots = Limiter(max_calls)

@@ -5,5 +5,5 @@ supervisor loads and validates the configuration once, owns the HTTP endpoint, t
 the health checks, and runs N worker processes (:mod:`waggle.workers.worker`) that each serve the Thrift port
 (SO_REUSEPORT) with their own client connections and upstream pools. They talk over one control channel each
 (:mod:`waggle.workers.channel`) and share one page of memory, the pod's count of client connections
-(:mod:`waggle.workers.budget`).
+(:mod:`waggle.server.budget`).
 """

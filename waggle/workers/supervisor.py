@@ -37,9 +37,9 @@ from waggle.config.timing import (
 from waggle.endpoint import HttpEndpoint
 from waggle.reload import Reloader
 from waggle.runtime import Runtime
+from waggle.server.budget import clear_slot, shared_page
 from waggle.upstream.health import MemberStatus
 from waggle.upstream.tunnel import Tunnel
-from waggle.workers.budget import clear_slot, shared_page
 from waggle.workers.channel import Channel, ChannelClosed, Start
 from waggle.workers.podmetrics import PodCollector
 from waggle.workers.shared import status_of

@@ -3,7 +3,7 @@
 It gets its configuration from the supervisor (never from the files), listens on the pod's port with
 SO_REUSEPORT beside the other workers, keeps its own client connections and upstream pools, follows the
 supervisor's SSH tunnels and health checks (:mod:`waggle.workers.shared`), and counts its connections in the
-pod's bound (:mod:`waggle.workers.budget`). It drains when the supervisor says ``stop``, and also when the
+pod's bound (:mod:`waggle.server.budget`). It drains when the supervisor says ``stop``, and also when the
 supervisor is gone (its channel closes), so no worker outlives its pod.
 """
 
@@ -24,8 +24,8 @@ from waggle.common import metrics
 from waggle.common.logging import configure, get_logger
 from waggle.config.model import WaggleConfig
 from waggle.runtime import Runtime
+from waggle.server.budget import PodBudget
 from waggle.server.server import WaggleServer
-from waggle.workers.budget import PodBudget
 from waggle.workers.channel import Channel, ChannelClosed, Start
 from waggle.workers.shared import FollowedHealth, FollowedTunnel
 

@@ -1,4 +1,6 @@
-"""The pod's bound on client connections (``max-connections``), shared by its workers.
+"""The bound on client connections (``max-connections``): one process's own (:class:`ConnectionBudget`), or
+the pod's, shared by its workers (:class:`PodBudget`). The server admits against either; it never needs to know
+about workers.
 
 Each worker counts its own open client connections in its slot of one shared page (a memfd the supervisor
 made and every worker maps); the pod's count is the sum of the slots. A worker admits a connection while that
