@@ -12,17 +12,10 @@ import yaml
 from waggle.config.kinds import TIME_UNITS
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import MetastoreConfig, ServerConfig, TunnelConfig
-from waggle.config.settings import (
-    METASTORE,
-    METASTORE_SETTINGS,
-    SERVER,
-    SERVER_SETTINGS,
-    Metastore,
-    Server,
-    Setting,
-    reference,
-)
-from waggle.config.sync_settings import SYNC, SYNC_JOB, Sync, SyncJob, sync_reference
+from waggle.config.reference import reference, sync_reference
+from waggle.config.registry import Setting
+from waggle.config.settings import METASTORE, METASTORE_SETTINGS, SERVER, SERVER_SETTINGS, Metastore, Server
+from waggle.config.sync_settings import SYNC, SYNC_JOB, Sync, SyncJob
 from waggle.sync import objects as o
 from waggle.sync.runner import SyncConfigError, load_sync_file
 
@@ -261,8 +254,8 @@ def test_the_write_limit_is_read_from_the_sync_file(tmp_path: Path) -> None:
 
 def test_the_readme_holds_the_generated_reference() -> None:
     readme = (ROOT / "README.md").read_text()
-    assert reference() in readme, "regenerate it: python -m waggle.config.settings"
-    assert sync_reference() in readme, "regenerate it: python -m waggle.config.settings sync"
+    assert reference() in readme, "regenerate it: python -m waggle.config.reference"
+    assert sync_reference() in readme, "regenerate it: python -m waggle.config.reference sync"
 
 
 def test_settings_are_declared_once_per_section() -> None:

@@ -1,10 +1,10 @@
 """The Hive and Hadoop keys waggle reads from ``configuration-properties``, declared once like every other
-setting (:mod:`waggle.config.settings`): the server file's and each metastore's. The README's reference lists
+setting (:mod:`waggle.config.registry`): the server file's and each metastore's. The README's reference lists
 them from here."""
 
 from __future__ import annotations
 
-from waggle.config.settings import Section, Setting
+from waggle.config.registry import Section, Setting
 from waggle.config.validators import boolean, optional_string, string
 
 HIVE_SERVER = Section("server configuration-properties")

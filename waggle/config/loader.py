@@ -36,8 +36,9 @@ from waggle.config.model import (
     seconds,
 )
 from waggle.config.reader import MISSING, Reader
+from waggle.config.registry import Section, Setting
 from waggle.config.security import parse_metastore_security, parse_server_security
-from waggle.config.settings import METASTORE, SERVER, Section, Setting
+from waggle.config.settings import METASTORE, SERVER
 from waggle.config.settings import Metastore as M
 from waggle.config.settings import Server as S
 from waggle.config.validators import string

@@ -10,7 +10,7 @@ import enum
 from collections.abc import Mapping
 from typing import TypeVar
 
-from waggle.config.settings import Section, Setting
+from waggle.config.registry import Section, Setting
 from waggle.config.validators import Invalid
 
 T = TypeVar("T")

@@ -16,9 +16,9 @@ from waggle.config.hive_properties import HiveMetastore as HM
 from waggle.config.hive_properties import HiveServer as HS
 from waggle.config.model import KerberosServer, MetastoreSecurity, ServerSecurity, TlsClient, TlsServer
 from waggle.config.reader import MISSING, Reader
+from waggle.config.registry import Setting
 from waggle.config.settings import Metastore as M
 from waggle.config.settings import Server as S
-from waggle.config.settings import Setting
 from waggle.security.gss import parse_qop
 from waggle.security.principals import expand_host
 
