@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from waggle.config.hive_values import parse_version, timeout_ms
 from waggle.config.keys import KeyConflict, normalize
 from waggle.config.model import (
     UPSTREAM_MAX_CONTAINER_ITEMS,
@@ -42,7 +43,6 @@ from waggle.config.settings import METASTORE, SERVER
 from waggle.config.settings import Metastore as M
 from waggle.config.settings import Server as S
 from waggle.config.validators import string
-from waggle.hms.bridges import parse_version
 
 _HOP = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>[A-Za-z0-9._\-\[\]:]+)$")
 
@@ -119,15 +119,6 @@ def _wire(r: Reader, props: Mapping[str, str]) -> WireFormat:
     transport = S.TRANSPORT.default if framed is None else (TransportKind.FRAMED if framed else TransportKind.BUFFERED)
     protocol = S.PROTOCOL.default if compact is None else (ProtocolKind.COMPACT if compact else ProtocolKind.BINARY)
     return WireFormat(transport=r.get(S.TRANSPORT, transport), protocol=r.get(S.PROTOCOL, protocol))
-
-
-def _hive_duration_ms(value: str) -> int:
-    """Parse Hive's time values such as ``600``, ``600s`` or ``5000ms`` (seconds when no unit)."""
-    m = re.fullmatch(r"\s*(\d+)\s*(ms|msec|s|sec|m|min)?\s*", value.lower())
-    if not m:
-        raise ValueError(value)
-    n, unit = int(m.group(1)), m.group(2) or "s"
-    return n * {"ms": 1, "msec": 1, "s": 1000, "sec": 1000, "m": 60000, "min": 60000}[unit]
 
 
 def parse_server(path: str | None, data: Mapping[str, Any], problems: list[str], warnings: list[str]) -> ServerConfig:
@@ -296,7 +287,7 @@ def parse_metastore(
     read_default = M.READ_TIMEOUT.default
     if "hive.metastore.client.socket.timeout" in props:
         try:
-            read_default = _hive_duration_ms(props["hive.metastore.client.socket.timeout"])
+            read_default = timeout_ms(props["hive.metastore.client.socket.timeout"])
         except ValueError:
             r.fail("configuration-properties.hive.metastore.client.socket.timeout",
                    props["hive.metastore.client.socket.timeout"], "expected a duration such as 600s")

@@ -8,22 +8,19 @@ Problems name the file, the key and the value, like every other setting's.
 
 from __future__ import annotations
 
-import re
 import socket
 from collections.abc import Mapping
 
 from waggle.config.hive_properties import HiveMetastore as HM
 from waggle.config.hive_properties import HiveServer as HS
+from waggle.config.hive_values import duration_ms, expand_host, parse_qop
 from waggle.config.model import KerberosServer, MetastoreSecurity, ServerSecurity, TlsClient, TlsServer
 from waggle.config.reader import MISSING, Reader
 from waggle.config.registry import Setting
 from waggle.config.settings import Metastore as M
 from waggle.config.settings import Server as S
-from waggle.security.gss import parse_qop
-from waggle.security.principals import expand_host
 
 _PROPS = "configuration-properties"
-_UNITS_MS = {"ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 class PropertiesReader(Reader):
@@ -37,14 +34,6 @@ def _props(r: Reader) -> PropertiesReader:
     value = r.raw(_PROPS)
     data: Mapping[str, object] = value if isinstance(value, Mapping) else {}
     return PropertiesReader(r.file, {str(k): v for k, v in data.items()}, r.path(f"{_PROPS}."), r.problems)
-
-
-def duration_ms(text: str) -> int:
-    """Hive's time values for token lifetimes: ``86400000`` (ms), ``600s``, ``1d``."""
-    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
-    if not m or (m.group(2) and m.group(2) not in _UNITS_MS):
-        raise ValueError(text)
-    return int(m.group(1)) * _UNITS_MS[m.group(2) or "ms"]
 
 
 def _duration(p: PropertiesReader, setting: Setting[str]) -> int:

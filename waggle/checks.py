@@ -1,0 +1,35 @@
+"""Everything ``waggle check`` finds in a loaded configuration's files, from every room that knows a kind of file.
+
+Loading (:func:`waggle.config.loader.load`) checks every key; these check the files the keys name, without
+connecting anywhere: each SSH tunnel's key and known_hosts files (:mod:`waggle.tunnel.spec`), the keytabs and
+the token-signing key (:mod:`waggle.security.check`), the TLS certificates and keys and the admin token
+(:mod:`waggle.config.check`). It sits above those rooms so that none of them imports another for it.
+"""
+
+from __future__ import annotations
+
+from waggle.config.check import admin_token, tls_findings
+from waggle.config.loader import ConfigError
+from waggle.config.model import WaggleConfig
+
+
+def tunnel_problems(config: WaggleConfig) -> list[str]:
+    """The key and known-hosts files of every tunnel: present, readable and usable (nothing is connected)."""
+    from waggle.tunnel.spec import check_files, spec_for
+
+    return [f"{config.federation_file}: {p}" for m in config.federation.members if m.tunnel is not None
+            for p in check_files(spec_for(m))]
+
+
+def file_problems(config: WaggleConfig) -> list[str]:
+    """What loading does not check: the files the configuration names (tunnel keys, the admin token, keytabs and
+    the token-signing key, the TLS certificates and keys)."""
+    from waggle.security.check import kerberos_problems
+
+    problems = tunnel_problems(config) + kerberos_problems(config)
+    problems.extend(tls_findings(config)[0])
+    try:
+        admin_token(config)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+    return problems
