@@ -5,7 +5,7 @@ them from here."""
 from __future__ import annotations
 
 from waggle.config.registry import Section, Setting
-from waggle.config.validators import boolean, optional_string, string
+from waggle.config.validators import boolean, duration_ms, optional_string, protection, string
 
 HIVE_SERVER = Section("server configuration-properties")
 HIVE_METASTORE = Section("metastore configuration-properties")
@@ -32,21 +32,21 @@ class HiveServer:
     WD_KEYTAB = HIVE_SERVER.add("hive.server2.authentication.kerberos.keytab", None, optional_string(),
                                 "Waggle Dance's spelling of the keytab.")
     PROTECTION = HIVE_SERVER.add(
-        "hadoop.rpc.protection", "authentication", string(),
+        "hadoop.rpc.protection", ("auth",), protection(),
         "Quality of protection offered to GSSAPI clients: `authentication` (`auth`), `integrity` (`auth-int`), "
-        "`privacy` (`auth-conf`), or a comma-separated list of them.",
+        "`privacy` (`auth-conf`), or a comma-separated list of them.", "authentication",
     )
     AUTH_TO_LOCAL = HIVE_SERVER.add(
         "hadoop.security.auth_to_local", "DEFAULT", string(),
         "Hadoop's rules mapping principals to the short user names metastores see.",
     )
     RENEW_INTERVAL = HIVE_SERVER.add(
-        "hive.cluster.delegation.token.renew-interval", "1d", string(),
-        "How long a waggle delegation token lives unless renewed.",
+        "hive.cluster.delegation.token.renew-interval", 86_400_000, duration_ms(),
+        "How long a waggle delegation token lives unless renewed.", "1d",
     )
     MAX_LIFETIME = HIVE_SERVER.add(
-        "hive.cluster.delegation.token.max-lifetime", "7d", string(),
-        "The longest a waggle delegation token can be renewed to.",
+        "hive.cluster.delegation.token.max-lifetime", 7 * 86_400_000, duration_ms(),
+        "The longest a waggle delegation token can be renewed to.", "7d",
     )
     USE_SSL = HIVE_SERVER.add("hive.metastore.use.SSL", False, boolean(),
                               "`true`: the Thrift port speaks TLS (with `tls.certificate-file` and `tls.key-file`).")
@@ -63,8 +63,8 @@ class HiveMetastore:
         "connects to (through an SSH tunnel too).",
     )
     PROTECTION = HIVE_METASTORE.add(
-        "hadoop.rpc.protection", "authentication", string(),
-        "Protection waggle asks for, in order of preference (as the server's key).",
+        "hadoop.rpc.protection", ("auth",), protection(),
+        "Protection waggle asks for, in order of preference (as the server's key).", "authentication",
     )
     USE_SSL = HIVE_METASTORE.add("hive.metastore.use.SSL", False, boolean(), "`true`: connect with TLS.")
 

@@ -2,6 +2,11 @@
 
 Every problem is reported with the file, the key and the offending value. Keys waggle does not implement
 produce warnings, never silence and never a failure.
+
+A setting is read, validated and defaulted through its declaration in the registry, by the model attribute that
+holds it (:meth:`~waggle.config.reader.Reader.build`). What remains here is what no single declaration says:
+values with a structure of their own (URIs, regex lists, the tunnel route), defaults that follow other keys (the
+Hive properties, a member's name) and checks across keys and files.
 """
 
 from __future__ import annotations
@@ -10,21 +15,16 @@ import getpass
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
 
-from waggle.config.hive_values import parse_version, timeout_ms
+from waggle.config.hive_values import timeout_ms
 from waggle.config.keys import KeyConflict, normalize
 from waggle.config.model import (
-    UPSTREAM_MAX_CONTAINER_ITEMS,
-    UPSTREAM_MAX_STRING_BYTES,
     Federation,
     HostPort,
-    Limits,
-    LoadLimits,
     MappedTables,
     MetastoreConfig,
     ProtocolKind,
@@ -116,9 +116,12 @@ def _wire(r: Reader, props: Mapping[str, str]) -> WireFormat:
     """``transport`` and ``protocol``, defaulting to the Hive properties that set them, then to the settings'."""
     framed = _hive_flag(props, "hive.metastore.thrift.framed.transport.enabled")
     compact = _hive_flag(props, "hive.metastore.thrift.compact.protocol.enabled")
-    transport = S.TRANSPORT.default if framed is None else (TransportKind.FRAMED if framed else TransportKind.BUFFERED)
-    protocol = S.PROTOCOL.default if compact is None else (ProtocolKind.COMPACT if compact else ProtocolKind.BINARY)
-    return WireFormat(transport=r.get(S.TRANSPORT, transport), protocol=r.get(S.PROTOCOL, protocol))
+    defaults: dict[str, object] = {}
+    if framed is not None:
+        defaults["transport"] = TransportKind.FRAMED if framed else TransportKind.BUFFERED
+    if compact is not None:
+        defaults["protocol"] = ProtocolKind.COMPACT if compact else ProtocolKind.BINARY
+    return r.build(WireFormat, defaults)
 
 
 def parse_server(path: str | None, data: Mapping[str, Any], problems: list[str], warnings: list[str]) -> ServerConfig:
@@ -126,71 +129,11 @@ def parse_server(path: str | None, data: Mapping[str, Any], problems: list[str],
     _warn_unknown(r, SERVER, warnings, "server")
     props = r.get(S.CONFIGURATION_PROPERTIES)
     max_threads = props.get("hive.metastore.server.max.threads")
-    default_conns = int(max_threads) if max_threads and max_threads.isdigit() else S.MAX_CONNECTIONS.default
-    unit = r.get(S.STATUS_POLLING_DELAY_UNIT)
-    level = r.get(S.LOG_LEVEL)
-    fmt = r.get(S.LOG_FORMAT)
-    return ServerConfig(
-        port=r.get(S.PORT),
-        bind_address=r.get(S.BIND_ADDRESS),
-        database_resolution=r.get(S.DATABASE_RESOLUTION),
-        wire=_wire(r, props),
-        max_connections=r.get(S.MAX_CONNECTIONS, default_conns),
-        workers=r.get(S.WORKERS),
-        graceful_stop_seconds=float(r.get(S.STOP_TIMEOUT)),
-        shutdown_delay_seconds=float(r.get(S.SHUTDOWN_DELAY)),
-        hot_reload=r.get(S.HOT_RELOAD),
-        admin_token_file=r.get(S.ADMIN_TOKEN_FILE),
-        load=LoadLimits(
-            max_in_flight_calls=r.get(S.MAX_IN_FLIGHT_CALLS),
-            max_calls_per_metastore=r.get(S.MAX_CALLS_PER_METASTORE),
-            queue_wait_seconds=r.get(S.QUEUE_WAIT_MS) / 1000.0,
-        ),
-        limits=Limits(
-            max_message_bytes=r.get(S.MAX_MESSAGE_BYTES),
-            max_string_bytes=r.get(S.MAX_STRING_BYTES),
-            max_container_items=r.get(S.MAX_CONTAINER_ITEMS),
-        ),
-        upstream_limits=Limits(r.get(S.MAX_UPSTREAM_MESSAGE_BYTES), UPSTREAM_MAX_STRING_BYTES,
-                               UPSTREAM_MAX_CONTAINER_ITEMS),
-        stream_after_bytes=r.get(S.STREAM_AFTER_BYTES),
-        query_functions_across_all_metastores=r.get(S.QUERY_FUNCTIONS_ACROSS_ALL),
-        status_polling_delay_seconds=seconds(r.get(S.STATUS_POLLING_DELAY), unit),
-        fan_out_timeout_ms=r.get(S.FAN_OUT_TIMEOUT),
-        down_retry_seconds=r.get(S.DOWN_MEMBER_RETRY),
-        database_refresh_seconds=r.get(S.DATABASE_RESOLUTION_REFRESH),
-        endpoint_port=r.get(S.ENDPOINT_PORT),
-        log_level=level,
-        log_format=fmt,
-        configuration_properties=props,
-        security=parse_server_security(r),
-        remotes=_remote_policy(r),
-    )
-
-
-def _names(r: Reader, setting: Setting[tuple[str, ...]]) -> tuple[str, ...]:
-    """A list of names, as a YAML list or a comma-separated string."""
-    value = r.raw(setting.key)
-    if value is MISSING or value is None:
-        return setting.default
-    items = value.split(",") if isinstance(value, str) else value
-    if not isinstance(items, list) or not all(isinstance(v, (str, int)) for v in items):
-        r.fail(setting.key, value, "expected a list of names")
-        return setting.default
-    return tuple(str(v).strip() for v in items if str(v).strip())
-
-
-def _remote_policy(r: Reader) -> RemotePolicy:
-    return RemotePolicy(
-        enabled=r.get(S.REMOTES_ENABLED),
-        allowed_metastores=_names(r, S.REMOTES_METASTORES),
-        allowed_uris=_regex_list(r, S.REMOTES_URIS) or (),
-        allowed_users=_names(r, S.REMOTES_USERS),
-        allowed_groups=_names(r, S.REMOTES_GROUPS),
-        read_only=r.get(S.REMOTES_ACCESS) == "READ_ONLY",
-        max_links=r.get(S.REMOTES_MAX_LINKS),
-        refresh_seconds=float(r.get(S.REMOTES_REFRESH)),
-    )
+    defaults = {"max_connections": int(max_threads)} if max_threads and max_threads.isdigit() else {}
+    polling = seconds(r.get(S.STATUS_POLLING_DELAY), r.get(S.STATUS_POLLING_DELAY_UNIT))
+    return r.build(ServerConfig, defaults, configuration_properties=props, wire=_wire(r, props),
+                   status_polling_delay_seconds=polling, security=parse_server_security(r),
+                   remotes=r.build(RemotePolicy, allowed_uris=_regex_list(r, S.REMOTES_URIS) or ()))
 
 
 def _uris(r: Reader) -> tuple[HostPort, ...]:
@@ -232,17 +175,7 @@ def _tunnel(r: Reader) -> TunnelConfig | None:
     keys = tuple(k.strip() for k in r.get(M.TUNNEL_PRIVATE_KEYS).split(",") if k.strip())
     if not keys:
         r.require(M.TUNNEL_PRIVATE_KEYS.key)
-    strict = r.get(M.TUNNEL_STRICT_HOST_KEY_CHECKING)
-    known = r.get(M.TUNNEL_KNOWN_HOSTS)
-    return TunnelConfig(
-        route=tuple(hops),
-        private_keys=keys,
-        known_hosts=known,
-        port=r.get(M.TUNNEL_PORT),
-        localhost=r.get(M.TUNNEL_LOCALHOST),
-        timeout_ms=r.get(M.TUNNEL_TIMEOUT),
-        strict_host_key_checking=strict,
-    )
+    return r.build(TunnelConfig, route=tuple(hops), private_keys=keys)
 
 
 #: The ``database`` of one ``mapped-tables`` entry (its ``mapped-tables`` is a regex list like the setting's).
@@ -279,55 +212,24 @@ def parse_metastore(
     name = r.get(M.NAME).strip()
     if not name:
         r.require(M.NAME.key, " and must not be blank")
-    access = r.get(M.ACCESS_CONTROL_TYPE)
-    if access.primary_only and not primary:
-        r.fail(M.ACCESS_CONTROL_TYPE.key, access.value, "this access type is allowed on the primary metastore only")
-    default_prefix = "" if primary else f"{name}_"
     props = r.get(M.CONFIGURATION_PROPERTIES)
-    read_default = M.READ_TIMEOUT.default
+    defaults: dict[str, object] = {} if primary else {"database_prefix": f"{name}_"}
     if "hive.metastore.client.socket.timeout" in props:
         try:
-            read_default = timeout_ms(props["hive.metastore.client.socket.timeout"])
+            defaults["read_timeout_ms"] = timeout_ms(props["hive.metastore.client.socket.timeout"])
         except ValueError:
             r.fail("configuration-properties.hive.metastore.client.socket.timeout",
                    props["hive.metastore.client.socket.timeout"], "expected a duration such as 600s")
-    aliases = r.get(M.DATABASE_NAME_MAPPING)
-    lowered = {k.lower(): v.lower() for k, v in aliases.items()}
-    seen: dict[str, str] = {}
-    for k, v in lowered.items():
-        if v in seen:
-            r.fail(M.DATABASE_NAME_MAPPING.key, dict(aliases), f"'{seen[v]}' and '{k}' both map to alias '{v}'")
-        seen[v] = k
-    return MetastoreConfig(
-        name=name,
-        uris=_uris(r),
-        primary=primary,
-        database_prefix=r.get(M.DATABASE_PREFIX, default_prefix).lower(),
-        access_control_type=access,
+    member = r.build(
+        MetastoreConfig, defaults, name=name, uris=_uris(r), primary=primary, configuration_properties=props,
         writable_database_white_list=_regex_list(r, M.WRITABLE_DATABASES) or M.WRITABLE_DATABASES.default,
-        mapped_databases=_regex_list(r, M.MAPPED_DATABASES),
-        mapped_tables=_mapped_tables(r),
-        database_name_mapping=MappingProxyType(lowered),
-        latency_ms=r.get(M.LATENCY),
-        tunnel=_tunnel(r),
-        configuration_properties=props,
-        hive_version=_hive_version(r),
-        connect_timeout_ms=r.get(M.CONNECT_TIMEOUT),
-        read_timeout_ms=r.get(M.READ_TIMEOUT, read_default),
-        wire=_wire(r, props),
-        pool_max_idle=r.get(M.POOL_MAX_IDLE),
-        pool_idle_timeout_seconds=float(r.get(M.POOL_IDLE_TIMEOUT)),
-        security=parse_metastore_security(r),
+        mapped_databases=_regex_list(r, M.MAPPED_DATABASES), mapped_tables=_mapped_tables(r), tunnel=_tunnel(r),
+        wire=_wire(r, props), security=parse_metastore_security(r),
     )
-
-
-def _hive_version(r: Reader) -> str | None:
-    text = r.get(M.HIVE_VERSION)
-    try:
-        parse_version(text)
-    except ValueError as exc:
-        r.fail(M.HIVE_VERSION.key, text, str(exc))
-    return text
+    if member.access_control_type.primary_only and not primary:
+        r.fail(M.ACCESS_CONTROL_TYPE.key, member.access_control_type.value,
+               "this access type is allowed on the primary metastore only")
+    return member
 
 
 def parse_federation(file: str, data: Mapping[str, Any], problems: list[str], warnings: list[str]) -> Federation | None:

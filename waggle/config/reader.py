@@ -6,14 +6,19 @@ Each problem names the file, the key (with the path to it) and the value:
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from collections.abc import Mapping
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
-from waggle.config.registry import Section, Setting
+from waggle.config.registry import SOURCE, FromSetting, Nested, Section, Setting
 from waggle.config.validators import Invalid
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 T = TypeVar("T")
+D = TypeVar("D", bound="DataclassInstance")
 
 
 class _Unset(enum.Enum):
@@ -76,6 +81,34 @@ class Reader:
             detail = f": {exc}" if str(exc) else ""
             self.fail(setting.key, value, f"expected {parse.expect}{detail}")
         return fallback
+
+    def build(self, cls: type[D], defaults: Mapping[str, object] | None = None, **given: object) -> D:
+        """A ``cls`` model object read from this mapping.
+
+        Each attribute declared with :func:`~waggle.config.registry.setting_field` is its setting's value,
+        validated (its default: ``defaults`` by attribute name, else the setting's) and converted; each declared with
+        :func:`~waggle.config.registry.nested` a value object built the same way. ``given`` names the attributes
+        read otherwise: the settings with a structure of their own, and values that are not settings at all.
+        """
+        return self._build(cls, given, defaults or {})
+
+    def _build(self, cls: type[D], given: Mapping[str, object], defaults: Mapping[str, object]) -> D:
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not set(defaults) | set(given) <= names:
+            raise TypeError(f"{cls.__name__} has no attribute {sorted(set(defaults) | set(given) - names)}")
+        values = dict(given)
+        for f in dataclasses.fields(cls):
+            source = f.metadata.get(SOURCE)
+            if f.name in values or source is None:
+                continue
+            if isinstance(source, FromSetting):
+                value = self.get(source.setting, defaults.get(f.name, UNSET))
+                values[f.name] = value if source.convert is None else source.convert(value)
+            elif isinstance(source, Nested):
+                parts = {k: self.get(p) if isinstance(p, Setting) else p for k, p in source.parts.items()}
+                values[f.name] = self._build(source.cls, parts, {})
+        make: Callable[..., D] = cls
+        return make(**values)
 
     def unknown(self, section: Section) -> list[tuple[str, Setting[object] | None]]:
         """Keys of this mapping that ``section`` does not declare (None) or does not implement (the setting)."""

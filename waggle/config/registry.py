@@ -4,19 +4,35 @@ The declarations themselves live in the modules named for the file they describe
 for the server and federation files, :mod:`waggle.config.hive_properties` for ``configuration-properties``,
 :mod:`waggle.config.sync_settings` for sync files); :mod:`waggle.config.reference` renders them all as the
 README's configuration reference. This module knows none of them.
+
+The frozen model objects (:mod:`waggle.config.model`) name, for each attribute, the setting it holds
+(:func:`setting_field`, :func:`nested`): the attribute's default is the setting's, and
+:meth:`waggle.config.reader.Reader.build` reads, validates and converts it from a file. So a setting's key,
+default, validator and meaning are written once, in its declaration; the model adds only the attribute's name,
+type and unit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from waggle.config.validators import Validator
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 V = TypeVar("V", covariant=True)
 T = TypeVar("T")
+U = TypeVar("U")
+D = TypeVar("D", bound="DataclassInstance")
+
+#: The key of a model field's metadata that says where its value comes from (:class:`FromSetting`, :class:`Nested`).
+SOURCE = "waggle.config.source"
 
 #: How the docs show the default of a setting that must be given.
 REQUIRED = "(required)"
@@ -50,6 +66,51 @@ class Setting(Generic[V]):
         if isinstance(value, tuple):
             return "[" + ", ".join(map(str, value)) + "]"
         return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class FromSetting:
+    """Where a model attribute declared with :func:`setting_field` comes from."""
+
+    setting: Setting[object]
+    convert: Callable[[Any], object] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Nested:
+    """Where a model attribute declared with :func:`nested` comes from."""
+
+    cls: type[DataclassInstance]
+    parts: Mapping[str, object]  # attribute of ``cls`` -> the setting that fills it, or a constant
+
+
+@overload
+def setting_field(setting: Setting[T]) -> T: ...
+
+
+@overload
+def setting_field(setting: Setting[T], convert: Callable[[T], U]) -> U: ...
+
+
+def setting_field(setting: Setting[object], convert: Callable[[Any], Any] | None = None) -> Any:
+    """A model attribute that holds ``setting``: a dataclass field defaulting to the setting's default, which
+    :meth:`~waggle.config.reader.Reader.build` reads from a file. ``convert`` turns the setting's value into the
+    attribute's unit (milliseconds into seconds, say), for the default and for what is read alike."""
+    default = setting.default if convert is None else convert(setting.default)
+    metadata = {SOURCE: FromSetting(setting, convert)}
+    if isinstance(default, Mapping):
+        return dataclasses.field(default_factory=lambda: default, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def nested(cls: type[D], **parts: object) -> D:
+    """A model attribute that holds a ``cls`` value object built from settings: each attribute of ``cls``
+    declared with :func:`setting_field` is read, and ``parts`` fill the others, each with a setting or a constant.
+    (:class:`~waggle.config.model.Limits` is one class for the server's limits and for the metastores' replies,
+    so the attribute that holds it says which settings fill it.)"""
+    make: Callable[..., D] = cls
+    default = make(**{k: p.default if isinstance(p, Setting) else p for k, p in parts.items()})
+    return dataclasses.field(default=default, metadata={SOURCE: Nested(cls, MappingProxyType(dict(parts)))})
 
 
 class Section:

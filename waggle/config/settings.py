@@ -18,9 +18,12 @@ from types import MappingProxyType
 from waggle.config.kinds import TIME_UNITS, AccessControlType, DatabaseResolution, ProtocolKind, TransportKind
 from waggle.config.registry import REQUIRED, Section, Setting
 from waggle.config.validators import (
+    aliases,
     boolean,
     choice,
+    hive_version,
     integer,
+    names,
     one_of,
     optional_string,
     string,
@@ -189,7 +192,7 @@ class Server:
         "('waggle.remote.metastore'=...)`); see \"Remote databases\" (waggle addition).",
     )
     REMOTES_METASTORES = SERVER.add(
-        "remote-databases.allowed-metastores", (), None,
+        "remote-databases.allowed-metastores", (), names(),
         "Federation members that links may name (`*`: every federated member).", "[] (none)",
     )
     REMOTES_URIS = SERVER.add(
@@ -198,12 +201,12 @@ class Server:
         "refused URI is never connected to.", "[] (none)",
     )
     REMOTES_USERS = SERVER.add(
-        "remote-databases.allowed-users", ("*",), None,
+        "remote-databases.allowed-users", ("*",), names(),
         "Users (the connection's identity: Kerberos, or set_ugi) who may create and drop links; `*`: anyone.",
         "[*]",
     )
     REMOTES_GROUPS = SERVER.add(
-        "remote-databases.allowed-groups", (), None,
+        "remote-databases.allowed-groups", (), names(),
         "Groups (from set_ugi) whose members may create and drop links, besides `allowed-users`.", "[]",
     )
     REMOTES_ACCESS = SERVER.add(
@@ -259,7 +262,7 @@ class Metastore:
                                      "Case-insensitive regexes of visible databases; `[]` shows none.", "null (all)")
     MAPPED_TABLES = METASTORE.add("mapped-tables", None, None,
                                   "Per database, `{database: db, mapped-tables: [regex, ...]}`.", "null (all)")
-    DATABASE_NAME_MAPPING = METASTORE.add("database-name-mapping", _EMPTY, string_map(),
+    DATABASE_NAME_MAPPING = METASTORE.add("database-name-mapping", _EMPTY, aliases(),
                                           "`{name-in-metastore: alias}`; both names are served.")
     LATENCY = METASTORE.add("latency", 0, integer(0),
                             "Extra milliseconds this metastore may take, added to its timeouts.")
@@ -298,7 +301,7 @@ class Metastore:
         "`hive.metastore.thrift.framed.transport.enabled` / `...compact.protocol.enabled` the wire format.",
     )
     HIVE_VERSION = METASTORE.add(
-        "hive-version", None, optional_string(),
+        "hive-version", None, hive_version(),
         "The metastore's Hive version, e.g. `2.3.10`, `3.1.3`, `4.0.1` (waggle addition). Optional: without "
         "it waggle learns from the metastore's answers what it lacks. With it, version bridges apply from the "
         "first call, and Hive 4's `tablesPattern` is passed through instead of expanded.",

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Generic, TypeVar
 
+from waggle.config import hive_values
+
 V = TypeVar("V", covariant=True)
 E = TypeVar("E", bound=enum.Enum)
 
@@ -165,3 +167,74 @@ def string_map() -> Validator[Mapping[str, str]]:
         return MappingProxyType({str(k): scalar(x) for k, x in v.items()})
 
     return Validator("a map", convert)
+
+
+def names() -> Validator[tuple[str, ...]]:
+    """A list of names, as a YAML list or a comma-separated string; blank ones are left out."""
+    def convert(v: object) -> tuple[str, ...]:
+        items = v.split(",") if isinstance(v, str) else v
+        if not isinstance(items, list) or not all(isinstance(x, (str, int)) for x in items):
+            raise Invalid("expected a list of names")
+        return tuple(str(x).strip() for x in items if str(x).strip())
+
+    return Validator("a list of names", convert)
+
+
+def aliases() -> Validator[Mapping[str, str]]:
+    """``{name: alias}`` of database names, both lower-cased, read-only; no two names may share an alias."""
+    as_map = string_map().convert
+
+    def convert(v: object) -> Mapping[str, str]:
+        given = as_map(v)
+        lowered = {k.lower(): x.lower() for k, x in given.items()}
+        seen: dict[str, str] = {}
+        clashes = []
+        for name, alias in lowered.items():
+            if alias in seen:
+                clashes.append(f"'{seen[alias]}' and '{name}' both map to alias '{alias}'")
+            seen[alias] = name
+        if clashes:
+            raise Invalid("; ".join(clashes), shown=dict(given))
+        return MappingProxyType(lowered)
+
+    return Validator("a map", convert)
+
+
+def hive_version() -> Validator[str | None]:
+    """A Hive release waggle serves (:func:`waggle.config.hive_values.parse_version`), kept as written; empty
+    means not set."""
+    def convert(v: object) -> str | None:
+        text = _text(v) or None
+        try:
+            hive_values.parse_version(text)
+        except ValueError as exc:
+            raise Invalid(str(exc), shown=text) from None
+        return text
+
+    return Validator("a string", convert)
+
+
+def duration_ms() -> Validator[int]:
+    """Hive's time values for token lifetimes (``86400000`` in ms, ``3600s``, ``1d``), in milliseconds."""
+    expect = "a duration such as 86400000 (ms), 3600s or 1d"
+
+    def convert(v: object) -> int:
+        text = _text(v)
+        try:
+            return hive_values.duration_ms(text)
+        except ValueError:
+            raise Invalid(f"expected {expect}", shown=text) from None
+
+    return Validator(expect, convert)
+
+
+def protection() -> Validator[tuple[str, ...]]:
+    """``hadoop.rpc.protection``: protection levels in order of preference, as QOP names (``auth``, ...)."""
+    def convert(v: object) -> tuple[str, ...]:
+        text = _text(v)
+        try:
+            return hive_values.parse_qop(text)
+        except ValueError as exc:
+            raise Invalid(str(exc), shown=text) from None
+
+    return Validator("protection levels", convert)
