@@ -3,17 +3,28 @@ configuration, the model's own defaults, the sync file and the README all follow
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
+from waggle.config.hive_properties import HIVE_METASTORE, HIVE_SERVER, HiveMetastore, HiveServer
 from waggle.config.kinds import TIME_UNITS
 from waggle.config.loader import ConfigError, load
-from waggle.config.model import MetastoreConfig, ServerConfig, TunnelConfig
+from waggle.config.model import (
+    KerberosServer,
+    MetastoreConfig,
+    MetastoreSecurity,
+    RemotePolicy,
+    ServerConfig,
+    TlsClient,
+    TlsServer,
+    TunnelConfig,
+)
 from waggle.config.reference import reference, sync_reference
-from waggle.config.registry import Setting
+from waggle.config.registry import SOURCE, FromSetting, Nested, Setting
 from waggle.config.settings import METASTORE, METASTORE_SETTINGS, SERVER, SERVER_SETTINGS, Metastore, Server
 from waggle.config.sync_settings import SYNC, SYNC_JOB, Sync, SyncJob
 from waggle.sync import objects as o
@@ -106,6 +117,30 @@ NO_PLAIN_DEFAULT = {"name", "remote-meta-store-uris", "database-prefix", "metast
                     "metastore-tunnel.private-keys"}
 
 
+# Implemented settings that no one model attribute holds: read by the loader itself, because they combine with
+# other keys (a number and its unit; the switches and names that decide whether Kerberos or TLS is on at all).
+READ_BY_THE_LOADER: list[Setting[object]] = [
+    Server.STATUS_POLLING_DELAY, Server.STATUS_POLLING_DELAY_UNIT, Server.TLS_CERTIFICATE, Server.TLS_KEY,
+    Metastore.NAME, Metastore.URIS, Metastore.TUNNEL_ROUTE, Metastore.TUNNEL_PRIVATE_KEYS, Metastore.TLS_ENABLED,
+    HiveServer.SASL, HiveServer.PRINCIPAL, HiveServer.KEYTAB, HiveServer.WD_PRINCIPAL, HiveServer.WD_KEYTAB,
+    HiveServer.USE_SSL, HiveMetastore.SASL, HiveMetastore.PRINCIPAL, HiveMetastore.USE_SSL,
+]
+
+
+def _held(*classes: type) -> list[Setting[object]]:
+    """The settings the attributes of ``classes`` hold, and those of the value objects they hold, one entry each."""
+    held: list[Setting[object]] = []
+    for cls in classes:
+        for f in dataclasses.fields(cls):
+            source = f.metadata.get(SOURCE)
+            if isinstance(source, FromSetting):
+                held.append(source.setting)
+            elif isinstance(source, Nested):
+                held.extend(p for p in source.parts.values() if isinstance(p, Setting))
+                held.extend(_held(source.cls))
+    return held
+
+
 def _plain(value: object) -> object:
     return dict(value) if hasattr(value, "items") else value  # a read-only map compares as its dict
 
@@ -125,6 +160,19 @@ def test_every_setting_is_read_back_by_the_tables_above() -> None:
     assert set(SERVER_VALUES) | SERVER_LISTS == implemented
     implemented = {s.key for s in METASTORE if s.implemented}
     assert set(METASTORE_VALUES) | set(TUNNEL_VALUES) | NO_PLAIN_DEFAULT == implemented
+
+
+def test_every_setting_is_held_by_one_model_attribute() -> None:
+    """The model names, per attribute, the setting it holds: every implemented setting is held by exactly one
+    attribute of its file's objects, or read by the loader itself, never both."""
+    server = _held(ServerConfig, RemotePolicy, KerberosServer, TlsServer)
+    metastore = _held(MetastoreConfig, TunnelConfig, MetastoreSecurity, TlsClient)
+    for held, sections in ((server, (SERVER, HIVE_SERVER)), (metastore, (METASTORE, HIVE_METASTORE))):
+        assert len(held) == len({id(s) for s in held}), [s.key for s in held]
+        for section in sections:
+            for s in (s for s in section if s.implemented):
+                by_loader = any(r is s for r in READ_BY_THE_LOADER)
+                assert any(h is s for h in held) != by_loader, f"{section.name}: {s.key}"
 
 
 def test_an_empty_server_file_has_every_registered_default(tmp_path: Path) -> None:
