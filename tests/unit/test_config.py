@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from waggle.config.loader import ConfigError, load
-from waggle.config.model import AccessControlType, DatabaseResolution, ProtocolKind, TransportKind
+from waggle.config.model import AccessControlType, DatabaseResolution, ProtocolKind, TransportKind, WireFormat
 from waggle.config.settings import METASTORE_SETTINGS, SERVER_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,6 +186,21 @@ def test_read_timeout_follows_hive_socket_timeout(tmp_path):
     cfg = load(None, minimal_federation(
         tmp_path, "  configuration-properties:\n    hive.metastore.client.socket.timeout: 90s\n"))
     assert cfg.federation.primary.read_timeout_ms == 90000
+    cfg = load(None, minimal_federation(tmp_path, "  read-timeout: 5000\n  configuration-properties:\n"
+                                                  "    hive.metastore.client.socket.timeout: 90s\n"))
+    assert cfg.federation.primary.read_timeout_ms == 5000  # the key itself wins over the Hive property
+    fed = minimal_federation(tmp_path, "  configuration-properties:\n    hive.metastore.client.socket.timeout: soon\n")
+    with pytest.raises(ConfigError) as err:
+        load(None, fed)
+    assert str(err.value) == (f"{fed}: key 'primary-meta-store.configuration-properties.hive.metastore.client.socket"
+                              ".timeout': invalid value 'soon': expected a duration such as 600s")
+
+
+def test_a_metastore_wire_format_follows_hive_properties(tmp_path):
+    cfg = load(None, minimal_federation(tmp_path, "  configuration-properties:\n"
+                                                  "    hive.metastore.thrift.framed.transport.enabled: TRUE\n"
+                                                  "    hive.metastore.thrift.compact.protocol.enabled: 'yes'\n"))
+    assert cfg.federation.primary.wire == WireFormat(TransportKind.FRAMED, ProtocolKind.BINARY)  # Hive: only "true"
 
 
 def test_configs_are_immutable(tmp_path):

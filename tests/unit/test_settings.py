@@ -118,12 +118,16 @@ NO_PLAIN_DEFAULT = {"name", "remote-meta-store-uris", "database-prefix", "metast
 
 
 # Implemented settings that no one model attribute holds: read by the loader itself, because they combine with
-# other keys (a number and its unit; the switches and names that decide whether Kerberos or TLS is on at all).
+# other keys (a number and its unit; the switches and names that decide whether Kerberos or TLS is on at all; the
+# Hive properties that are other settings' defaults).
 READ_BY_THE_LOADER: list[Setting[object]] = [
     Server.STATUS_POLLING_DELAY, Server.STATUS_POLLING_DELAY_UNIT, Server.TLS_CERTIFICATE, Server.TLS_KEY,
     Metastore.NAME, Metastore.URIS, Metastore.TUNNEL_ROUTE, Metastore.TUNNEL_PRIVATE_KEYS, Metastore.TLS_ENABLED,
     HiveServer.SASL, HiveServer.PRINCIPAL, HiveServer.KEYTAB, HiveServer.WD_PRINCIPAL, HiveServer.WD_KEYTAB,
     HiveServer.USE_SSL, HiveMetastore.SASL, HiveMetastore.PRINCIPAL, HiveMetastore.USE_SSL,
+    # Hive properties that give other settings their defaults
+    HiveServer.FRAMED, HiveServer.COMPACT, HiveServer.MAX_THREADS, HiveMetastore.FRAMED, HiveMetastore.COMPACT,
+    HiveMetastore.SOCKET_TIMEOUT,
 ]
 
 

@@ -5,7 +5,16 @@ them from here."""
 from __future__ import annotations
 
 from waggle.config.registry import Section, Setting
-from waggle.config.validators import boolean, duration_ms, optional_string, protection, string
+from waggle.config.validators import (
+    boolean,
+    count_or_none,
+    duration_ms,
+    hive_flag,
+    optional_string,
+    protection,
+    string,
+    timeout_ms,
+)
 
 HIVE_SERVER = Section("server configuration-properties")
 HIVE_METASTORE = Section("metastore configuration-properties")
@@ -50,6 +59,12 @@ class HiveServer:
     )
     USE_SSL = HIVE_SERVER.add("hive.metastore.use.SSL", False, boolean(),
                               "`true`: the Thrift port speaks TLS (with `tls.certificate-file` and `tls.key-file`).")
+    FRAMED = HIVE_SERVER.add("hive.metastore.thrift.framed.transport.enabled", False, hive_flag(),
+                             "`true`: the default of `transport` is `framed`.")
+    COMPACT = HIVE_SERVER.add("hive.metastore.thrift.compact.protocol.enabled", False, hive_flag(),
+                              "`true`: the default of `protocol` is `compact`.")
+    MAX_THREADS = HIVE_SERVER.add("hive.metastore.server.max.threads", None, count_or_none(),
+                                  "The default of `max-connections`.")
 
 
 class HiveMetastore:
@@ -67,6 +82,14 @@ class HiveMetastore:
         "Protection waggle asks for, in order of preference (as the server's key).", "authentication",
     )
     USE_SSL = HIVE_METASTORE.add("hive.metastore.use.SSL", False, boolean(), "`true`: connect with TLS.")
+    SOCKET_TIMEOUT = HIVE_METASTORE.add(
+        "hive.metastore.client.socket.timeout", None, timeout_ms(),
+        "The default of `read-timeout`: `600s`, `5000ms`, `10m`, or seconds without a unit.",
+    )
+    FRAMED = HIVE_METASTORE.add("hive.metastore.thrift.framed.transport.enabled", False, hive_flag(),
+                                "`true`: speak the framed transport to this metastore.")
+    COMPACT = HIVE_METASTORE.add("hive.metastore.thrift.compact.protocol.enabled", False, hive_flag(),
+                                 "`true`: speak the compact protocol to this metastore.")
 
 
 HIVE_SERVER_SETTINGS: tuple[Setting[object], ...] = HIVE_SERVER.settings

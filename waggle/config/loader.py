@@ -20,7 +20,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from waggle.config.hive_values import timeout_ms
+from waggle.config.hive_properties import HiveMetastore as HM
+from waggle.config.hive_properties import HiveServer as HS
 from waggle.config.keys import KeyConflict, normalize
 from waggle.config.model import (
     Federation,
@@ -36,7 +37,7 @@ from waggle.config.model import (
     WireFormat,
     seconds,
 )
-from waggle.config.reader import MISSING, Reader
+from waggle.config.reader import MISSING, Reader, properties
 from waggle.config.registry import Section, Setting
 from waggle.config.security import parse_metastore_security, parse_server_security
 from waggle.config.settings import METASTORE, SERVER
@@ -107,31 +108,24 @@ def _load_yaml(path: str, what: str) -> Mapping[str, Any]:
         raise ConfigError([f"{path}: key '{exc.path}' is given twice (nested and dotted spellings)"]) from exc
 
 
-def _hive_flag(props: Mapping[str, str], key: str) -> bool | None:
-    value = props.get(key)
-    return None if value is None else value.strip().lower() == "true"
-
-
-def _wire(r: Reader, props: Mapping[str, str]) -> WireFormat:
+def _wire(r: Reader, framed: Setting[bool], compact: Setting[bool]) -> WireFormat:
     """``transport`` and ``protocol``, defaulting to the Hive properties that set them, then to the settings'."""
-    framed = _hive_flag(props, "hive.metastore.thrift.framed.transport.enabled")
-    compact = _hive_flag(props, "hive.metastore.thrift.compact.protocol.enabled")
+    p = properties(r)
     defaults: dict[str, object] = {}
-    if framed is not None:
-        defaults["transport"] = TransportKind.FRAMED if framed else TransportKind.BUFFERED
-    if compact is not None:
-        defaults["protocol"] = ProtocolKind.COMPACT if compact else ProtocolKind.BINARY
+    if p.given(framed.key):
+        defaults["transport"] = TransportKind.FRAMED if p.get(framed) else TransportKind.BUFFERED
+    if p.given(compact.key):
+        defaults["protocol"] = ProtocolKind.COMPACT if p.get(compact) else ProtocolKind.BINARY
     return r.build(WireFormat, defaults)
 
 
 def parse_server(path: str | None, data: Mapping[str, Any], problems: list[str], warnings: list[str]) -> ServerConfig:
     r = Reader(path or "(server defaults)", data, "", problems)
     _warn_unknown(r, SERVER, warnings, "server")
-    props = r.get(S.CONFIGURATION_PROPERTIES)
-    max_threads = props.get("hive.metastore.server.max.threads")
-    defaults = {"max_connections": int(max_threads)} if max_threads and max_threads.isdigit() else {}
+    max_threads = properties(r).get(HS.MAX_THREADS)
+    defaults = {} if max_threads is None else {"max_connections": max_threads}
     polling = seconds(r.get(S.STATUS_POLLING_DELAY), r.get(S.STATUS_POLLING_DELAY_UNIT))
-    return r.build(ServerConfig, defaults, configuration_properties=props, wire=_wire(r, props),
+    return r.build(ServerConfig, defaults, wire=_wire(r, HS.FRAMED, HS.COMPACT),
                    status_polling_delay_seconds=polling, security=parse_server_security(r),
                    remotes=r.build(RemotePolicy, allowed_uris=_regex_list(r, S.REMOTES_URIS) or ()))
 
@@ -212,19 +206,15 @@ def parse_metastore(
     name = r.get(M.NAME).strip()
     if not name:
         r.require(M.NAME.key, " and must not be blank")
-    props = r.get(M.CONFIGURATION_PROPERTIES)
     defaults: dict[str, object] = {} if primary else {"database_prefix": f"{name}_"}
-    if "hive.metastore.client.socket.timeout" in props:
-        try:
-            defaults["read_timeout_ms"] = timeout_ms(props["hive.metastore.client.socket.timeout"])
-        except ValueError:
-            r.fail("configuration-properties.hive.metastore.client.socket.timeout",
-                   props["hive.metastore.client.socket.timeout"], "expected a duration such as 600s")
+    p = properties(r)
+    if p.given(HM.SOCKET_TIMEOUT.key):
+        defaults["read_timeout_ms"] = p.get(HM.SOCKET_TIMEOUT, M.READ_TIMEOUT.default)
     member = r.build(
-        MetastoreConfig, defaults, name=name, uris=_uris(r), primary=primary, configuration_properties=props,
+        MetastoreConfig, defaults, name=name, uris=_uris(r), primary=primary,
         writable_database_white_list=_regex_list(r, M.WRITABLE_DATABASES) or M.WRITABLE_DATABASES.default,
         mapped_databases=_regex_list(r, M.MAPPED_DATABASES), mapped_tables=_mapped_tables(r), tunnel=_tunnel(r),
-        wire=_wire(r, props), security=parse_metastore_security(r),
+        wire=_wire(r, HM.FRAMED, HM.COMPACT), security=parse_metastore_security(r),
     )
     if member.access_control_type.primary_only and not primary:
         r.fail(M.ACCESS_CONTROL_TYPE.key, member.access_control_type.value,

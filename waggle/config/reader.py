@@ -28,6 +28,8 @@ class _Unset(enum.Enum):
 UNSET = _Unset.UNSET
 #: What :meth:`Reader.raw` returns for a key that is not in the file.
 MISSING: object = object()
+#: The key of the Hive properties, in the server file and in each metastore.
+PROPERTIES = "configuration-properties"
 
 
 class Reader:
@@ -113,3 +115,17 @@ class Reader:
     def unknown(self, section: Section) -> list[tuple[str, Setting[object] | None]]:
         """Keys of this mapping that ``section`` does not declare (None) or does not implement (the setting)."""
         return section.unknown(self.data)
+
+
+class PropertiesReader(Reader):
+    """A :class:`Reader` over a flat map of Hive properties, whose keys contain dots themselves."""
+
+    def raw(self, key: str) -> object:
+        return self.data.get(key, MISSING)
+
+
+def properties(r: Reader) -> PropertiesReader:
+    """A reader of the ``configuration-properties`` of the mapping ``r`` reads (an empty one when it has none)."""
+    value = r.raw(PROPERTIES)
+    data: Mapping[str, object] = value if isinstance(value, Mapping) else {}
+    return PropertiesReader(r.file, {str(k): v for k, v in data.items()}, r.path(f"{PROPERTIES}."), r.problems)

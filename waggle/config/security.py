@@ -9,30 +9,14 @@ Problems name the file, the key and the value, like every other setting's.
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
 
 from waggle.config.hive_properties import HiveMetastore as HM
 from waggle.config.hive_properties import HiveServer as HS
 from waggle.config.hive_values import expand_host
 from waggle.config.model import KerberosServer, MetastoreSecurity, ServerSecurity, TlsClient, TlsServer
-from waggle.config.reader import MISSING, Reader
+from waggle.config.reader import PROPERTIES, PropertiesReader, Reader, properties
 from waggle.config.settings import Metastore as M
 from waggle.config.settings import Server as S
-
-_PROPS = "configuration-properties"
-
-
-class PropertiesReader(Reader):
-    """A :class:`Reader` over a flat map of Hive properties, whose keys contain dots themselves."""
-
-    def raw(self, key: str) -> object:
-        return self.data.get(key, MISSING)
-
-
-def _props(r: Reader) -> PropertiesReader:
-    value = r.raw(_PROPS)
-    data: Mapping[str, object] = value if isinstance(value, Mapping) else {}
-    return PropertiesReader(r.file, {str(k): v for k, v in data.items()}, r.path(f"{_PROPS}."), r.problems)
 
 
 def _principal(p: PropertiesReader, key: str, text: str, host: str) -> str | None:
@@ -44,7 +28,7 @@ def _principal(p: PropertiesReader, key: str, text: str, host: str) -> str | Non
 
 
 def parse_server_security(r: Reader) -> ServerSecurity:
-    p = _props(r)
+    p = properties(r)
     kerberos = None
     sasl = p.get(HS.SASL)
     principal_key = HS.PRINCIPAL if p.given(HS.PRINCIPAL.key) else HS.WD_PRINCIPAL
@@ -81,7 +65,7 @@ def parse_server_security(r: Reader) -> ServerSecurity:
 
 
 def parse_metastore_security(r: Reader) -> MetastoreSecurity:
-    p = _props(r)
+    p = properties(r)
     principal = None
     if p.get(HM.SASL):
         principal = p.get(HM.PRINCIPAL)
@@ -99,5 +83,5 @@ def parse_metastore_security(r: Reader) -> MetastoreSecurity:
         tls = client
     security = r.build(MetastoreSecurity, principal=principal, qops=p.get(HM.PROTECTION), tls=tls)
     if security.impersonation and not p.get(HM.SASL):
-        r.fail(M.IMPERSONATION.key, True, f"needs Kerberos: {_PROPS}.{HM.SASL.key}: true")
+        r.fail(M.IMPERSONATION.key, True, f"needs Kerberos: {PROPERTIES}.{HM.SASL.key}: true")
     return security

@@ -238,3 +238,26 @@ def protection() -> Validator[tuple[str, ...]]:
             raise Invalid(str(exc), shown=text) from None
 
     return Validator("protection levels", convert)
+
+
+def hive_flag() -> Validator[bool]:
+    """A Hive boolean property as Hive's ``Configuration.getBoolean`` reads it: ``true`` in any case is true,
+    anything else false."""
+    return Validator("true or false", lambda v: scalar(v).strip().lower() == "true")
+
+
+def count_or_none() -> Validator[int | None]:
+    """A Hive count property: its digits, or None (ignored) when it is not a plain number."""
+    return Validator("a number", lambda v: int(s) if (s := scalar(v).strip()).isdigit() else None)
+
+
+def timeout_ms() -> Validator[int]:
+    """Hive's time values such as ``600``, ``600s`` or ``5000ms`` (seconds when no unit), in milliseconds."""
+    def convert(v: object) -> int:
+        text = scalar(v)
+        try:
+            return hive_values.timeout_ms(text)
+        except ValueError:
+            raise Invalid("expected a duration such as 600s", shown=text) from None
+
+    return Validator("a duration such as 600s", convert)
