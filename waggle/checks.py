@@ -4,13 +4,20 @@ Loading (:func:`waggle.config.loader.load`) checks every key; these check the fi
 connecting anywhere: each SSH tunnel's key and known_hosts files (:mod:`waggle.tunnel.spec`), the keytabs and
 the token-signing key (:mod:`waggle.security.check`), the TLS certificates and keys and the admin token
 (:mod:`waggle.config.check`). It sits above those rooms so that none of them imports another for it.
+
+The tunnel checks need paramiko, which the proxy process never imports, so a running server vetting a reload asks
+a ``waggle check`` process (:func:`check_in_subprocess`).
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from waggle.config.check import admin_token, tls_findings
 from waggle.config.loader import ConfigError
 from waggle.config.model import WaggleConfig
+from waggle.config.timing import CHECK_SUBPROCESS_SECONDS
 
 
 def tunnel_problems(config: WaggleConfig) -> list[str]:
@@ -33,3 +40,19 @@ def file_problems(config: WaggleConfig) -> list[str]:
     except ConfigError as exc:
         problems.extend(exc.problems)
     return problems
+
+
+def check_in_subprocess(server_file: str | None, federation_file: str,
+                        timeout: float = CHECK_SUBPROCESS_SECONDS) -> list[str]:
+    """The problems ``waggle check`` finds, run in its own process (empty when it passes)."""
+    cmd = [sys.executable, "-m", "waggle.cli", "check", "--federation-config", federation_file]
+    if server_file:
+        cmd += ["--server-config", server_file]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [f"waggle check could not run: {exc}"]
+    if done.returncode == 0:
+        return []
+    problems = [line.removeprefix("error: ") for line in done.stderr.splitlines() if line.startswith("error: ")]
+    return problems or [f"waggle check exited with {done.returncode}: {done.stderr.strip()[-500:]}"]

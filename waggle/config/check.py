@@ -5,21 +5,17 @@ Loading (:func:`waggle.config.loader.load`) checks every key. On top of that, th
 readable PEM, each key must match its certificate, and no certificate may have expired (:func:`tls_findings`;
 one expiring within :data:`EXPIRY_WARNING_DAYS` days is a warning), and the admin token file must hold a token
 (:func:`admin_token`). The checks that need other rooms (SSH tunnel keys, keytabs) are gathered with these by
-:mod:`waggle.checks`; the tunnel ones need paramiko, which the proxy process never imports, so a running
-server asks a ``waggle check`` process (:func:`check_in_subprocess`).
+:mod:`waggle.checks`.
 """
 
 from __future__ import annotations
 
 import datetime
-import subprocess
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from waggle.config.loader import ConfigError
 from waggle.config.model import WaggleConfig
-from waggle.config.timing import CHECK_SUBPROCESS_SECONDS
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
@@ -140,19 +136,3 @@ def tls_findings(config: WaggleConfig, now: datetime.datetime | None = None) -> 
             check.pair("tls.certificate-file", client.certificate_file, "tls.key-file", client.key_file)
         files.append(check)
     return [p for c in files for p in c.problems], [w for c in files for w in c.warnings]
-
-
-def check_in_subprocess(server_file: str | None, federation_file: str,
-                        timeout: float = CHECK_SUBPROCESS_SECONDS) -> list[str]:
-    """The problems ``waggle check`` finds, run in its own process (empty when it passes)."""
-    cmd = [sys.executable, "-m", "waggle.cli", "check", "--federation-config", federation_file]
-    if server_file:
-        cmd += ["--server-config", server_file]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [f"waggle check could not run: {exc}"]
-    if done.returncode == 0:
-        return []
-    problems = [line.removeprefix("error: ") for line in done.stderr.splitlines() if line.startswith("error: ")]
-    return problems or [f"waggle check exited with {done.returncode}: {done.stderr.strip()[-500:]}"]
