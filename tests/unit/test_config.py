@@ -203,6 +203,19 @@ def test_a_metastore_wire_format_follows_hive_properties(tmp_path):
     assert cfg.federation.primary.wire == WireFormat(TransportKind.FRAMED, ProtocolKind.BINARY)  # Hive: only "true"
 
 
+def test_every_regex_that_does_not_compile_is_named_by_its_index(tmp_path):
+    fed = minimal_federation(tmp_path, "  writable-database-white-list: ['ok', '(', 'a[']\n"
+                                       "  mapped-tables:\n  - database: db\n    mapped-tables: 'x, y)'\n")
+    with pytest.raises(ConfigError) as err:
+        load(None, fed)
+    text = str(err.value)
+    assert len(err.value.problems) == 3, text
+    assert (f"{fed}: key 'primary-meta-store.writable-database-white-list[1]': invalid value '(': not a regular "
+            "expression: ") in text
+    assert "key 'primary-meta-store.writable-database-white-list[2]': invalid value 'a['" in text
+    assert "key 'primary-meta-store.mapped-tables[0].mapped-tables[1]': invalid value 'y)'" in text
+
+
 def test_configs_are_immutable(tmp_path):
     cfg = load(None, minimal_federation(tmp_path))
     with pytest.raises(AttributeError):

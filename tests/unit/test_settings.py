@@ -108,7 +108,7 @@ TUNNEL_VALUES: dict[str, Callable[[TunnelConfig], object]] = {
     "metastore-tunnel.strict-host-key-checking": lambda t: t.strict_host_key_checking,
 }
 
-# Server settings read by their own functions (lists), checked in tests/unit/test_remote_links.py.
+# Server settings whose values are lists, checked in tests/unit/test_remote_links.py.
 SERVER_LISTS = {"remote-databases.allowed-metastores", "remote-databases.allowed-uris",
                 "remote-databases.allowed-users", "remote-databases.allowed-groups"}
 

@@ -40,10 +40,9 @@ from waggle.config.model import (
 from waggle.config.reader import MISSING, Reader, properties
 from waggle.config.registry import Section, Setting
 from waggle.config.security import parse_metastore_security, parse_server_security
-from waggle.config.settings import METASTORE, SERVER
+from waggle.config.settings import METASTORE, SERVER, MappedTablesEntry
 from waggle.config.settings import Metastore as M
 from waggle.config.settings import Server as S
-from waggle.config.validators import string
 
 _HOP = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>[A-Za-z0-9._\-\[\]:]+)$")
 
@@ -54,26 +53,6 @@ class ConfigError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
-
-
-def _regex_list(r: Reader, setting: Setting[object]) -> tuple[re.Pattern[str], ...] | None:
-    """A list of case-insensitive regexes (or one comma-separated string); None when not given."""
-    key = setting.key
-    value = r.raw(key)
-    if value is MISSING or value is None:
-        return None
-    if isinstance(value, str):
-        value = [v.strip() for v in value.split(",") if v.strip()]
-    if not isinstance(value, list):
-        r.fail(key, value, "expected a list of regular expressions")
-        return None
-    out = []
-    for i, item in enumerate(value):
-        try:
-            out.append(re.compile(str(item), re.IGNORECASE))
-        except re.error as exc:
-            r.fail(f"{key}[{i}]", item, f"not a regular expression: {exc}")
-    return tuple(out)
 
 
 def _warn_unknown(r: Reader, section: Section, warnings: list[str], what: str) -> None:
@@ -127,7 +106,7 @@ def parse_server(path: str | None, data: Mapping[str, Any], problems: list[str],
     polling = seconds(r.get(S.STATUS_POLLING_DELAY), r.get(S.STATUS_POLLING_DELAY_UNIT))
     return r.build(ServerConfig, defaults, wire=_wire(r, HS.FRAMED, HS.COMPACT),
                    status_polling_delay_seconds=polling, security=parse_server_security(r),
-                   remotes=r.build(RemotePolicy, allowed_uris=_regex_list(r, S.REMOTES_URIS) or ()))
+                   remotes=r.build(RemotePolicy))
 
 
 def _uris(r: Reader) -> tuple[HostPort, ...]:
@@ -172,10 +151,6 @@ def _tunnel(r: Reader) -> TunnelConfig | None:
     return r.build(TunnelConfig, route=tuple(hops), private_keys=keys)
 
 
-#: The ``database`` of one ``mapped-tables`` entry (its ``mapped-tables`` is a regex list like the setting's).
-_ENTRY_DATABASE = Setting("database", "", "The database whose tables are mapped.", string())
-
-
 def _mapped_tables(r: Reader) -> tuple[MappedTables, ...] | None:
     key = M.MAPPED_TABLES.key
     value = r.raw(key)
@@ -187,11 +162,11 @@ def _mapped_tables(r: Reader) -> tuple[MappedTables, ...] | None:
     out = []
     for i, entry in enumerate(value):
         er = Reader(r.file, entry if isinstance(entry, Mapping) else {}, r.path(f"{key}[{i}]."), r.problems)
-        database = er.get(_ENTRY_DATABASE)
+        database = er.get(MappedTablesEntry.DATABASE)
         if not isinstance(entry, Mapping) or not database:
             r.fail(f"{key}[{i}]", entry, "expected {database: <db>, mapped-tables: [regex, ...]}")
             continue
-        out.append(MappedTables(database.lower(), _regex_list(er, M.MAPPED_TABLES) or ()))
+        out.append(MappedTables(database.lower(), er.get(MappedTablesEntry.TABLES)))
     return tuple(out)
 
 
@@ -212,8 +187,7 @@ def parse_metastore(
         defaults["read_timeout_ms"] = p.get(HM.SOCKET_TIMEOUT, M.READ_TIMEOUT.default)
     member = r.build(
         MetastoreConfig, defaults, name=name, uris=_uris(r), primary=primary,
-        writable_database_white_list=_regex_list(r, M.WRITABLE_DATABASES) or M.WRITABLE_DATABASES.default,
-        mapped_databases=_regex_list(r, M.MAPPED_DATABASES), mapped_tables=_mapped_tables(r), tunnel=_tunnel(r),
+        mapped_tables=_mapped_tables(r), tunnel=_tunnel(r),
         wire=_wire(r, HM.FRAMED, HM.COMPACT), security=parse_metastore_security(r),
     )
     if member.access_control_type.primary_only and not primary:

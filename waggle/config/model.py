@@ -123,7 +123,6 @@ class RemotePolicy:
 
     enabled: bool = setting_field(S.REMOTES_ENABLED)
     allowed_metastores: tuple[str, ...] = setting_field(S.REMOTES_METASTORES)
-    #: regexes, read by the loader's own function
     allowed_uris: tuple[re.Pattern[str], ...] = setting_field(S.REMOTES_URIS)
     allowed_users: tuple[str, ...] = setting_field(S.REMOTES_USERS)
     allowed_groups: tuple[str, ...] = setting_field(S.REMOTES_GROUPS)
@@ -194,7 +193,7 @@ class MetastoreConfig:
     #: a federated metastore's default is ``<name>_``, given by the loader
     database_prefix: str = setting_field(M.DATABASE_PREFIX, str.lower)
     access_control_type: AccessControlType = setting_field(M.ACCESS_CONTROL_TYPE)
-    #: the regex lists, the mapped tables and the tunnel are read by the loader's own functions
+    #: the mapped tables and the tunnel are read by the loader's own functions
     writable_database_white_list: tuple[re.Pattern[str], ...] = setting_field(M.WRITABLE_DATABASES)
     mapped_databases: tuple[re.Pattern[str], ...] | None = setting_field(M.MAPPED_DATABASES)
     mapped_tables: tuple[MappedTables, ...] | None = setting_field(M.MAPPED_TABLES)

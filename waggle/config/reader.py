@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from waggle.config.registry import SOURCE, FromSetting, Nested, Section, Setting
-from waggle.config.validators import Invalid
+from waggle.config.validators import Invalid, InvalidItems
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -77,6 +77,9 @@ class Reader:
         value = self.raw(setting.key)
         try:
             return parse.convert(value)
+        except InvalidItems as exc:
+            for index, item, reason in exc.items:
+                self.fail(f"{setting.key}[{index}]", item, reason)
         except Invalid as exc:
             self.fail(setting.key, exc.value(value), exc.reason)
         except (TypeError, ValueError) as exc:

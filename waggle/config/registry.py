@@ -41,7 +41,7 @@ REQUIRED = "(required)"
 @dataclass(frozen=True, slots=True)
 class Setting(Generic[V]):
     """One key of one section. ``parse`` is None for values with a structure of their own, read by the loader's
-    own function for them (URIs, regex lists, the tunnel route, ...), and for keys waggle does not implement."""
+    own function for them (URIs, mapped tables, the tunnel, ...), and for keys waggle does not implement."""
 
     key: str
     default: V

@@ -12,6 +12,7 @@ Settings are kept in declaration order, which is the order of the docs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -26,6 +27,7 @@ from waggle.config.validators import (
     names,
     one_of,
     optional_string,
+    regexes,
     string,
     string_map,
     worker_count,
@@ -195,8 +197,8 @@ class Server:
         "remote-databases.allowed-metastores", (), names(),
         "Federation members that links may name (`*`: every federated member).", "[] (none)",
     )
-    REMOTES_URIS = SERVER.add(
-        "remote-databases.allowed-uris", (), None,
+    REMOTES_URIS: Setting[tuple[re.Pattern[str], ...]] = SERVER.add(
+        "remote-databases.allowed-uris", (), regexes(),
         "Case-insensitive regexes of `thrift://host:port` URIs that links may name with `waggle.remote.uris`. A "
         "refused URI is never connected to.", "[] (none)",
     )
@@ -256,10 +258,13 @@ class Metastore:
         "`READ_ONLY`, `READ_AND_WRITE_AND_CREATE` (primary only), `READ_AND_WRITE_ON_DATABASE_WHITELIST`, "
         "`READ_AND_WRITE_AND_CREATE_ON_DATABASE_WHITELIST` (primary only).",
     )
-    WRITABLE_DATABASES = METASTORE.add("writable-database-white-list", (), None,
-                                       "Case-insensitive regexes of databases that may be written.")
-    MAPPED_DATABASES = METASTORE.add("mapped-databases", None, None,
-                                     "Case-insensitive regexes of visible databases; `[]` shows none.", "null (all)")
+    WRITABLE_DATABASES: Setting[tuple[re.Pattern[str], ...]] = METASTORE.add(
+        "writable-database-white-list", (), regexes(), "Case-insensitive regexes of databases that may be written.",
+    )
+    MAPPED_DATABASES: Setting[tuple[re.Pattern[str], ...] | None] = METASTORE.add(
+        "mapped-databases", None, regexes(), "Case-insensitive regexes of visible databases; `[]` shows none.",
+        "null (all)",
+    )
     MAPPED_TABLES = METASTORE.add("mapped-tables", None, None,
                                   "Per database, `{database: db, mapped-tables: [regex, ...]}`.", "null (all)")
     DATABASE_NAME_MAPPING = METASTORE.add("database-name-mapping", _EMPTY, aliases(),
@@ -356,6 +361,19 @@ METASTORE.ignored("glue-config", "-", "AWS Glue catalogs; not implemented.")
 METASTORE.ignored("read-only-remote-meta-store-uris", "-", "Not implemented.")
 METASTORE.ignored("read-only-glue-config", "-", "Not implemented.")
 METASTORE.ignored("status", "-", "Runtime status in Waggle Dance's REST output; ignored in files.")
+
+# -- one entry of a metastore's mapped-tables -------------------------------------------------------------------
+MAPPED_TABLES_ENTRY = Section("mapped-tables entry")
+
+
+class MappedTablesEntry:
+    """Keys of each entry of a metastore's ``mapped-tables`` (documented with it)."""
+
+    DATABASE = MAPPED_TABLES_ENTRY.add("database", "", string(), "The database whose tables are mapped.")
+    TABLES: Setting[tuple[re.Pattern[str], ...]] = MAPPED_TABLES_ENTRY.add(
+        "mapped-tables", (), regexes(), "Case-insensitive regexes of its visible tables.",
+    )
+
 
 #: The registries the tests and the README's configuration reference read.
 SERVER_SETTINGS: tuple[Setting[object], ...] = SERVER.settings

@@ -8,6 +8,7 @@ whole reason itself, and may name the value as it was understood (for example lo
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -31,6 +32,14 @@ class Invalid(ValueError):
 
     def value(self, given: object) -> object:
         return given if self.shown is _NOT_SHOWN else self.shown
+
+
+class InvalidItems(Invalid):
+    """Items of a list refused, each named by its index in the list with its own reason."""
+
+    def __init__(self, items: list[tuple[int, object, str]]) -> None:
+        super().__init__("; ".join(reason for _, _, reason in items))
+        self.items = items
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,3 +270,23 @@ def timeout_ms() -> Validator[int]:
             raise Invalid("expected a duration such as 600s", shown=text) from None
 
     return Validator("a duration such as 600s", convert)
+
+
+def regexes() -> Validator[tuple[re.Pattern[str], ...]]:
+    """Case-insensitive regular expressions, as a YAML list or one comma-separated string; every item that does not
+    compile is named by its index."""
+    def convert(v: object) -> tuple[re.Pattern[str], ...]:
+        items = [x.strip() for x in v.split(",") if x.strip()] if isinstance(v, str) else v
+        if not isinstance(items, list) or any(isinstance(x, (Mapping, list)) for x in items):
+            raise Invalid("expected a list of regular expressions")
+        out, refused = [], []
+        for i, item in enumerate(items):
+            try:
+                out.append(re.compile(str(item), re.IGNORECASE))
+            except re.error as exc:
+                refused.append((i, item, f"not a regular expression: {exc}"))
+        if refused:
+            raise InvalidItems(refused)
+        return tuple(out)
+
+    return Validator("a list of regular expressions", convert)
