@@ -17,7 +17,6 @@ from waggle.config.model import (
     KerberosServer,
     MetastoreConfig,
     MetastoreSecurity,
-    RemotePolicy,
     ServerConfig,
     TlsClient,
     TlsServer,
@@ -169,7 +168,7 @@ def test_every_setting_is_read_back_by_the_tables_above() -> None:
 def test_every_setting_is_held_by_one_model_attribute() -> None:
     """The model names, per attribute, the setting it holds: every implemented setting is held by exactly one
     attribute of its file's objects, or read by the loader itself, never both."""
-    server = _held(ServerConfig, RemotePolicy, KerberosServer, TlsServer)
+    server = _held(ServerConfig, KerberosServer, TlsServer)
     metastore = _held(MetastoreConfig, TunnelConfig, MetastoreSecurity, TlsClient)
     for held, sections in ((server, (SERVER, HIVE_SERVER)), (metastore, (METASTORE, HIVE_METASTORE))):
         assert len(held) == len({id(s) for s in held}), [s.key for s in held]

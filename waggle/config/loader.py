@@ -29,7 +29,6 @@ from waggle.config.model import (
     MappedTables,
     MetastoreConfig,
     ProtocolKind,
-    RemotePolicy,
     ServerConfig,
     TransportKind,
     TunnelConfig,
@@ -105,8 +104,7 @@ def parse_server(path: str | None, data: Mapping[str, Any], problems: list[str],
     defaults = {} if max_threads is None else {"max_connections": max_threads}
     polling = seconds(r.get(S.STATUS_POLLING_DELAY), r.get(S.STATUS_POLLING_DELAY_UNIT))
     return r.build(ServerConfig, defaults, wire=_wire(r, HS.FRAMED, HS.COMPACT),
-                   status_polling_delay_seconds=polling, security=parse_server_security(r),
-                   remotes=r.build(RemotePolicy))
+                   status_polling_delay_seconds=polling, security=parse_server_security(r))
 
 
 def _uris(r: Reader) -> tuple[HostPort, ...]:

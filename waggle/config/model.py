@@ -253,7 +253,7 @@ class ServerConfig:
     log_format: str = setting_field(S.LOG_FORMAT)
     configuration_properties: Mapping[str, str] = setting_field(S.CONFIGURATION_PROPERTIES)
     security: ServerSecurity = ServerSecurity()
-    remotes: RemotePolicy = RemotePolicy()
+    remotes: RemotePolicy = nested(RemotePolicy)
 
 
 @dataclass(frozen=True, slots=True)

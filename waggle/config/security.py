@@ -14,17 +14,9 @@ from waggle.config.hive_properties import HiveMetastore as HM
 from waggle.config.hive_properties import HiveServer as HS
 from waggle.config.hive_values import expand_host
 from waggle.config.model import KerberosServer, MetastoreSecurity, ServerSecurity, TlsClient, TlsServer
-from waggle.config.reader import PROPERTIES, PropertiesReader, Reader, properties
+from waggle.config.reader import PROPERTIES, Reader, properties
 from waggle.config.settings import Metastore as M
 from waggle.config.settings import Server as S
-
-
-def _principal(p: PropertiesReader, key: str, text: str, host: str) -> str | None:
-    try:
-        return expand_host(text, host)
-    except ValueError as exc:
-        p.fail(key, text, str(exc))
-        return None
 
 
 def parse_server_security(r: Reader) -> ServerSecurity:
@@ -38,7 +30,7 @@ def parse_server_security(r: Reader) -> ServerSecurity:
         p.require(HS.PRINCIPAL.key, f" when {HS.SASL.key} is true (or {HS.WD_PRINCIPAL.key})")
     if sasl and not keytab:
         p.require(HS.KEYTAB.key, f" when {HS.SASL.key} is true (or {HS.WD_KEYTAB.key})")
-    principal = _principal(p, principal_key.key, principal_text, socket.getfqdn()) if principal_text else None
+    principal = expand_host(principal_text, socket.getfqdn()) if principal_text else None
     if principal is not None and "@" not in principal:
         p.fail(principal_key.key, principal_text, "expected a principal with a realm, e.g. hive/_HOST@REALM")
         principal = None
