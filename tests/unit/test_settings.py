@@ -323,3 +323,19 @@ def test_the_write_limit_flag_uses_the_settings_validator(capsys: pytest.Capture
     with pytest.raises(SystemExit):
         build_parser().parse_args(["sync", "--max-writes-per-second", "-1"])
     assert "--max-writes-per-second: invalid value '-1': expected an integer >= 0" in capsys.readouterr().err
+
+
+def test_a_model_object_is_built_through_its_settings(tmp_path: Path) -> None:
+    from waggle.config.reader import Reader
+
+    problems: list[str] = []
+    r = Reader("t.yml", {"port": "7", "limits": {"queue-wait-ms": 250, "max-message-bytes": 1}}, "", problems)
+    server = r.build(ServerConfig, {"max_connections": 9}, security=ServerConfig().security)
+    assert (server.port, server.max_connections, server.load.queue_wait_seconds) == (7, 9, 0.25)
+    assert server.limits.max_message_bytes == Server.MAX_MESSAGE_BYTES.default  # refused, so the default
+    assert problems == ["t.yml: key 'limits.max-message-bytes': invalid value 1: expected an integer >= 1024: "
+                        "out of range 1024..inf"]
+    with pytest.raises(TypeError, match="no attribute"):
+        r.build(ServerConfig, {"prot": 1})
+    with pytest.raises(TypeError, match="read by its own function"):
+        r.build(MetastoreConfig, name="m", uris=(), primary=True)  # mapped-tables and the tunnel are not given
