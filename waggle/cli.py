@@ -102,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from waggle.config.check import file_problems, tls_findings
+    from waggle.checks import file_problems
+    from waggle.config.check import tls_findings
     from waggle.config.loader import ConfigError, load
 
     try:

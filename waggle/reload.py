@@ -28,9 +28,10 @@ import gevent
 import gevent.event
 import gevent.lock
 
+from waggle.checks import check_in_subprocess
 from waggle.common import metrics
 from waggle.common.logging import get_logger
-from waggle.config.check import admin_token, check_in_subprocess
+from waggle.config.check import admin_token
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import WaggleConfig
 from waggle.config.timing import RELOAD_POLL_SECONDS, RELOAD_RETRY_SECONDS

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from waggle.config.loader import ConfigError, load
-from waggle.config.model import AccessControlType, DatabaseResolution, ProtocolKind, TransportKind
+from waggle.config.model import AccessControlType, DatabaseResolution, ProtocolKind, TransportKind, WireFormat
 from waggle.config.settings import METASTORE_SETTINGS, SERVER_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,6 +186,34 @@ def test_read_timeout_follows_hive_socket_timeout(tmp_path):
     cfg = load(None, minimal_federation(
         tmp_path, "  configuration-properties:\n    hive.metastore.client.socket.timeout: 90s\n"))
     assert cfg.federation.primary.read_timeout_ms == 90000
+    cfg = load(None, minimal_federation(tmp_path, "  read-timeout: 5000\n  configuration-properties:\n"
+                                                  "    hive.metastore.client.socket.timeout: 90s\n"))
+    assert cfg.federation.primary.read_timeout_ms == 5000  # the key itself wins over the Hive property
+    fed = minimal_federation(tmp_path, "  configuration-properties:\n    hive.metastore.client.socket.timeout: soon\n")
+    with pytest.raises(ConfigError) as err:
+        load(None, fed)
+    assert str(err.value) == (f"{fed}: key 'primary-meta-store.configuration-properties.hive.metastore.client.socket"
+                              ".timeout': invalid value 'soon': expected a duration such as 600s")
+
+
+def test_a_metastore_wire_format_follows_hive_properties(tmp_path):
+    cfg = load(None, minimal_federation(tmp_path, "  configuration-properties:\n"
+                                                  "    hive.metastore.thrift.framed.transport.enabled: TRUE\n"
+                                                  "    hive.metastore.thrift.compact.protocol.enabled: 'yes'\n"))
+    assert cfg.federation.primary.wire == WireFormat(TransportKind.FRAMED, ProtocolKind.BINARY)  # Hive: only "true"
+
+
+def test_every_regex_that_does_not_compile_is_named_by_its_index(tmp_path):
+    fed = minimal_federation(tmp_path, "  writable-database-white-list: ['ok', '(', 'a[']\n"
+                                       "  mapped-tables:\n  - database: db\n    mapped-tables: 'x, y)'\n")
+    with pytest.raises(ConfigError) as err:
+        load(None, fed)
+    text = str(err.value)
+    assert len(err.value.problems) == 3, text
+    assert (f"{fed}: key 'primary-meta-store.writable-database-white-list[1]': invalid value '(': not a regular "
+            "expression: ") in text
+    assert "key 'primary-meta-store.writable-database-white-list[2]': invalid value 'a['" in text
+    assert "key 'primary-meta-store.mapped-tables[0].mapped-tables[1]': invalid value 'y)'" in text
 
 
 def test_configs_are_immutable(tmp_path):
@@ -202,7 +230,11 @@ def test_readme_documents_every_setting():
         assert f"`{setting.key}`" in readme, f"README does not document {setting.key}"
 
 
-def test_example_configs_in_conf_pass(tmp_path):
-    for fed in sorted((ROOT / "conf").glob("*federation*.yml")):
-        server = ROOT / "conf" / "waggle-server.yml"
-        load(str(server), str(fed))
+def test_example_configs_in_conf_pass():
+    server = ROOT / "conf" / "waggle-server.yml"
+    federations = sorted((ROOT / "conf").glob("*federation*.yml"))
+    assert federations, "no example federation file in conf/"
+    for fed in federations:
+        cfg = load(str(server), str(fed))
+        assert cfg.warnings == (), f"{fed.name}: {cfg.warnings}"  # every key of the examples is implemented
+        assert cfg.federation.primary.name and cfg.federation.federated, fed.name

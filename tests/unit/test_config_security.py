@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from waggle.config.hive_values import duration_ms
 from waggle.config.loader import ConfigError, load
-from waggle.config.security import duration_ms
 
 
 def write(tmp_path: Path, name: str, text: str) -> str:

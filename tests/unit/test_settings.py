@@ -3,26 +3,29 @@ configuration, the model's own defaults, the sync file and the README all follow
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
+from waggle.config.hive_properties import HIVE_METASTORE, HIVE_SERVER, HiveMetastore, HiveServer
 from waggle.config.kinds import TIME_UNITS
 from waggle.config.loader import ConfigError, load
-from waggle.config.model import MetastoreConfig, ServerConfig, TunnelConfig
-from waggle.config.settings import (
-    METASTORE,
-    METASTORE_SETTINGS,
-    SERVER,
-    SERVER_SETTINGS,
-    Metastore,
-    Server,
-    Setting,
-    reference,
+from waggle.config.model import (
+    KerberosServer,
+    MetastoreConfig,
+    MetastoreSecurity,
+    ServerConfig,
+    TlsClient,
+    TlsServer,
+    TunnelConfig,
 )
-from waggle.config.sync_settings import SYNC, SYNC_JOB, Sync, SyncJob, sync_reference
+from waggle.config.reference import reference, sync_reference
+from waggle.config.registry import SOURCE, FromSetting, Nested, Setting
+from waggle.config.settings import METASTORE, METASTORE_SETTINGS, SERVER, SERVER_SETTINGS, Metastore, Server
+from waggle.config.sync_settings import SYNC, SYNC_JOB, Sync, SyncJob
 from waggle.sync import objects as o
 from waggle.sync.runner import SyncConfigError, load_sync_file
 
@@ -104,13 +107,41 @@ TUNNEL_VALUES: dict[str, Callable[[TunnelConfig], object]] = {
     "metastore-tunnel.strict-host-key-checking": lambda t: t.strict_host_key_checking,
 }
 
-# Server settings read by their own functions (lists), checked in tests/unit/test_remote_links.py.
+# Server settings whose values are lists, checked in tests/unit/test_remote_links.py.
 SERVER_LISTS = {"remote-databases.allowed-metastores", "remote-databases.allowed-uris",
                 "remote-databases.allowed-users", "remote-databases.allowed-groups"}
 
 # Settings without a default of their own: required, or derived from another key (the metastore's name).
 NO_PLAIN_DEFAULT = {"name", "remote-meta-store-uris", "database-prefix", "metastore-tunnel.route",
                     "metastore-tunnel.private-keys"}
+
+
+# Implemented settings that no one model attribute holds: read by the loader itself, because they combine with
+# other keys (a number and its unit; the switches and names that decide whether Kerberos or TLS is on at all; the
+# Hive properties that are other settings' defaults).
+READ_BY_THE_LOADER: list[Setting[object]] = [
+    Server.STATUS_POLLING_DELAY, Server.STATUS_POLLING_DELAY_UNIT, Server.TLS_CERTIFICATE, Server.TLS_KEY,
+    Metastore.NAME, Metastore.URIS, Metastore.TUNNEL_ROUTE, Metastore.TUNNEL_PRIVATE_KEYS, Metastore.TLS_ENABLED,
+    HiveServer.SASL, HiveServer.PRINCIPAL, HiveServer.KEYTAB, HiveServer.WD_PRINCIPAL, HiveServer.WD_KEYTAB,
+    HiveServer.USE_SSL, HiveMetastore.SASL, HiveMetastore.PRINCIPAL, HiveMetastore.USE_SSL,
+    # Hive properties that give other settings their defaults
+    HiveServer.FRAMED, HiveServer.COMPACT, HiveServer.MAX_THREADS, HiveMetastore.FRAMED, HiveMetastore.COMPACT,
+    HiveMetastore.SOCKET_TIMEOUT,
+]
+
+
+def _held(*classes: type) -> list[Setting[object]]:
+    """The settings the attributes of ``classes`` hold, and those of the value objects they hold, one entry each."""
+    held: list[Setting[object]] = []
+    for cls in classes:
+        for f in dataclasses.fields(cls):
+            source = f.metadata.get(SOURCE)
+            if isinstance(source, FromSetting):
+                held.append(source.setting)
+            elif isinstance(source, Nested):
+                held.extend(p for p in source.parts.values() if isinstance(p, Setting))
+                held.extend(_held(source.cls))
+    return held
 
 
 def _plain(value: object) -> object:
@@ -132,6 +163,19 @@ def test_every_setting_is_read_back_by_the_tables_above() -> None:
     assert set(SERVER_VALUES) | SERVER_LISTS == implemented
     implemented = {s.key for s in METASTORE if s.implemented}
     assert set(METASTORE_VALUES) | set(TUNNEL_VALUES) | NO_PLAIN_DEFAULT == implemented
+
+
+def test_every_setting_is_held_by_one_model_attribute() -> None:
+    """The model names, per attribute, the setting it holds: every implemented setting is held by exactly one
+    attribute of its file's objects, or read by the loader itself, never both."""
+    server = _held(ServerConfig, KerberosServer, TlsServer)
+    metastore = _held(MetastoreConfig, TunnelConfig, MetastoreSecurity, TlsClient)
+    for held, sections in ((server, (SERVER, HIVE_SERVER)), (metastore, (METASTORE, HIVE_METASTORE))):
+        assert len(held) == len({id(s) for s in held}), [s.key for s in held]
+        for section in sections:
+            for s in (s for s in section if s.implemented):
+                by_loader = any(r is s for r in READ_BY_THE_LOADER)
+                assert any(h is s for h in held) != by_loader, f"{section.name}: {s.key}"
 
 
 def test_an_empty_server_file_has_every_registered_default(tmp_path: Path) -> None:
@@ -261,8 +305,8 @@ def test_the_write_limit_is_read_from_the_sync_file(tmp_path: Path) -> None:
 
 def test_the_readme_holds_the_generated_reference() -> None:
     readme = (ROOT / "README.md").read_text()
-    assert reference() in readme, "regenerate it: python -m waggle.config.settings"
-    assert sync_reference() in readme, "regenerate it: python -m waggle.config.settings sync"
+    assert reference() in readme, "regenerate it: python -m waggle.config.reference"
+    assert sync_reference() in readme, "regenerate it: python -m waggle.config.reference sync"
 
 
 def test_settings_are_declared_once_per_section() -> None:
@@ -279,3 +323,19 @@ def test_the_write_limit_flag_uses_the_settings_validator(capsys: pytest.Capture
     with pytest.raises(SystemExit):
         build_parser().parse_args(["sync", "--max-writes-per-second", "-1"])
     assert "--max-writes-per-second: invalid value '-1': expected an integer >= 0" in capsys.readouterr().err
+
+
+def test_a_model_object_is_built_through_its_settings(tmp_path: Path) -> None:
+    from waggle.config.reader import Reader
+
+    problems: list[str] = []
+    r = Reader("t.yml", {"port": "7", "limits": {"queue-wait-ms": 250, "max-message-bytes": 1}}, "", problems)
+    server = r.build(ServerConfig, {"max_connections": 9}, security=ServerConfig().security)
+    assert (server.port, server.max_connections, server.load.queue_wait_seconds) == (7, 9, 0.25)
+    assert server.limits.max_message_bytes == Server.MAX_MESSAGE_BYTES.default  # refused, so the default
+    assert problems == ["t.yml: key 'limits.max-message-bytes': invalid value 1: expected an integer >= 1024: "
+                        "out of range 1024..inf"]
+    with pytest.raises(TypeError, match="no attribute"):
+        r.build(ServerConfig, {"prot": 1})
+    with pytest.raises(TypeError, match="read by its own function"):
+        r.build(MetastoreConfig, name="m", uris=(), primary=True)  # mapped-tables and the tunnel are not given

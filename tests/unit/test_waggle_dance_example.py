@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from waggle.config.settings import METASTORE_SETTINGS, SERVER_SETTINGS, Setting
+from waggle.config.registry import Setting
+from waggle.config.settings import METASTORE_SETTINGS, SERVER_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "conf" / "examples"

@@ -1,38 +1,27 @@
-"""Everything ``waggle check`` validates, shared by the command and by a running server's reload.
+"""The checks of a loaded configuration that read only the files it names, shared by ``waggle check`` and by a
+running server's reload.
 
-Loading (:func:`waggle.config.loader.load`) checks every key. On top of that, each SSH tunnel's key and
-known_hosts files must be present, readable and usable; that needs paramiko, which the proxy process never
-imports, so a running server asks a ``waggle check`` process (:func:`check_in_subprocess`). The TLS files
-(``tls.*``) must be readable PEM, each key must match its certificate, and no certificate may have expired
-(:func:`tls_findings`; one expiring within :data:`EXPIRY_WARNING_DAYS` days is a warning).
+Loading (:func:`waggle.config.loader.load`) checks every key. On top of that, the TLS files (``tls.*``) must be
+readable PEM, each key must match its certificate, and no certificate may have expired (:func:`tls_findings`;
+one expiring within :data:`EXPIRY_WARNING_DAYS` days is a warning), and the admin token file must hold a token
+(:func:`admin_token`). The checks that need other rooms (SSH tunnel keys, keytabs) are gathered with these by
+:mod:`waggle.checks`.
 """
 
 from __future__ import annotations
 
 import datetime
-import subprocess
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from waggle.config.loader import ConfigError
 from waggle.config.model import WaggleConfig
-from waggle.config.timing import CHECK_SUBPROCESS_SECONDS
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
 
 #: a certificate that expires sooner than this is a warning of ``waggle check``
 EXPIRY_WARNING_DAYS = 30
-
-
-def tunnel_problems(config: WaggleConfig) -> list[str]:
-    """The key and known-hosts files of every tunnel: present, readable and usable (nothing is connected)."""
-    from waggle.tunnel.keys import check_files
-    from waggle.tunnel.spec import spec_for
-
-    return [f"{config.federation_file}: {p}" for m in config.federation.members if m.tunnel is not None
-            for p in check_files(spec_for(m))]
 
 
 def admin_token(config: WaggleConfig) -> str | None:
@@ -147,33 +136,3 @@ def tls_findings(config: WaggleConfig, now: datetime.datetime | None = None) -> 
             check.pair("tls.certificate-file", client.certificate_file, "tls.key-file", client.key_file)
         files.append(check)
     return [p for c in files for p in c.problems], [w for c in files for w in c.warnings]
-
-
-def file_problems(config: WaggleConfig) -> list[str]:
-    """What loading does not check: the files the configuration names (tunnel keys, the admin token, keytabs and
-    the token-signing key, the TLS certificates and keys)."""
-    from waggle.security.check import kerberos_problems
-
-    problems = tunnel_problems(config) + kerberos_problems(config)
-    problems.extend(tls_findings(config)[0])
-    try:
-        admin_token(config)
-    except ConfigError as exc:
-        problems.extend(exc.problems)
-    return problems
-
-
-def check_in_subprocess(server_file: str | None, federation_file: str,
-                        timeout: float = CHECK_SUBPROCESS_SECONDS) -> list[str]:
-    """The problems ``waggle check`` finds, run in its own process (empty when it passes)."""
-    cmd = [sys.executable, "-m", "waggle.cli", "check", "--federation-config", federation_file]
-    if server_file:
-        cmd += ["--server-config", server_file]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [f"waggle check could not run: {exc}"]
-    if done.returncode == 0:
-        return []
-    problems = [line.removeprefix("error: ") for line in done.stderr.splitlines() if line.startswith("error: ")]
-    return problems or [f"waggle check exited with {done.returncode}: {done.stderr.strip()[-500:]}"]

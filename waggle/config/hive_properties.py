@@ -1,11 +1,20 @@
 """The Hive and Hadoop keys waggle reads from ``configuration-properties``, declared once like every other
-setting (:mod:`waggle.config.settings`): the server file's and each metastore's. The README's reference lists
+setting (:mod:`waggle.config.registry`): the server file's and each metastore's. The README's reference lists
 them from here."""
 
 from __future__ import annotations
 
-from waggle.config.settings import Section, Setting
-from waggle.config.validators import boolean, optional_string, string
+from waggle.config.registry import Section, Setting
+from waggle.config.validators import (
+    boolean,
+    count_or_none,
+    duration_ms,
+    hive_flag,
+    optional_string,
+    protection,
+    string,
+    timeout_ms,
+)
 
 HIVE_SERVER = Section("server configuration-properties")
 HIVE_METASTORE = Section("metastore configuration-properties")
@@ -32,24 +41,30 @@ class HiveServer:
     WD_KEYTAB = HIVE_SERVER.add("hive.server2.authentication.kerberos.keytab", None, optional_string(),
                                 "Waggle Dance's spelling of the keytab.")
     PROTECTION = HIVE_SERVER.add(
-        "hadoop.rpc.protection", "authentication", string(),
+        "hadoop.rpc.protection", ("auth",), protection(),
         "Quality of protection offered to GSSAPI clients: `authentication` (`auth`), `integrity` (`auth-int`), "
-        "`privacy` (`auth-conf`), or a comma-separated list of them.",
+        "`privacy` (`auth-conf`), or a comma-separated list of them.", "authentication",
     )
     AUTH_TO_LOCAL = HIVE_SERVER.add(
         "hadoop.security.auth_to_local", "DEFAULT", string(),
         "Hadoop's rules mapping principals to the short user names metastores see.",
     )
     RENEW_INTERVAL = HIVE_SERVER.add(
-        "hive.cluster.delegation.token.renew-interval", "1d", string(),
-        "How long a waggle delegation token lives unless renewed.",
+        "hive.cluster.delegation.token.renew-interval", 86_400_000, duration_ms(),
+        "How long a waggle delegation token lives unless renewed.", "1d",
     )
     MAX_LIFETIME = HIVE_SERVER.add(
-        "hive.cluster.delegation.token.max-lifetime", "7d", string(),
-        "The longest a waggle delegation token can be renewed to.",
+        "hive.cluster.delegation.token.max-lifetime", 7 * 86_400_000, duration_ms(),
+        "The longest a waggle delegation token can be renewed to.", "7d",
     )
     USE_SSL = HIVE_SERVER.add("hive.metastore.use.SSL", False, boolean(),
                               "`true`: the Thrift port speaks TLS (with `tls.certificate-file` and `tls.key-file`).")
+    FRAMED = HIVE_SERVER.add("hive.metastore.thrift.framed.transport.enabled", False, hive_flag(),
+                             "`true`: the default of `transport` is `framed`.")
+    COMPACT = HIVE_SERVER.add("hive.metastore.thrift.compact.protocol.enabled", False, hive_flag(),
+                              "`true`: the default of `protocol` is `compact`.")
+    MAX_THREADS = HIVE_SERVER.add("hive.metastore.server.max.threads", None, count_or_none(),
+                                  "The default of `max-connections`.")
 
 
 class HiveMetastore:
@@ -63,10 +78,18 @@ class HiveMetastore:
         "connects to (through an SSH tunnel too).",
     )
     PROTECTION = HIVE_METASTORE.add(
-        "hadoop.rpc.protection", "authentication", string(),
-        "Protection waggle asks for, in order of preference (as the server's key).",
+        "hadoop.rpc.protection", ("auth",), protection(),
+        "Protection waggle asks for, in order of preference (as the server's key).", "authentication",
     )
     USE_SSL = HIVE_METASTORE.add("hive.metastore.use.SSL", False, boolean(), "`true`: connect with TLS.")
+    SOCKET_TIMEOUT = HIVE_METASTORE.add(
+        "hive.metastore.client.socket.timeout", None, timeout_ms(),
+        "The default of `read-timeout`: `600s`, `5000ms`, `10m`, or seconds without a unit.",
+    )
+    FRAMED = HIVE_METASTORE.add("hive.metastore.thrift.framed.transport.enabled", False, hive_flag(),
+                                "`true`: speak the framed transport to this metastore.")
+    COMPACT = HIVE_METASTORE.add("hive.metastore.thrift.compact.protocol.enabled", False, hive_flag(),
+                                 "`true`: speak the compact protocol to this metastore.")
 
 
 HIVE_SERVER_SETTINGS: tuple[Setting[object], ...] = HIVE_SERVER.settings

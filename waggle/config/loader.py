@@ -2,6 +2,11 @@
 
 Every problem is reported with the file, the key and the offending value. Keys waggle does not implement
 produce warnings, never silence and never a failure.
+
+A setting is read, validated and defaulted through its declaration in the registry, by the model attribute that
+holds it (:meth:`~waggle.config.reader.Reader.build`). What remains here is what no single declaration says:
+values with a structure of their own (URIs, regex lists, the tunnel route), defaults that follow other keys (the
+Hive properties, a member's name) and checks across keys and files.
 """
 
 from __future__ import annotations
@@ -10,24 +15,20 @@ import getpass
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
 
+from waggle.config.hive_properties import HiveMetastore as HM
+from waggle.config.hive_properties import HiveServer as HS
 from waggle.config.keys import KeyConflict, normalize
 from waggle.config.model import (
-    UPSTREAM_MAX_CONTAINER_ITEMS,
-    UPSTREAM_MAX_STRING_BYTES,
     Federation,
     HostPort,
-    Limits,
-    LoadLimits,
     MappedTables,
     MetastoreConfig,
     ProtocolKind,
-    RemotePolicy,
     ServerConfig,
     TransportKind,
     TunnelConfig,
@@ -35,13 +36,12 @@ from waggle.config.model import (
     WireFormat,
     seconds,
 )
-from waggle.config.reader import MISSING, Reader
+from waggle.config.reader import MISSING, Reader, properties
+from waggle.config.registry import Section, Setting
 from waggle.config.security import parse_metastore_security, parse_server_security
-from waggle.config.settings import METASTORE, SERVER, Section, Setting
+from waggle.config.settings import METASTORE, SERVER, MappedTablesEntry
 from waggle.config.settings import Metastore as M
 from waggle.config.settings import Server as S
-from waggle.config.validators import string
-from waggle.hms.bridges import parse_version
 
 _HOP = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>[A-Za-z0-9._\-\[\]:]+)$")
 
@@ -52,26 +52,6 @@ class ConfigError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
-
-
-def _regex_list(r: Reader, setting: Setting[object]) -> tuple[re.Pattern[str], ...] | None:
-    """A list of case-insensitive regexes (or one comma-separated string); None when not given."""
-    key = setting.key
-    value = r.raw(key)
-    if value is MISSING or value is None:
-        return None
-    if isinstance(value, str):
-        value = [v.strip() for v in value.split(",") if v.strip()]
-    if not isinstance(value, list):
-        r.fail(key, value, "expected a list of regular expressions")
-        return None
-    out = []
-    for i, item in enumerate(value):
-        try:
-            out.append(re.compile(str(item), re.IGNORECASE))
-        except re.error as exc:
-            r.fail(f"{key}[{i}]", item, f"not a regular expression: {exc}")
-    return tuple(out)
 
 
 def _warn_unknown(r: Reader, section: Section, warnings: list[str], what: str) -> None:
@@ -106,99 +86,25 @@ def _load_yaml(path: str, what: str) -> Mapping[str, Any]:
         raise ConfigError([f"{path}: key '{exc.path}' is given twice (nested and dotted spellings)"]) from exc
 
 
-def _hive_flag(props: Mapping[str, str], key: str) -> bool | None:
-    value = props.get(key)
-    return None if value is None else value.strip().lower() == "true"
-
-
-def _wire(r: Reader, props: Mapping[str, str]) -> WireFormat:
+def _wire(r: Reader, framed: Setting[bool], compact: Setting[bool]) -> WireFormat:
     """``transport`` and ``protocol``, defaulting to the Hive properties that set them, then to the settings'."""
-    framed = _hive_flag(props, "hive.metastore.thrift.framed.transport.enabled")
-    compact = _hive_flag(props, "hive.metastore.thrift.compact.protocol.enabled")
-    transport = S.TRANSPORT.default if framed is None else (TransportKind.FRAMED if framed else TransportKind.BUFFERED)
-    protocol = S.PROTOCOL.default if compact is None else (ProtocolKind.COMPACT if compact else ProtocolKind.BINARY)
-    return WireFormat(transport=r.get(S.TRANSPORT, transport), protocol=r.get(S.PROTOCOL, protocol))
-
-
-def _hive_duration_ms(value: str) -> int:
-    """Parse Hive's time values such as ``600``, ``600s`` or ``5000ms`` (seconds when no unit)."""
-    m = re.fullmatch(r"\s*(\d+)\s*(ms|msec|s|sec|m|min)?\s*", value.lower())
-    if not m:
-        raise ValueError(value)
-    n, unit = int(m.group(1)), m.group(2) or "s"
-    return n * {"ms": 1, "msec": 1, "s": 1000, "sec": 1000, "m": 60000, "min": 60000}[unit]
+    p = properties(r)
+    defaults: dict[str, object] = {}
+    if p.given(framed.key):
+        defaults["transport"] = TransportKind.FRAMED if p.get(framed) else TransportKind.BUFFERED
+    if p.given(compact.key):
+        defaults["protocol"] = ProtocolKind.COMPACT if p.get(compact) else ProtocolKind.BINARY
+    return r.build(WireFormat, defaults)
 
 
 def parse_server(path: str | None, data: Mapping[str, Any], problems: list[str], warnings: list[str]) -> ServerConfig:
     r = Reader(path or "(server defaults)", data, "", problems)
     _warn_unknown(r, SERVER, warnings, "server")
-    props = r.get(S.CONFIGURATION_PROPERTIES)
-    max_threads = props.get("hive.metastore.server.max.threads")
-    default_conns = int(max_threads) if max_threads and max_threads.isdigit() else S.MAX_CONNECTIONS.default
-    unit = r.get(S.STATUS_POLLING_DELAY_UNIT)
-    level = r.get(S.LOG_LEVEL)
-    fmt = r.get(S.LOG_FORMAT)
-    return ServerConfig(
-        port=r.get(S.PORT),
-        bind_address=r.get(S.BIND_ADDRESS),
-        database_resolution=r.get(S.DATABASE_RESOLUTION),
-        wire=_wire(r, props),
-        max_connections=r.get(S.MAX_CONNECTIONS, default_conns),
-        workers=r.get(S.WORKERS),
-        graceful_stop_seconds=float(r.get(S.STOP_TIMEOUT)),
-        shutdown_delay_seconds=float(r.get(S.SHUTDOWN_DELAY)),
-        hot_reload=r.get(S.HOT_RELOAD),
-        admin_token_file=r.get(S.ADMIN_TOKEN_FILE),
-        load=LoadLimits(
-            max_in_flight_calls=r.get(S.MAX_IN_FLIGHT_CALLS),
-            max_calls_per_metastore=r.get(S.MAX_CALLS_PER_METASTORE),
-            queue_wait_seconds=r.get(S.QUEUE_WAIT_MS) / 1000.0,
-        ),
-        limits=Limits(
-            max_message_bytes=r.get(S.MAX_MESSAGE_BYTES),
-            max_string_bytes=r.get(S.MAX_STRING_BYTES),
-            max_container_items=r.get(S.MAX_CONTAINER_ITEMS),
-        ),
-        upstream_limits=Limits(r.get(S.MAX_UPSTREAM_MESSAGE_BYTES), UPSTREAM_MAX_STRING_BYTES,
-                               UPSTREAM_MAX_CONTAINER_ITEMS),
-        stream_after_bytes=r.get(S.STREAM_AFTER_BYTES),
-        query_functions_across_all_metastores=r.get(S.QUERY_FUNCTIONS_ACROSS_ALL),
-        status_polling_delay_seconds=seconds(r.get(S.STATUS_POLLING_DELAY), unit),
-        fan_out_timeout_ms=r.get(S.FAN_OUT_TIMEOUT),
-        down_retry_seconds=r.get(S.DOWN_MEMBER_RETRY),
-        database_refresh_seconds=r.get(S.DATABASE_RESOLUTION_REFRESH),
-        endpoint_port=r.get(S.ENDPOINT_PORT),
-        log_level=level,
-        log_format=fmt,
-        configuration_properties=props,
-        security=parse_server_security(r),
-        remotes=_remote_policy(r),
-    )
-
-
-def _names(r: Reader, setting: Setting[tuple[str, ...]]) -> tuple[str, ...]:
-    """A list of names, as a YAML list or a comma-separated string."""
-    value = r.raw(setting.key)
-    if value is MISSING or value is None:
-        return setting.default
-    items = value.split(",") if isinstance(value, str) else value
-    if not isinstance(items, list) or not all(isinstance(v, (str, int)) for v in items):
-        r.fail(setting.key, value, "expected a list of names")
-        return setting.default
-    return tuple(str(v).strip() for v in items if str(v).strip())
-
-
-def _remote_policy(r: Reader) -> RemotePolicy:
-    return RemotePolicy(
-        enabled=r.get(S.REMOTES_ENABLED),
-        allowed_metastores=_names(r, S.REMOTES_METASTORES),
-        allowed_uris=_regex_list(r, S.REMOTES_URIS) or (),
-        allowed_users=_names(r, S.REMOTES_USERS),
-        allowed_groups=_names(r, S.REMOTES_GROUPS),
-        read_only=r.get(S.REMOTES_ACCESS) == "READ_ONLY",
-        max_links=r.get(S.REMOTES_MAX_LINKS),
-        refresh_seconds=float(r.get(S.REMOTES_REFRESH)),
-    )
+    max_threads = properties(r).get(HS.MAX_THREADS)
+    defaults = {} if max_threads is None else {"max_connections": max_threads}
+    polling = seconds(r.get(S.STATUS_POLLING_DELAY), r.get(S.STATUS_POLLING_DELAY_UNIT))
+    return r.build(ServerConfig, defaults, wire=_wire(r, HS.FRAMED, HS.COMPACT),
+                   status_polling_delay_seconds=polling, security=parse_server_security(r))
 
 
 def _uris(r: Reader) -> tuple[HostPort, ...]:
@@ -240,21 +146,7 @@ def _tunnel(r: Reader) -> TunnelConfig | None:
     keys = tuple(k.strip() for k in r.get(M.TUNNEL_PRIVATE_KEYS).split(",") if k.strip())
     if not keys:
         r.require(M.TUNNEL_PRIVATE_KEYS.key)
-    strict = r.get(M.TUNNEL_STRICT_HOST_KEY_CHECKING)
-    known = r.get(M.TUNNEL_KNOWN_HOSTS)
-    return TunnelConfig(
-        route=tuple(hops),
-        private_keys=keys,
-        known_hosts=known,
-        port=r.get(M.TUNNEL_PORT),
-        localhost=r.get(M.TUNNEL_LOCALHOST),
-        timeout_ms=r.get(M.TUNNEL_TIMEOUT),
-        strict_host_key_checking=strict,
-    )
-
-
-#: The ``database`` of one ``mapped-tables`` entry (its ``mapped-tables`` is a regex list like the setting's).
-_ENTRY_DATABASE = Setting("database", "", "The database whose tables are mapped.", string())
+    return r.build(TunnelConfig, route=tuple(hops), private_keys=keys)
 
 
 def _mapped_tables(r: Reader) -> tuple[MappedTables, ...] | None:
@@ -268,11 +160,11 @@ def _mapped_tables(r: Reader) -> tuple[MappedTables, ...] | None:
     out = []
     for i, entry in enumerate(value):
         er = Reader(r.file, entry if isinstance(entry, Mapping) else {}, r.path(f"{key}[{i}]."), r.problems)
-        database = er.get(_ENTRY_DATABASE)
+        database = er.get(MappedTablesEntry.DATABASE)
         if not isinstance(entry, Mapping) or not database:
             r.fail(f"{key}[{i}]", entry, "expected {database: <db>, mapped-tables: [regex, ...]}")
             continue
-        out.append(MappedTables(database.lower(), _regex_list(er, M.MAPPED_TABLES) or ()))
+        out.append(MappedTables(database.lower(), er.get(MappedTablesEntry.TABLES)))
     return tuple(out)
 
 
@@ -287,55 +179,19 @@ def parse_metastore(
     name = r.get(M.NAME).strip()
     if not name:
         r.require(M.NAME.key, " and must not be blank")
-    access = r.get(M.ACCESS_CONTROL_TYPE)
-    if access.primary_only and not primary:
-        r.fail(M.ACCESS_CONTROL_TYPE.key, access.value, "this access type is allowed on the primary metastore only")
-    default_prefix = "" if primary else f"{name}_"
-    props = r.get(M.CONFIGURATION_PROPERTIES)
-    read_default = M.READ_TIMEOUT.default
-    if "hive.metastore.client.socket.timeout" in props:
-        try:
-            read_default = _hive_duration_ms(props["hive.metastore.client.socket.timeout"])
-        except ValueError:
-            r.fail("configuration-properties.hive.metastore.client.socket.timeout",
-                   props["hive.metastore.client.socket.timeout"], "expected a duration such as 600s")
-    aliases = r.get(M.DATABASE_NAME_MAPPING)
-    lowered = {k.lower(): v.lower() for k, v in aliases.items()}
-    seen: dict[str, str] = {}
-    for k, v in lowered.items():
-        if v in seen:
-            r.fail(M.DATABASE_NAME_MAPPING.key, dict(aliases), f"'{seen[v]}' and '{k}' both map to alias '{v}'")
-        seen[v] = k
-    return MetastoreConfig(
-        name=name,
-        uris=_uris(r),
-        primary=primary,
-        database_prefix=r.get(M.DATABASE_PREFIX, default_prefix).lower(),
-        access_control_type=access,
-        writable_database_white_list=_regex_list(r, M.WRITABLE_DATABASES) or M.WRITABLE_DATABASES.default,
-        mapped_databases=_regex_list(r, M.MAPPED_DATABASES),
-        mapped_tables=_mapped_tables(r),
-        database_name_mapping=MappingProxyType(lowered),
-        latency_ms=r.get(M.LATENCY),
-        tunnel=_tunnel(r),
-        configuration_properties=props,
-        hive_version=_hive_version(r),
-        connect_timeout_ms=r.get(M.CONNECT_TIMEOUT),
-        read_timeout_ms=r.get(M.READ_TIMEOUT, read_default),
-        wire=_wire(r, props),
-        pool_max_idle=r.get(M.POOL_MAX_IDLE),
-        pool_idle_timeout_seconds=float(r.get(M.POOL_IDLE_TIMEOUT)),
-        security=parse_metastore_security(r),
+    defaults: dict[str, object] = {} if primary else {"database_prefix": f"{name}_"}
+    p = properties(r)
+    if p.given(HM.SOCKET_TIMEOUT.key):
+        defaults["read_timeout_ms"] = p.get(HM.SOCKET_TIMEOUT, M.READ_TIMEOUT.default)
+    member = r.build(
+        MetastoreConfig, defaults, name=name, uris=_uris(r), primary=primary,
+        mapped_tables=_mapped_tables(r), tunnel=_tunnel(r),
+        wire=_wire(r, HM.FRAMED, HM.COMPACT), security=parse_metastore_security(r),
     )
-
-
-def _hive_version(r: Reader) -> str | None:
-    text = r.get(M.HIVE_VERSION)
-    try:
-        parse_version(text)
-    except ValueError as exc:
-        r.fail(M.HIVE_VERSION.key, text, str(exc))
-    return text
+    if member.access_control_type.primary_only and not primary:
+        r.fail(M.ACCESS_CONTROL_TYPE.key, member.access_control_type.value,
+               "this access type is allowed on the primary metastore only")
+    return member
 
 
 def parse_federation(file: str, data: Mapping[str, Any], problems: list[str], warnings: list[str]) -> Federation | None:

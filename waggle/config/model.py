@@ -1,21 +1,28 @@
 """Immutable, validated configuration objects.
 
 A reload builds a whole new :class:`WaggleConfig` and swaps one reference; nothing here is ever mutated.
-Every default is its setting's in the registry (:mod:`waggle.config.settings`), never restated here; the enums
-live in :mod:`waggle.config.kinds` and are re-exported.
+Each attribute that holds a setting says which (``port: int = setting_field(S.PORT)``, or
+:func:`~waggle.config.registry.nested` for a value object):
+its default is the setting's in the registry (:mod:`waggle.config.settings`, :mod:`waggle.config.hive_properties`),
+never restated here, and the loader reads it from the files through that declaration
+(:meth:`~waggle.config.reader.Reader.build`). What an attribute adds is its name, its type and its unit. The
+enums live in :mod:`waggle.config.kinds` and are re-exported.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from waggle.config.hive_properties import HiveMetastore as HM
+from waggle.config.hive_properties import HiveServer as HS
 from waggle.config.kinds import TIME_UNITS
 from waggle.config.kinds import AccessControlType as AccessControlType
 from waggle.config.kinds import DatabaseResolution as DatabaseResolution
 from waggle.config.kinds import ProtocolKind as ProtocolKind
 from waggle.config.kinds import TransportKind as TransportKind
+from waggle.config.registry import nested, setting_field
 from waggle.config.settings import Metastore as M
 from waggle.config.settings import Server as S
 
@@ -29,12 +36,24 @@ def seconds(value: int, unit: str = "SECONDS") -> float:
     return value * TIME_UNITS[unit]
 
 
+def _comma_list(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _ms_to_seconds(ms: int) -> float:
+    return ms / 1000.0
+
+
+def _is_read_only(access: str) -> bool:
+    return access == "READ_ONLY"
+
+
 @dataclass(frozen=True, slots=True)
 class WireFormat:
     """How messages are framed and encoded on one socket. Equal formats allow byte-for-byte relaying."""
 
-    transport: TransportKind = S.TRANSPORT.default
-    protocol: ProtocolKind = S.PROTOCOL.default
+    transport: TransportKind = setting_field(S.TRANSPORT)
+    protocol: ProtocolKind = setting_field(S.PROTOCOL)
 
     def describe(self) -> str:
         return f"{self.transport.value}/{self.protocol.value}"
@@ -53,9 +72,9 @@ class Limits:
 class LoadLimits:
     """How much work waggle takes on at once before it sheds load with a clear error."""
 
-    max_in_flight_calls: int = S.MAX_IN_FLIGHT_CALLS.default
-    max_calls_per_metastore: int = S.MAX_CALLS_PER_METASTORE.default
-    queue_wait_seconds: float = S.QUEUE_WAIT_MS.default / 1000.0
+    max_in_flight_calls: int = setting_field(S.MAX_IN_FLIGHT_CALLS)
+    max_calls_per_metastore: int = setting_field(S.MAX_CALLS_PER_METASTORE)
+    queue_wait_seconds: float = setting_field(S.QUEUE_WAIT_MS, _ms_to_seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,17 +83,17 @@ class TlsServer:
 
     certificate_file: str
     key_file: str
-    client_ca_file: str | None = None
+    client_ca_file: str | None = setting_field(S.TLS_CLIENT_CA)
 
 
 @dataclass(frozen=True, slots=True)
 class TlsClient:
     """TLS to one metastore."""
 
-    ca_file: str | None = None
-    certificate_file: str | None = None
-    key_file: str | None = None
-    check_hostname: bool = True
+    ca_file: str | None = setting_field(M.TLS_CA)
+    certificate_file: str | None = setting_field(M.TLS_CERTIFICATE)
+    key_file: str | None = setting_field(M.TLS_KEY)
+    check_hostname: bool = setting_field(M.TLS_CHECK_HOSTNAME)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +104,13 @@ class KerberosServer:
     keytab: str
     #: clients must log in with SASL (else the identity is only waggle's own, towards Kerberized metastores)
     sasl: bool = True
-    qops: tuple[str, ...] = ("auth",)
-    auth_to_local: str = "DEFAULT"
-    trusted_realms: tuple[str, ...] = ()
+    qops: tuple[str, ...] = setting_field(HS.PROTECTION)
+    auth_to_local: str = setting_field(HS.AUTH_TO_LOCAL)
+    trusted_realms: tuple[str, ...] = setting_field(S.KERBEROS_TRUSTED_REALMS, _comma_list)
     #: delegation tokens: the signing-key file (None: a random key per process) and lifetimes
-    token_key_file: str | None = None
-    token_renew_interval_ms: int = 86_400_000
-    token_max_lifetime_ms: int = 7 * 86_400_000
+    token_key_file: str | None = setting_field(S.TOKEN_SIGNING_KEY_FILE)
+    token_renew_interval_ms: int = setting_field(HS.RENEW_INTERVAL)
+    token_max_lifetime_ms: int = setting_field(HS.MAX_LIFETIME)
 
     @property
     def realm(self) -> str:
@@ -102,14 +121,14 @@ class KerberosServer:
 class RemotePolicy:
     """``remote-databases``: whether users may link remote databases from SQL, and within what."""
 
-    enabled: bool = S.REMOTES_ENABLED.default
-    allowed_metastores: tuple[str, ...] = ()
-    allowed_uris: tuple[re.Pattern[str], ...] = ()
-    allowed_users: tuple[str, ...] = ("*",)
-    allowed_groups: tuple[str, ...] = ()
-    read_only: bool = True
-    max_links: int = S.REMOTES_MAX_LINKS.default
-    refresh_seconds: float = float(S.REMOTES_REFRESH.default)
+    enabled: bool = setting_field(S.REMOTES_ENABLED)
+    allowed_metastores: tuple[str, ...] = setting_field(S.REMOTES_METASTORES)
+    allowed_uris: tuple[re.Pattern[str], ...] = setting_field(S.REMOTES_URIS)
+    allowed_users: tuple[str, ...] = setting_field(S.REMOTES_USERS)
+    allowed_groups: tuple[str, ...] = setting_field(S.REMOTES_GROUPS)
+    read_only: bool = setting_field(S.REMOTES_ACCESS, _is_read_only)
+    max_links: int = setting_field(S.REMOTES_MAX_LINKS)
+    refresh_seconds: float = setting_field(S.REMOTES_REFRESH, float)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +148,8 @@ class MetastoreSecurity:
 
     #: the metastore's principal as configured (``_HOST`` is expanded per host when connecting), or None
     principal: str | None = None
-    qops: tuple[str, ...] = ("auth",)
-    impersonation: bool = False
+    qops: tuple[str, ...] = setting_field(HM.PROTECTION)
+    impersonation: bool = setting_field(M.IMPERSONATION)
     tls: TlsClient | None = None
 
     @property
@@ -151,11 +170,11 @@ class HostPort:
 class TunnelConfig:
     route: tuple[tuple[str, str], ...]  # (user, host) per hop
     private_keys: tuple[str, ...]
-    known_hosts: str | None
-    port: int = M.TUNNEL_PORT.default
-    localhost: str = M.TUNNEL_LOCALHOST.default
-    timeout_ms: int = M.TUNNEL_TIMEOUT.default
-    strict_host_key_checking: bool = M.TUNNEL_STRICT_HOST_KEY_CHECKING.default
+    known_hosts: str | None = setting_field(M.TUNNEL_KNOWN_HOSTS)
+    port: int = setting_field(M.TUNNEL_PORT)
+    localhost: str = setting_field(M.TUNNEL_LOCALHOST)
+    timeout_ms: int = setting_field(M.TUNNEL_TIMEOUT)
+    strict_host_key_checking: bool = setting_field(M.TUNNEL_STRICT_HOST_KEY_CHECKING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,22 +190,24 @@ class MetastoreConfig:
     name: str
     uris: tuple[HostPort, ...]
     primary: bool
-    database_prefix: str
-    access_control_type: AccessControlType = M.ACCESS_CONTROL_TYPE.default
-    writable_database_white_list: tuple[re.Pattern[str], ...] = M.WRITABLE_DATABASES.default
-    mapped_databases: tuple[re.Pattern[str], ...] | None = M.MAPPED_DATABASES.default
-    mapped_tables: tuple[MappedTables, ...] | None = M.MAPPED_TABLES.default
-    database_name_mapping: Mapping[str, str] = field(default_factory=lambda: M.DATABASE_NAME_MAPPING.default)
-    latency_ms: int = M.LATENCY.default
-    tunnel: TunnelConfig | None = M.TUNNEL.default
-    configuration_properties: Mapping[str, str] = field(default_factory=lambda: M.CONFIGURATION_PROPERTIES.default)
-    hive_version: str | None = M.HIVE_VERSION.default
-    connect_timeout_ms: int = M.CONNECT_TIMEOUT.default
-    read_timeout_ms: int = M.READ_TIMEOUT.default
-    wire: WireFormat = WireFormat()
+    #: a federated metastore's default is ``<name>_``, given by the loader
+    database_prefix: str = setting_field(M.DATABASE_PREFIX, str.lower)
+    access_control_type: AccessControlType = setting_field(M.ACCESS_CONTROL_TYPE)
+    #: the mapped tables and the tunnel are read by the loader's own functions
+    writable_database_white_list: tuple[re.Pattern[str], ...] = setting_field(M.WRITABLE_DATABASES)
+    mapped_databases: tuple[re.Pattern[str], ...] | None = setting_field(M.MAPPED_DATABASES)
+    mapped_tables: tuple[MappedTables, ...] | None = setting_field(M.MAPPED_TABLES)
+    database_name_mapping: Mapping[str, str] = setting_field(M.DATABASE_NAME_MAPPING)
+    latency_ms: int = setting_field(M.LATENCY)
+    tunnel: TunnelConfig | None = setting_field(M.TUNNEL)
+    configuration_properties: Mapping[str, str] = setting_field(M.CONFIGURATION_PROPERTIES)
+    hive_version: str | None = setting_field(M.HIVE_VERSION)
+    connect_timeout_ms: int = setting_field(M.CONNECT_TIMEOUT)
+    read_timeout_ms: int = setting_field(M.READ_TIMEOUT)
+    wire: WireFormat = nested(WireFormat)
     #: None: follow demand (see :class:`waggle.upstream.pool.UpstreamPool`)
-    pool_max_idle: int | None = M.POOL_MAX_IDLE.default
-    pool_idle_timeout_seconds: float = float(M.POOL_IDLE_TIMEOUT.default)
+    pool_max_idle: int | None = setting_field(M.POOL_MAX_IDLE)
+    pool_idle_timeout_seconds: float = setting_field(M.POOL_IDLE_TIMEOUT, float)
     security: MetastoreSecurity = MetastoreSecurity()
 
     def upstream_key(self) -> tuple[object, ...]:
@@ -203,33 +224,36 @@ class MetastoreConfig:
 class ServerConfig:
     """The server file; every default is its setting's (:class:`waggle.config.settings.Server`)."""
 
-    port: int = S.PORT.default
-    bind_address: str = S.BIND_ADDRESS.default
-    database_resolution: DatabaseResolution = S.DATABASE_RESOLUTION.default
-    wire: WireFormat = WireFormat()
-    max_connections: int = S.MAX_CONNECTIONS.default
+    port: int = setting_field(S.PORT)
+    bind_address: str = setting_field(S.BIND_ADDRESS)
+    database_resolution: DatabaseResolution = setting_field(S.DATABASE_RESOLUTION)
+    wire: WireFormat = nested(WireFormat)
+    max_connections: int = setting_field(S.MAX_CONNECTIONS)
     #: serving processes: None when the file does not say (see waggle.workers.count), 0 for auto
-    workers: int | None = S.WORKERS.default
-    graceful_stop_seconds: float = float(S.STOP_TIMEOUT.default)
-    shutdown_delay_seconds: float = float(S.SHUTDOWN_DELAY.default)
-    hot_reload: bool = S.HOT_RELOAD.default
-    admin_token_file: str | None = S.ADMIN_TOKEN_FILE.default
-    load: LoadLimits = LoadLimits()
-    limits: Limits = Limits(S.MAX_MESSAGE_BYTES.default, S.MAX_STRING_BYTES.default, S.MAX_CONTAINER_ITEMS.default)
-    upstream_limits: Limits = Limits(S.MAX_UPSTREAM_MESSAGE_BYTES.default, UPSTREAM_MAX_STRING_BYTES,
-                                     UPSTREAM_MAX_CONTAINER_ITEMS)
-    stream_after_bytes: int = S.STREAM_AFTER_BYTES.default
-    query_functions_across_all_metastores: bool = S.QUERY_FUNCTIONS_ACROSS_ALL.default
+    workers: int | None = setting_field(S.WORKERS)
+    graceful_stop_seconds: float = setting_field(S.STOP_TIMEOUT, float)
+    shutdown_delay_seconds: float = setting_field(S.SHUTDOWN_DELAY, float)
+    hot_reload: bool = setting_field(S.HOT_RELOAD)
+    admin_token_file: str | None = setting_field(S.ADMIN_TOKEN_FILE)
+    load: LoadLimits = nested(LoadLimits)
+    limits: Limits = nested(Limits, max_message_bytes=S.MAX_MESSAGE_BYTES, max_string_bytes=S.MAX_STRING_BYTES,
+                            max_container_items=S.MAX_CONTAINER_ITEMS)
+    upstream_limits: Limits = nested(Limits, max_message_bytes=S.MAX_UPSTREAM_MESSAGE_BYTES,
+                                     max_string_bytes=UPSTREAM_MAX_STRING_BYTES,
+                                     max_container_items=UPSTREAM_MAX_CONTAINER_ITEMS)
+    stream_after_bytes: int = setting_field(S.STREAM_AFTER_BYTES)
+    query_functions_across_all_metastores: bool = setting_field(S.QUERY_FUNCTIONS_ACROSS_ALL)
+    #: two settings, a number and its unit: given by the loader
     status_polling_delay_seconds: float = seconds(S.STATUS_POLLING_DELAY.default, S.STATUS_POLLING_DELAY_UNIT.default)
-    fan_out_timeout_ms: int = S.FAN_OUT_TIMEOUT.default
-    down_retry_seconds: float = float(S.DOWN_MEMBER_RETRY.default)
-    database_refresh_seconds: float = float(S.DATABASE_RESOLUTION_REFRESH.default)
-    endpoint_port: int = S.ENDPOINT_PORT.default
-    log_level: str = S.LOG_LEVEL.default
-    log_format: str = S.LOG_FORMAT.default
-    configuration_properties: Mapping[str, str] = field(default_factory=lambda: S.CONFIGURATION_PROPERTIES.default)
+    fan_out_timeout_ms: int = setting_field(S.FAN_OUT_TIMEOUT)
+    down_retry_seconds: float = setting_field(S.DOWN_MEMBER_RETRY, float)
+    database_refresh_seconds: float = setting_field(S.DATABASE_RESOLUTION_REFRESH, float)
+    endpoint_port: int = setting_field(S.ENDPOINT_PORT)
+    log_level: str = setting_field(S.LOG_LEVEL)
+    log_format: str = setting_field(S.LOG_FORMAT)
+    configuration_properties: Mapping[str, str] = setting_field(S.CONFIGURATION_PROPERTIES)
     security: ServerSecurity = ServerSecurity()
-    remotes: RemotePolicy = RemotePolicy()
+    remotes: RemotePolicy = nested(RemotePolicy)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,14 +6,19 @@ Each problem names the file, the key (with the path to it) and the value:
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from collections.abc import Mapping
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
-from waggle.config.settings import Section, Setting
-from waggle.config.validators import Invalid
+from waggle.config.registry import SOURCE, FromSetting, Nested, Section, Setting
+from waggle.config.validators import Invalid, InvalidItems
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 T = TypeVar("T")
+D = TypeVar("D", bound="DataclassInstance")
 
 
 class _Unset(enum.Enum):
@@ -23,6 +28,8 @@ class _Unset(enum.Enum):
 UNSET = _Unset.UNSET
 #: What :meth:`Reader.raw` returns for a key that is not in the file.
 MISSING: object = object()
+#: The key of the Hive properties, in the server file and in each metastore.
+PROPERTIES = "configuration-properties"
 
 
 class Reader:
@@ -70,6 +77,9 @@ class Reader:
         value = self.raw(setting.key)
         try:
             return parse.convert(value)
+        except InvalidItems as exc:
+            for index, item, reason in exc.items:
+                self.fail(f"{setting.key}[{index}]", item, reason)
         except Invalid as exc:
             self.fail(setting.key, exc.value(value), exc.reason)
         except (TypeError, ValueError) as exc:
@@ -77,6 +87,48 @@ class Reader:
             self.fail(setting.key, value, f"expected {parse.expect}{detail}")
         return fallback
 
+    def build(self, cls: type[D], defaults: Mapping[str, object] | None = None, **given: object) -> D:
+        """A ``cls`` model object read from this mapping.
+
+        Each attribute declared with :func:`~waggle.config.registry.setting_field` is its setting's value,
+        validated (its default: ``defaults`` by attribute name, else the setting's) and converted; each declared with
+        :func:`~waggle.config.registry.nested` a value object built the same way. ``given`` names the attributes
+        read otherwise: the settings with a structure of their own, and values that are not settings at all.
+        """
+        return self._build(cls, given, defaults or {})
+
+    def _build(self, cls: type[D], given: Mapping[str, object], defaults: Mapping[str, object]) -> D:
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not set(defaults) | set(given) <= names:
+            raise TypeError(f"{cls.__name__} has no attribute {sorted(set(defaults) | set(given) - names)}")
+        values = dict(given)
+        for f in dataclasses.fields(cls):
+            source = f.metadata.get(SOURCE)
+            if f.name in values or source is None:
+                continue
+            if isinstance(source, FromSetting):
+                value = self.get(source.setting, defaults.get(f.name, UNSET))
+                values[f.name] = value if source.convert is None else source.convert(value)
+            elif isinstance(source, Nested):
+                parts = {k: self.get(p) if isinstance(p, Setting) else p for k, p in source.parts.items()}
+                values[f.name] = self._build(source.cls, parts, {})
+        make: Callable[..., D] = cls
+        return make(**values)
+
     def unknown(self, section: Section) -> list[tuple[str, Setting[object] | None]]:
         """Keys of this mapping that ``section`` does not declare (None) or does not implement (the setting)."""
         return section.unknown(self.data)
+
+
+class PropertiesReader(Reader):
+    """A :class:`Reader` over a flat map of Hive properties, whose keys contain dots themselves."""
+
+    def raw(self, key: str) -> object:
+        return self.data.get(key, MISSING)
+
+
+def properties(r: Reader) -> PropertiesReader:
+    """A reader of the ``configuration-properties`` of the mapping ``r`` reads (an empty one when it has none)."""
+    value = r.raw(PROPERTIES)
+    data: Mapping[str, object] = value if isinstance(value, Mapping) else {}
+    return PropertiesReader(r.file, {str(k): v for k, v in data.items()}, r.path(f"{PROPERTIES}."), r.problems)

@@ -1,80 +1,26 @@
 """Security settings from the server and federation files: Kerberos, delegation tokens and TLS.
 
-Hive's own keys are read from ``configuration-properties`` (:class:`~waggle.config.settings.HiveServer`,
-:class:`~waggle.config.settings.HiveMetastore`). Waggle Dance's spellings are accepted too, so its files work
+Hive's own keys are read from ``configuration-properties`` (:class:`~waggle.config.hive_properties.HiveServer`,
+:class:`~waggle.config.hive_properties.HiveMetastore`). Waggle Dance's spellings are accepted too, so its files work
 as they are. waggle's additions (``tls.*``, ``kerberos.*``, ``delegation-tokens.*``) are ordinary keys.
 Problems name the file, the key and the value, like every other setting's.
 """
 
 from __future__ import annotations
 
-import re
 import socket
-from collections.abc import Mapping
 
 from waggle.config.hive_properties import HiveMetastore as HM
 from waggle.config.hive_properties import HiveServer as HS
+from waggle.config.hive_values import expand_host
 from waggle.config.model import KerberosServer, MetastoreSecurity, ServerSecurity, TlsClient, TlsServer
-from waggle.config.reader import MISSING, Reader
+from waggle.config.reader import PROPERTIES, Reader, properties
 from waggle.config.settings import Metastore as M
 from waggle.config.settings import Server as S
-from waggle.config.settings import Setting
-from waggle.security.gss import parse_qop
-from waggle.security.principals import expand_host
-
-_PROPS = "configuration-properties"
-_UNITS_MS = {"ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-class PropertiesReader(Reader):
-    """A :class:`Reader` over a flat map of Hive properties, whose keys contain dots themselves."""
-
-    def raw(self, key: str) -> object:
-        return self.data.get(key, MISSING)
-
-
-def _props(r: Reader) -> PropertiesReader:
-    value = r.raw(_PROPS)
-    data: Mapping[str, object] = value if isinstance(value, Mapping) else {}
-    return PropertiesReader(r.file, {str(k): v for k, v in data.items()}, r.path(f"{_PROPS}."), r.problems)
-
-
-def duration_ms(text: str) -> int:
-    """Hive's time values for token lifetimes: ``86400000`` (ms), ``600s``, ``1d``."""
-    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
-    if not m or (m.group(2) and m.group(2) not in _UNITS_MS):
-        raise ValueError(text)
-    return int(m.group(1)) * _UNITS_MS[m.group(2) or "ms"]
-
-
-def _duration(p: PropertiesReader, setting: Setting[str]) -> int:
-    text = p.get(setting)
-    try:
-        return duration_ms(text)
-    except ValueError:
-        p.fail(setting.key, text, "expected a duration such as 86400000 (ms), 3600s or 1d")
-        return duration_ms(setting.default)
-
-
-def _qops(p: PropertiesReader, setting: Setting[str]) -> tuple[str, ...]:
-    text = p.get(setting)
-    try:
-        return parse_qop(text)
-    except ValueError as exc:
-        p.fail(setting.key, text, str(exc))
-        return ("auth",)
-
-
-def _principal(p: PropertiesReader, key: str, text: str, host: str) -> str | None:
-    try:
-        return expand_host(text, host)
-    except ValueError as exc:
-        p.fail(key, text, str(exc))
-        return None
 
 
 def parse_server_security(r: Reader) -> ServerSecurity:
-    p = _props(r)
+    p = properties(r)
     kerberos = None
     sasl = p.get(HS.SASL)
     principal_key = HS.PRINCIPAL if p.given(HS.PRINCIPAL.key) else HS.WD_PRINCIPAL
@@ -84,14 +30,14 @@ def parse_server_security(r: Reader) -> ServerSecurity:
         p.require(HS.PRINCIPAL.key, f" when {HS.SASL.key} is true (or {HS.WD_PRINCIPAL.key})")
     if sasl and not keytab:
         p.require(HS.KEYTAB.key, f" when {HS.SASL.key} is true (or {HS.WD_KEYTAB.key})")
-    principal = _principal(p, principal_key.key, principal_text, socket.getfqdn()) if principal_text else None
+    principal = expand_host(principal_text, socket.getfqdn()) if principal_text else None
     if principal is not None and "@" not in principal:
         p.fail(principal_key.key, principal_text, "expected a principal with a realm, e.g. hive/_HOST@REALM")
         principal = None
     realms = tuple(x.strip() for x in r.get(S.KERBEROS_TRUSTED_REALMS).split(",") if x.strip())
     key_file = r.get(S.TOKEN_SIGNING_KEY_FILE)
-    qops, rules = _qops(p, HS.PROTECTION), p.get(HS.AUTH_TO_LOCAL)
-    renew, lifetime = _duration(p, HS.RENEW_INTERVAL), _duration(p, HS.MAX_LIFETIME)
+    qops, rules = p.get(HS.PROTECTION), p.get(HS.AUTH_TO_LOCAL)
+    renew, lifetime = p.get(HS.RENEW_INTERVAL), p.get(HS.MAX_LIFETIME)
     if principal and keytab:
         kerberos = KerberosServer(principal=principal, keytab=keytab, sasl=sasl, qops=qops, auth_to_local=rules,
                                   trusted_realms=realms, token_key_file=key_file, token_renew_interval_ms=renew,
@@ -111,7 +57,7 @@ def parse_server_security(r: Reader) -> ServerSecurity:
 
 
 def parse_metastore_security(r: Reader) -> MetastoreSecurity:
-    p = _props(r)
+    p = properties(r)
     principal = None
     if p.get(HM.SASL):
         principal = p.get(HM.PRINCIPAL)
@@ -120,15 +66,14 @@ def parse_metastore_security(r: Reader) -> MetastoreSecurity:
         elif "@" not in principal:
             p.fail(HM.PRINCIPAL.key, principal, "expected a principal with a realm, e.g. hive/_HOST@REALM")
             principal = None
-    impersonation = r.get(M.IMPERSONATION)
-    if impersonation and not p.get(HM.SASL):
-        r.fail(M.IMPERSONATION.key, True, f"needs Kerberos: {_PROPS}.{HM.SASL.key}: true")
+    client = r.build(TlsClient)  # read, and so checked, whether or not TLS is on
     tls = None
-    ca, cert, key, check = r.get(M.TLS_CA), r.get(M.TLS_CERTIFICATE), r.get(M.TLS_KEY), r.get(M.TLS_CHECK_HOSTNAME)
     if r.get(M.TLS_ENABLED) or p.get(HM.USE_SSL):
-        if bool(cert) != bool(key):
-            r.fail(M.TLS_KEY.key if cert else M.TLS_CERTIFICATE.key, None,
+        if bool(client.certificate_file) != bool(client.key_file):
+            r.fail(M.TLS_KEY.key if client.certificate_file else M.TLS_CERTIFICATE.key, None,
                    "a client certificate needs both tls.certificate-file and tls.key-file")
-        tls = TlsClient(ca, cert, key, check)
-    return MetastoreSecurity(principal=principal, qops=_qops(p, HM.PROTECTION), impersonation=impersonation,
-                             tls=tls)
+        tls = client
+    security = r.build(MetastoreSecurity, principal=principal, qops=p.get(HM.PROTECTION), tls=tls)
+    if security.impersonation and not p.get(HM.SASL):
+        r.fail(M.IMPERSONATION.key, True, f"needs Kerberos: {PROPERTIES}.{HM.SASL.key}: true")
+    return security

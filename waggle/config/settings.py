@@ -1,119 +1,38 @@
-"""Every configuration key waggle reads, declared once: key, default, validator and meaning.
+"""Every key of the server and federation files, declared once: key, default, validator and meaning.
 
 The registry drives everything else. The loaders (:mod:`waggle.config.loader` for the server and federation
 files, :mod:`waggle.sync.runner` for sync files) read and validate each setting with its validator and fall back
 to its default; the frozen :mod:`waggle.config.model` objects take their defaults from here; a key that is not
 declared, or that waggle does not implement, is reported by name (:meth:`Section.unknown`); and the
-configuration reference in the README is generated from it (``python -m waggle.config.settings``, and
-``python -m waggle.config.settings sync`` for the sync file), so none of them can drift apart.
+configuration reference in the README is generated from it (``python -m waggle.config.reference``), so none of
+them can drift apart.
 
 Settings are kept in declaration order, which is the order of the docs.
 """
 
 from __future__ import annotations
 
-import enum
-import sys
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Generic, TypeVar
 
 from waggle.config.kinds import TIME_UNITS, AccessControlType, DatabaseResolution, ProtocolKind, TransportKind
+from waggle.config.registry import REQUIRED, Section, Setting
 from waggle.config.validators import (
-    Validator,
+    aliases,
     boolean,
     choice,
+    hive_version,
     integer,
+    names,
     one_of,
     optional_string,
+    regexes,
     string,
     string_map,
     worker_count,
     yes_no,
 )
-
-V = TypeVar("V", covariant=True)
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Setting(Generic[V]):
-    """One key of one section. ``parse`` is None for values with a structure of their own, read by the loader's
-    own function for them (URIs, regex lists, the tunnel route, ...), and for keys waggle does not implement."""
-
-    key: str
-    default: V
-    doc: str
-    parse: Validator[V] | None = None
-    implemented: bool = True
-    shown: str | None = None  # the default as the docs show it, when not the default value itself
-
-    @property
-    def shown_default(self) -> str:
-        if self.shown is not None:
-            return self.shown
-        value: object = self.default
-        if value is None:
-            return "none"
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, enum.Enum):
-            return str(value.value)
-        if isinstance(value, Mapping):
-            return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
-        if isinstance(value, tuple):
-            return "[" + ", ".join(map(str, value)) + "]"
-        return str(value)
-
-
-class Section:
-    """The settings of one part of one file, in declaration order."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self._settings: list[Setting[object]] = []
-
-    def add(self, key: str, default: T, parse: Validator[T] | None, doc: str, shown: str | None = None) -> Setting[T]:
-        setting = Setting(key, default, doc, parse, True, shown)
-        self._settings.append(setting)
-        return setting
-
-    def ignored(self, key: str, shown: str, doc: str) -> None:
-        """A Waggle Dance key that waggle accepts with a warning and does not implement."""
-        self._settings.append(Setting(key, shown, doc, None, False))
-
-    def __iter__(self) -> Iterator[Setting[object]]:
-        return iter(self._settings)
-
-    @property
-    def settings(self) -> tuple[Setting[object], ...]:
-        return tuple(self._settings)
-
-    def keys(self) -> list[str]:
-        return [s.key for s in self._settings]
-
-    def unknown(self, data: Mapping[str, object]) -> list[tuple[str, Setting[object] | None]]:
-        """Every key of ``data`` that is not a setting (with None) or not implemented (with its setting).
-
-        Nested maps are followed down to the settings' own keys, so ``logging: {level: debug}`` is the implemented
-        ``logging.level`` while ``logging: {config: ...}`` is the unimplemented ``logging.config``.
-        """
-        by_key = {s.key: s for s in self._settings}
-        found: list[tuple[str, Setting[object] | None]] = []
-
-        def walk(node: Mapping[str, object], prefix: str) -> None:
-            for key, value in node.items():
-                full = f"{prefix}{key}"
-                setting = by_key.get(full)
-                if setting is None and isinstance(value, Mapping) and any(k.startswith(full + ".") for k in by_key):
-                    walk(value, full + ".")
-                elif setting is None or not setting.implemented:
-                    found.append((full, setting))
-
-        walk(data, "")
-        return found
-
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -275,21 +194,21 @@ class Server:
         "('waggle.remote.metastore'=...)`); see \"Remote databases\" (waggle addition).",
     )
     REMOTES_METASTORES = SERVER.add(
-        "remote-databases.allowed-metastores", (), None,
+        "remote-databases.allowed-metastores", (), names(),
         "Federation members that links may name (`*`: every federated member).", "[] (none)",
     )
-    REMOTES_URIS = SERVER.add(
-        "remote-databases.allowed-uris", (), None,
+    REMOTES_URIS: Setting[tuple[re.Pattern[str], ...]] = SERVER.add(
+        "remote-databases.allowed-uris", (), regexes(),
         "Case-insensitive regexes of `thrift://host:port` URIs that links may name with `waggle.remote.uris`. A "
         "refused URI is never connected to.", "[] (none)",
     )
     REMOTES_USERS = SERVER.add(
-        "remote-databases.allowed-users", ("*",), None,
+        "remote-databases.allowed-users", ("*",), names(),
         "Users (the connection's identity: Kerberos, or set_ugi) who may create and drop links; `*`: anyone.",
         "[*]",
     )
     REMOTES_GROUPS = SERVER.add(
-        "remote-databases.allowed-groups", (), None,
+        "remote-databases.allowed-groups", (), names(),
         "Groups (from set_ugi) whose members may create and drop links, besides `allowed-users`.", "[]",
     )
     REMOTES_ACCESS = SERVER.add(
@@ -321,7 +240,6 @@ SERVER.ignored("waggledance", "-", "Waggle Dance extensions (rate limiting); not
 
 # -- the federation file: every metastore ------------------------------------------------------------------------
 METASTORE = Section("metastore")
-REQUIRED = "(required)"
 
 
 class Metastore:
@@ -340,13 +258,16 @@ class Metastore:
         "`READ_ONLY`, `READ_AND_WRITE_AND_CREATE` (primary only), `READ_AND_WRITE_ON_DATABASE_WHITELIST`, "
         "`READ_AND_WRITE_AND_CREATE_ON_DATABASE_WHITELIST` (primary only).",
     )
-    WRITABLE_DATABASES = METASTORE.add("writable-database-white-list", (), None,
-                                       "Case-insensitive regexes of databases that may be written.")
-    MAPPED_DATABASES = METASTORE.add("mapped-databases", None, None,
-                                     "Case-insensitive regexes of visible databases; `[]` shows none.", "null (all)")
+    WRITABLE_DATABASES: Setting[tuple[re.Pattern[str], ...]] = METASTORE.add(
+        "writable-database-white-list", (), regexes(), "Case-insensitive regexes of databases that may be written.",
+    )
+    MAPPED_DATABASES: Setting[tuple[re.Pattern[str], ...] | None] = METASTORE.add(
+        "mapped-databases", None, regexes(), "Case-insensitive regexes of visible databases; `[]` shows none.",
+        "null (all)",
+    )
     MAPPED_TABLES = METASTORE.add("mapped-tables", None, None,
                                   "Per database, `{database: db, mapped-tables: [regex, ...]}`.", "null (all)")
-    DATABASE_NAME_MAPPING = METASTORE.add("database-name-mapping", _EMPTY, string_map(),
+    DATABASE_NAME_MAPPING = METASTORE.add("database-name-mapping", _EMPTY, aliases(),
                                           "`{name-in-metastore: alias}`; both names are served.")
     LATENCY = METASTORE.add("latency", 0, integer(0),
                             "Extra milliseconds this metastore may take, added to its timeouts.")
@@ -385,7 +306,7 @@ class Metastore:
         "`hive.metastore.thrift.framed.transport.enabled` / `...compact.protocol.enabled` the wire format.",
     )
     HIVE_VERSION = METASTORE.add(
-        "hive-version", None, optional_string(),
+        "hive-version", None, hive_version(),
         "The metastore's Hive version, e.g. `2.3.10`, `3.1.3`, `4.0.1` (waggle addition). Optional: without "
         "it waggle learns from the metastore's answers what it lacks. With it, version bridges apply from the "
         "first call, and Hive 4's `tablesPattern` is passed through instead of expanded.",
@@ -441,36 +362,19 @@ METASTORE.ignored("read-only-remote-meta-store-uris", "-", "Not implemented.")
 METASTORE.ignored("read-only-glue-config", "-", "Not implemented.")
 METASTORE.ignored("status", "-", "Runtime status in Waggle Dance's REST output; ignored in files.")
 
+# -- one entry of a metastore's mapped-tables -------------------------------------------------------------------
+MAPPED_TABLES_ENTRY = Section("mapped-tables entry")
+
+
+class MappedTablesEntry:
+    """Keys of each entry of a metastore's ``mapped-tables`` (documented with it)."""
+
+    DATABASE = MAPPED_TABLES_ENTRY.add("database", "", string(), "The database whose tables are mapped.")
+    TABLES: Setting[tuple[re.Pattern[str], ...]] = MAPPED_TABLES_ENTRY.add(
+        "mapped-tables", (), regexes(), "Case-insensitive regexes of its visible tables.",
+    )
+
+
 #: The registries the tests and the README's configuration reference read.
 SERVER_SETTINGS: tuple[Setting[object], ...] = SERVER.settings
 METASTORE_SETTINGS: tuple[Setting[object], ...] = METASTORE.settings
-
-
-def markdown_table(settings: tuple[Setting[object], ...]) -> str:
-    rows = ["| Key | Default | Meaning |", "|---|---|---|"]
-    for s in settings:
-        note = "" if s.implemented else " *(accepted with a warning)*"
-        rows.append(f"| `{s.key}` | {s.shown_default} | {s.doc}{note} |")
-    return "\n".join(rows)
-
-
-def reference() -> str:
-    """The README's configuration reference tables (``python -m waggle.config.settings``)."""
-    from waggle.config.hive_properties import HIVE_METASTORE_SETTINGS, HIVE_SERVER_SETTINGS
-
-    return (f"### Server file\n\n{markdown_table(SERVER_SETTINGS)}\n\n"
-            "### Federation file: every metastore (`primary-meta-store`, `federated-meta-stores[]`)\n\n"
-            f"{markdown_table(METASTORE_SETTINGS)}\n\n"
-            "### Hive properties waggle reads (`configuration-properties`)\n\nIn the server file:\n\n"
-            f"{markdown_table(HIVE_SERVER_SETTINGS)}\n\nIn a metastore of the federation file:\n\n"
-            f"{markdown_table(HIVE_METASTORE_SETTINGS)}")
-
-
-def main(argv: list[str]) -> None:  # pragma: no cover - documentation helper
-    from waggle.config.sync_settings import sync_reference
-
-    print(sync_reference() if argv[1:] == ["sync"] else reference())
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main(sys.argv)

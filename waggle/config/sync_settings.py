@@ -1,10 +1,10 @@
 """The keys of a sync file (``waggle sync --config``), declared once like every other setting
-(:mod:`waggle.config.settings`): read by :mod:`waggle.sync.runner`, listed in the README from here
-(``python -m waggle.config.settings sync``)."""
+(:mod:`waggle.config.registry`): read by :mod:`waggle.sync.runner`, listed in the README from here
+(``python -m waggle.config.reference sync``)."""
 
 from __future__ import annotations
 
-from waggle.config.settings import REQUIRED, Section, Setting, markdown_table
+from waggle.config.registry import REQUIRED, Section, Setting
 from waggle.config.validators import integer, one_of, optional_name, optional_text, yes_no
 
 SYNC = Section("sync")
@@ -59,7 +59,3 @@ class SyncJob:
 SYNC_SETTINGS: tuple[Setting[object], ...] = SYNC.settings
 SYNC_JOB_SETTINGS: tuple[Setting[object], ...] = SYNC_JOB.settings
 
-
-def sync_reference() -> str:
-    """The README's sync file tables (``python -m waggle.config.settings sync``)."""
-    return f"{markdown_table(SYNC_SETTINGS)}\n\nEach job:\n\n{markdown_table(SYNC_JOB_SETTINGS)}"

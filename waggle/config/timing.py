@@ -8,7 +8,7 @@ SSH tunnel helper process can read it too.
 
 from __future__ import annotations
 
-# -- configuration reload (waggle/reload.py, waggle/config/check.py) -----------------------------------------------
+# -- configuration reload (waggle/reload.py, waggle/checks.py) ---------------------------------------------------
 #: The configuration files are compared with what was last read at least this often, file events or not (for
 #: file systems that send no events, such as some volume mounts).
 RELOAD_POLL_SECONDS = 5.0

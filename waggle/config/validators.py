@@ -8,10 +8,13 @@ whole reason itself, and may name the value as it was understood (for example lo
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Generic, TypeVar
+
+from waggle.config import hive_values
 
 V = TypeVar("V", covariant=True)
 E = TypeVar("E", bound=enum.Enum)
@@ -29,6 +32,14 @@ class Invalid(ValueError):
 
     def value(self, given: object) -> object:
         return given if self.shown is _NOT_SHOWN else self.shown
+
+
+class InvalidItems(Invalid):
+    """Items of a list refused, each named by its index in the list with its own reason."""
+
+    def __init__(self, items: list[tuple[int, object, str]]) -> None:
+        super().__init__("; ".join(reason for _, _, reason in items))
+        self.items = items
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,3 +176,117 @@ def string_map() -> Validator[Mapping[str, str]]:
         return MappingProxyType({str(k): scalar(x) for k, x in v.items()})
 
     return Validator("a map", convert)
+
+
+def names() -> Validator[tuple[str, ...]]:
+    """A list of names, as a YAML list or a comma-separated string; blank ones are left out."""
+    def convert(v: object) -> tuple[str, ...]:
+        items = v.split(",") if isinstance(v, str) else v
+        if not isinstance(items, list) or not all(isinstance(x, (str, int)) for x in items):
+            raise Invalid("expected a list of names")
+        return tuple(str(x).strip() for x in items if str(x).strip())
+
+    return Validator("a list of names", convert)
+
+
+def aliases() -> Validator[Mapping[str, str]]:
+    """``{name: alias}`` of database names, both lower-cased, read-only; no two names may share an alias."""
+    as_map = string_map().convert
+
+    def convert(v: object) -> Mapping[str, str]:
+        given = as_map(v)
+        lowered = {k.lower(): x.lower() for k, x in given.items()}
+        seen: dict[str, str] = {}
+        clashes = []
+        for name, alias in lowered.items():
+            if alias in seen:
+                clashes.append(f"'{seen[alias]}' and '{name}' both map to alias '{alias}'")
+            seen[alias] = name
+        if clashes:
+            raise Invalid("; ".join(clashes), shown=dict(given))
+        return MappingProxyType(lowered)
+
+    return Validator("a map", convert)
+
+
+def hive_version() -> Validator[str | None]:
+    """A Hive release waggle serves (:func:`waggle.config.hive_values.parse_version`), kept as written; empty
+    means not set."""
+    def convert(v: object) -> str | None:
+        text = _text(v) or None
+        try:
+            hive_values.parse_version(text)
+        except ValueError as exc:
+            raise Invalid(str(exc), shown=text) from None
+        return text
+
+    return Validator("a string", convert)
+
+
+def duration_ms() -> Validator[int]:
+    """Hive's time values for token lifetimes (``86400000`` in ms, ``3600s``, ``1d``), in milliseconds."""
+    expect = "a duration such as 86400000 (ms), 3600s or 1d"
+
+    def convert(v: object) -> int:
+        text = _text(v)
+        try:
+            return hive_values.duration_ms(text)
+        except ValueError:
+            raise Invalid(f"expected {expect}", shown=text) from None
+
+    return Validator(expect, convert)
+
+
+def protection() -> Validator[tuple[str, ...]]:
+    """``hadoop.rpc.protection``: protection levels in order of preference, as QOP names (``auth``, ...)."""
+    def convert(v: object) -> tuple[str, ...]:
+        text = _text(v)
+        try:
+            return hive_values.parse_qop(text)
+        except ValueError as exc:
+            raise Invalid(str(exc), shown=text) from None
+
+    return Validator("protection levels", convert)
+
+
+def hive_flag() -> Validator[bool]:
+    """A Hive boolean property as Hive's ``Configuration.getBoolean`` reads it: ``true`` in any case is true,
+    anything else false."""
+    return Validator("true or false", lambda v: scalar(v).strip().lower() == "true")
+
+
+def count_or_none() -> Validator[int | None]:
+    """A Hive count property: its digits, or None (ignored) when it is not a plain number."""
+    return Validator("a number", lambda v: int(s) if (s := scalar(v).strip()).isdigit() else None)
+
+
+def timeout_ms() -> Validator[int]:
+    """Hive's time values such as ``600``, ``600s`` or ``5000ms`` (seconds when no unit), in milliseconds."""
+    def convert(v: object) -> int:
+        text = scalar(v)
+        try:
+            return hive_values.timeout_ms(text)
+        except ValueError:
+            raise Invalid("expected a duration such as 600s", shown=text) from None
+
+    return Validator("a duration such as 600s", convert)
+
+
+def regexes() -> Validator[tuple[re.Pattern[str], ...]]:
+    """Case-insensitive regular expressions, as a YAML list or one comma-separated string; every item that does not
+    compile is named by its index."""
+    def convert(v: object) -> tuple[re.Pattern[str], ...]:
+        items = [x.strip() for x in v.split(",") if x.strip()] if isinstance(v, str) else v
+        if not isinstance(items, list) or any(isinstance(x, (Mapping, list)) for x in items):
+            raise Invalid("expected a list of regular expressions")
+        out, refused = [], []
+        for i, item in enumerate(items):
+            try:
+                out.append(re.compile(str(item), re.IGNORECASE))
+            except re.error as exc:
+                refused.append((i, item, f"not a regular expression: {exc}"))
+        if refused:
+            raise InvalidItems(refused)
+        return tuple(out)
+
+    return Validator("a list of regular expressions", convert)

@@ -21,13 +21,15 @@ Two kinds of gap are bridged:
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from thrift.Thrift import TApplicationException
 
+from waggle.config.hive_values import OLDEST
+from waggle.config.hive_values import Version as Version
+from waggle.config.hive_values import parse_version as parse_version
 from waggle.hms import specs
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
@@ -35,30 +37,11 @@ from waggle.hms.gen.hive_metastore.ttypes import MetaException
 from waggle.hms.names import CATALOG_MARKER, CATALOG_SEPARATOR, EMPTY_MARKER, parse, partition_name
 from waggle.hms.specs import raised
 
-Version = tuple[int, ...]
-
 #: The catalog every Hive 2 metastore implicitly is, and the default catalog of Hive 3+.
 DEFAULT_CATALOG = "hive"
-OLDEST = (2, 3, 0)
 HIVE_3 = (3, 0, 0)
 HIVE_4 = (4, 0, 0)
 HIVE_4_0_1 = (4, 0, 1)
-
-_VERSION = re.compile(r"\d+(\.\d+){0,3}")
-
-
-def parse_version(text: str | None) -> Version | None:
-    """``"2.3.10"`` -> ``(2, 3, 10)``; ``"4"`` -> ``(4, 0, 0)``; None for no hint. ValueError when malformed or
-    older than Hive 2.3 (the oldest metastore waggle serves)."""
-    if text is None or str(text).strip() == "":
-        return None
-    text = str(text).strip()
-    if not _VERSION.fullmatch(text):
-        raise ValueError(f"expected a Hive version such as 2.3, 3.1.3 or 4.0.1, got {text!r}")
-    version = (*(int(p) for p in text.split(".")), 0, 0)[:3]
-    if version < OLDEST:
-        raise ValueError(f"Hive {text} is older than 2.3, the oldest metastore release waggle supports")
-    return version
 
 
 class MethodMissing(Exception):

@@ -23,34 +23,15 @@ from typing import Protocol, TypeVar
 import gssapi
 from gssapi.raw.misc import GSSError
 
+from waggle.config.hive_values import QOP_BITS
+from waggle.config.hive_values import parse_qop as parse_qop
 from waggle.security.sasl import SaslError
 
-#: QOP names (Hive's ``hadoop.rpc.protection`` values map onto them) and their security-layer bits
-QOP_BITS = {"auth": 1, "auth-int": 2, "auth-conf": 4}
-RPC_PROTECTION = {"authentication": "auth", "integrity": "auth-int", "privacy": "auth-conf"}
 MAX_BUFFER = 0xFFFFFF
 #: renew waggle's ticket when less than this is left (seconds), or when this fraction of it has passed
 RENEW_MARGIN_SECONDS = 600
 _KRB5 = gssapi.MechType.kerberos
 T = TypeVar("T")
-
-
-def parse_qop(text: str) -> tuple[str, ...]:
-    """``auth,auth-int`` or Hive's ``authentication,integrity,privacy``: the QOPs in the order given."""
-    out: list[str] = []
-    for part in text.split(","):
-        word = part.strip().lower()
-        if not word:
-            continue
-        qop = RPC_PROTECTION.get(word, word)
-        if qop not in QOP_BITS:
-            raise ValueError(f"'{part.strip()}' is not a protection level (auth, auth-int, auth-conf, or "
-                             f"authentication, integrity, privacy)")
-        if qop not in out:
-            out.append(qop)
-    if not out:
-        raise ValueError("no protection level given")
-    return tuple(out)
 
 
 def _blocking(fn: Callable[[], T]) -> T:

@@ -13,16 +13,15 @@ Rule regexes are Java regexes run with Python's :mod:`re`; the two agree on the 
 from __future__ import annotations
 
 import re
-import socket
-from collections.abc import Callable
 from dataclasses import dataclass
+
+from waggle.config.hive_values import expand_host as expand_host
 
 _PRINCIPAL = re.compile(r"([^/@]+)(?:/([^/@]+))?(?:@([^/@]+))?")
 _RULE = re.compile(
     r"\s*((DEFAULT)|(RULE:\[(\d*):([^\]]*)\](\(([^)]*)\))?(s/([^/]*)/([^/]*)/(g)?)?))/?(L)?"
 )  # the grammar of Hadoop's KerberosName.ruleParser
 _NON_SIMPLE = re.compile(r"[/@]")
-HOST_PATTERN = "_HOST"
 
 
 class PrincipalError(ValueError):
@@ -56,22 +55,6 @@ class Principal:
         host = f"/{self.host}" if self.host is not None else ""
         realm = f"@{self.realm}" if self.realm is not None else ""
         return f"{self.service}{host}{realm}"
-
-
-def expand_host(principal_text: str, host: str | None, local_hostname: Callable[[], str] | None = None) -> str:
-    """Replace ``_HOST`` in ``service/_HOST@REALM`` by ``host``, lower-cased; other principals are unchanged.
-
-    An empty host or ``0.0.0.0`` (listening on every address) means this machine's canonical name, from
-    ``local_hostname`` (default :func:`socket.getfqdn`).
-    """
-    components = re.split(r"[/@]", principal_text)
-    while components and components[-1] == "":  # Java's String.split drops trailing empty strings
-        components.pop()
-    if len(components) != 3 or components[1] != HOST_PATTERN:
-        return principal_text
-    if not host or host == "0.0.0.0":
-        host = (local_hostname or socket.getfqdn)()
-    return f"{components[0]}/{host.lower()}@{components[2]}"
 
 
 @dataclass(frozen=True)
