@@ -23,6 +23,7 @@ from waggle.common.logging import get_logger
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import MetastoreConfig
 from waggle.config.reader import MISSING, Reader
+from waggle.config.registry import setting_field
 from waggle.config.sync_settings import SYNC, SYNC_JOB, Sync, SyncJob
 from waggle.hms.gen.hive_metastore.ttypes import Database
 from waggle.sync import objects as o
@@ -38,28 +39,32 @@ log = get_logger("waggle.sync")
 
 @dataclass(frozen=True, slots=True)
 class TableSpec:
-    """One entry of work: table patterns and how to sync them."""
+    """One entry of work: table patterns and how to sync them. Each option is its sync-file setting's
+    (:class:`~waggle.config.sync_settings.SyncJob`), default included; the command line fills the same object."""
 
     source: str
     patterns: tuple[str, ...]
-    mode: str = o.MIRROR
-    target_database: str | None = None
-    partition_filter: str | None = None
-    location_root: str | None = None
-    propagate_deletes: bool = False
-    switch_mode: bool = False
+    mode: str = setting_field(SyncJob.MODE)
+    target_database: str | None = setting_field(SyncJob.TARGET_DATABASE)
+    partition_filter: str | None = setting_field(SyncJob.PARTITION_FILTER)
+    location_root: str | None = setting_field(SyncJob.LOCATION_ROOT)
+    propagate_deletes: bool = setting_field(SyncJob.PROPAGATE_DELETES)
+    switch_mode: bool = setting_field(SyncJob.SWITCH_MODE)
 
 
 @dataclass(frozen=True, slots=True)
 class SyncRun:
+    """A whole run: the sync file's settings (:class:`~waggle.config.sync_settings.Sync`), and what only the
+    command line says."""
+
     federation_config: str
     specs: tuple[TableSpec, ...]
+    incremental: bool = setting_field(Sync.INCREMENTAL)
+    master: str | None = setting_field(Sync.MASTER)
+    max_writes_per_second: int = setting_field(Sync.MAX_WRITES_PER_SECOND)  # per target metastore; 0: no limit
     dry_run: bool = False
-    incremental: bool = False
-    master: str | None = None
     report: str | None = None
     progress: bool | None = None  # None: a progress bar when stderr is a terminal
-    max_writes_per_second: int = Sync.MAX_WRITES_PER_SECOND.default  # per target metastore; 0: no limit
     #: who logs in to Kerberized metastores: --principal/--keytab, else the server file's keytab, else the
     #: ticket cache (waggle.upstream.blocking.kerberos_identity)
     principal: str | None = None
@@ -106,12 +111,10 @@ def load_sync_file(path: str) -> SyncRun:
             continue
         specs.append(_job(Reader(path, job, f"{where}.", problems, nulls_are_unset=False), default_source,
                           default_deletes))
-    incremental = r.get(Sync.INCREMENTAL)
-    max_writes = r.get(Sync.MAX_WRITES_PER_SECOND)
+    run = r.build(SyncRun, federation_config=fed, specs=tuple(specs))
     if problems:
         raise SyncConfigError(problems)
-    return SyncRun(federation_config=fed, specs=tuple(specs), incremental=incremental, master=r.get(Sync.MASTER),
-                   max_writes_per_second=max_writes)
+    return run
 
 
 def _job(r: Reader, default_source: str | None, default_deletes: bool) -> TableSpec:
@@ -126,14 +129,10 @@ def _job(r: Reader, default_source: str | None, default_deletes: bool) -> TableS
         r.require(SyncJob.TABLES.key)
     for pattern, why in bad:
         r.fail(SyncJob.TABLES.key, pattern, why)
-    mode = r.get(SyncJob.MODE)
     source = r.get(SyncJob.SOURCE, default_source)
     if not source:
         r.require(SyncJob.SOURCE.key, " (or a top-level 'source')")
-    return TableSpec(
-        source=source or "", patterns=patterns, mode=mode, target_database=r.get(SyncJob.TARGET_DATABASE),
-        partition_filter=r.get(SyncJob.PARTITION_FILTER), location_root=r.get(SyncJob.LOCATION_ROOT),
-        propagate_deletes=r.get(SyncJob.PROPAGATE_DELETES, default_deletes), switch_mode=r.get(SyncJob.SWITCH_MODE))
+    return r.build(TableSpec, {"propagate_deletes": default_deletes}, source=source or "", patterns=patterns)
 
 
 def parse_patterns(text: str) -> tuple[tuple[str, ...], list[tuple[str, str]]]:
