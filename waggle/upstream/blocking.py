@@ -77,12 +77,21 @@ class SocketTransport(TTransportBase):  # type: ignore[misc]
         except TimeoutError:
             raise TTransportException(TTransportException.TIMED_OUT, "the metastore did not answer in time") \
                 from None
+        except ConnectionResetError:
+            data = b""
+        except OSError as exc:
+            raise TTransportException(TTransportException.UNKNOWN, f"reading from the metastore failed: "
+                                                                     f"{exc.strerror or exc}") from None
         if not data:
             raise TTransportException(TTransportException.END_OF_FILE, "the metastore closed the connection")
         return data
 
     def write(self, buf: bytes) -> None:
-        self.sock.sendall(buf)
+        try:
+            self.sock.sendall(buf)
+        except OSError as exc:
+            raise TTransportException(TTransportException.UNKNOWN, f"writing to the metastore failed: "
+                                                                     f"{exc.strerror or exc}") from None
 
     def flush(self) -> None:
         pass
