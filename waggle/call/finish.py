@@ -16,7 +16,7 @@ from typing import Any
 from thrift.Thrift import TApplicationException, TMessageType
 
 from waggle.call.plan import REWRITER, value_at
-from waggle.call.values import Answer, Encoder, NameFn, Plan
+from waggle.call.values import Answer, Call, Encoder, NameFn, Plan
 from waggle.config.model import MetastoreConfig, ProtocolKind
 from waggle.hms import specs
 from waggle.hms.bridges import is_unknown_method
@@ -48,6 +48,22 @@ def failure(header: Header, io: MethodIO | None, message: str, encoder: Encoder,
             **fields: Any) -> Answer:
     """A ``MetaException`` (or, for a method that declares none, a ``TApplicationException``) saying ``message``."""
     return Answer(_failure_bytes(header, io, message, encoder), outcome, metastore, fields)
+
+
+def answered(call: Call, value: Any, encoder: Encoder, metastore: str, **fields: Any) -> Answer:
+    """A call waggle answered itself: the method's result carrying ``value`` (None: a void call's result)."""
+    io = call.io
+    assert io is not None and io.result is not None
+    result = io.result() if value is None else io.result(success=value)
+    return Answer(encoder.encode(call.name, TMessageType.REPLY, call.header.seqid, result), "ok", metastore, fields)
+
+
+def refused(call: Call, message: str, encoder: Encoder, metastore: str, reason: str | None = None,
+            record: bool = True) -> Answer:
+    """A call waggle refused itself: a failure saying ``message``, logged loudly with ``reason`` (by default the
+    message itself). ``record``: False for a refusal that is neither counted nor logged."""
+    return Answer(_failure_bytes(call.header, call.io, message, encoder), "refused", metastore,
+                  reason=message if reason is None else reason, loud=True, record=record)
 
 
 def _failure_bytes(header: Header, io: MethodIO | None, message: str, encoder: Encoder,

@@ -33,7 +33,7 @@ from waggle.hms.methods import METHODS, MethodSpec, database_of
 from waggle.hms.service import METHOD_IO
 from waggle.runtime import Routes, Runtime
 from waggle.security.frontdoor import Authenticated
-from waggle.server.own import OwnAnswers
+from waggle.server.own import HANDLERS
 from waggle.upstream import compat, fanout
 from waggle.upstream.client import Reply, UpstreamError
 from waggle.upstream.pool import Overloaded
@@ -41,8 +41,6 @@ from waggle.wire import Header, PeerClosed, Wire, WireError
 
 log = get_logger("waggle.call")
 _ids = itertools.count(1)
-#: set_ugi identities are remembered by the upstream pools: bound what one may cost.
-MAX_IDENTITY_CHARS = 65536
 #: the metrics label of every method waggle's IDL does not have (client-chosen names must not become labels)
 UNKNOWN_METHOD = "(unknown)"
 _shed_log = Throttle(1.0)
@@ -56,8 +54,11 @@ class _Abandon(Exception):
     """The client connection can no longer be answered (half a reply was sent); close it."""
 
 
-class ClientDriver(OwnAnswers):
-    __slots__ = ("calls", "conn_id", "idle", "peer", "runtime", "session", "sock", "wire")
+class ClientDriver:
+    """Serves one client connection; it is the :class:`~waggle.server.desk.Desk` of the calls waggle answers
+    itself (:data:`waggle.server.own.HANDLERS`)."""
+
+    __slots__ = ("calls", "conn_id", "idle", "peer", "runtime", "session", "sock", "started", "wire")
 
     def __init__(self, sock: socket.socket, peer: Any, runtime: Runtime, who: Authenticated | None = None) -> None:
         self.sock = sock
@@ -73,6 +74,8 @@ class ClientDriver(OwnAnswers):
         server = runtime.config.server
         self.wire = Wire(sock, server.wire, server.limits)
         self.calls = 0
+        #: when the call being answered arrived (perf_counter)
+        self.started = 0.0
 
     def serve(self) -> None:
         structlog.contextvars.bind_contextvars(conn=self.conn_id, peer=self.peer)
@@ -180,30 +183,27 @@ class ClientDriver(OwnAnswers):
                 self._learn_catalogs(routes, step)
                 asked.update(step.members)
             step = plan(call, routes, self.runtime.created, asked)
-        if step.kind is Kind.REFUSE:
+        kind = step.kind
+        handler = HANDLERS.get(kind)
+        if handler is not None:
+            self.started = started
+            answer = handler(self, step)
+        elif kind is Kind.REFUSE:
             answer = finish.refusal(step, self.wire)
-        elif step.kind is Kind.IDENTITY:
-            answer = self._identity(step)
-        elif step.kind is Kind.TOKENS:
-            answer = self._tokens(step)
-        elif step.kind is Kind.LINK:
-            answer = self._link(step, started)
-        elif step.kind is Kind.CONNECTORS:
-            answer = self._connectors(step)
-        elif step.kind is Kind.FANOUT:
+        elif kind is Kind.FANOUT:
             answer = self._fan_out(step, routes)
-        elif step.kind is Kind.BRIDGE:
+        elif kind is Kind.BRIDGE:
             answer = self._bridge(step)
         else:
             answer = self._send_planned(step, started)
         self._finish(call.header, call.args, started, answer)
 
-    def _send_or_bridge(self, step: Plan, started: float) -> Answer:
+    def send(self, step: Plan) -> Answer:
         """Send the call; a member that turns out not to have the method is answered through its bridge."""
         if step.call.spec is not None and step.call.spec.bridge is not None and \
                 step.upstream.caps.bridges(step.call.name, step.call.args):
             return self._bridge(step)
-        return self._send_planned(step, started)
+        return self._send_planned(step, self.started)
 
     def _send_planned(self, step: Plan, started: float) -> Answer:
         """Send a call that its plan sends (the plan asked whether the member bridges it, just now, without
@@ -303,37 +303,6 @@ class ClientDriver(OwnAnswers):
                                  call.header.seqid, call.io.result, step.jobs, sent)
         return merge.merge(step, outcomes, self.wire, lambda message: finish.failure(
             call.header, call.io, message, self.wire, "upstream_error", "*"))
-
-    def _identity(self, step: Plan) -> Answer:
-        """Remember the client's identity; every later call travels on a connection opened as this user."""
-        call, pool = step.call, step.upstream
-        assert call.io is not None and call.io.result is not None
-        if self.session.authenticated is not None and self.session.identity is not None:
-            # Kerberos or a token proved who this is: set_ugi is answered, and changes nothing
-            try:
-                groups = pool.set_ugi_reply(self.session.identity)
-            except UpstreamError as exc:
-                return finish.failure(call.header, call.io, str(exc), self.wire, "upstream_error", pool.name,
-                                      error=exc.detail)
-            return Answer(self.wire.encode(call.name, TMessageType.REPLY, call.header.seqid,
-                                           call.io.result(success=groups)), "ok", pool.name)
-        identity = (str(call.args.user_name or ""), tuple(str(g) for g in call.args.group_names or ()))
-        size = len(identity[0]) + sum(len(g) for g in identity[1])
-        if size > MAX_IDENTITY_CHARS:
-            answer = finish.failure(call.header, call.io, f"{call.name} refused: the user and groups are {size} "
-                                    f"characters long; the limit is {MAX_IDENTITY_CHARS}", self.wire, "refused",
-                                    pool.name)
-            answer.record = False
-            return answer
-        self.session.identity = identity
-        structlog.contextvars.bind_contextvars(user=identity[0])
-        try:
-            groups = pool.set_ugi_reply(identity)
-        except UpstreamError as exc:
-            return finish.failure(call.header, call.io, str(exc), self.wire, "upstream_error", pool.name,
-                                  error=exc.detail)
-        result = call.io.result(success=groups)
-        return Answer(self.wire.encode(call.name, TMessageType.REPLY, call.header.seqid, result), "ok", pool.name)
 
     # -- writing and recording ---------------------------------------------------------------------------
     def _sink(self, chunk: bytes) -> None:

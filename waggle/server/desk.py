@@ -1,0 +1,30 @@
+"""What a handler of a call waggle answers itself is given: the connection's session and wire, what is running,
+and the one way to send a plan's call upstream (see :data:`waggle.server.own.HANDLERS`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from waggle.call.values import Answer, Plan, Session
+    from waggle.runtime import Runtime
+    from waggle.wire import Wire
+
+
+class Desk(Protocol):
+    """One client connection, as the handlers of self-answered calls see it (the driver is one)."""
+
+    runtime: Runtime
+    session: Session
+    wire: Wire
+    #: the client's address, host:port
+    peer: str
+
+    def send(self, step: Plan) -> Answer:
+        """Send the plan's call to its metastore (through the method's bridge where the metastore needs one)."""
+        ...
+
+
+#: answers one plan of its kind
+Handler = Callable[[Desk, "Plan"], "Answer"]
