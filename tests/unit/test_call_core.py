@@ -12,7 +12,7 @@ from thrift.Thrift import TMessageType
 
 from waggle.call import finish, merge
 from waggle.call.plan import plan
-from waggle.call.values import Answer, Call, Kind, NeedCatalogs, Outcome, Plan, Session
+from waggle.call.values import Answer, Call, Kind, Learned, NeedCatalogs, Plan, Session
 from waggle.config.loader import load
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
@@ -21,6 +21,7 @@ from waggle.hms.service import METHOD_IO
 from waggle.routing.federation import Refused
 from waggle.runtime import Runtime
 from waggle.upstream.client import Reply
+from waggle.upstream.outcome import Outcome
 from waggle.wire import Header, decode_message
 
 FEDERATION = {
@@ -75,7 +76,7 @@ def _decoded(runtime: Runtime, answer: Answer, name: str) -> Any:
 
 
 def _plan(runtime: Runtime, call: Call, asked: frozenset[str] = frozenset()) -> Plan:
-    step = plan(call, runtime.routes, runtime.created, asked)
+    step = plan(call, runtime.routes, runtime.created, Learned(catalogs=asked))
     assert isinstance(step, Plan)
     return step
 

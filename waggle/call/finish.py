@@ -15,7 +15,8 @@ from typing import Any
 
 from thrift.Thrift import TApplicationException, TMessageType
 
-from waggle.call.plan import REWRITER, value_at
+from waggle.call.fields import value_at
+from waggle.call.plan import REWRITER
 from waggle.call.values import Answer, Call, Encoder, NameFn, Plan
 from waggle.config.model import MetastoreConfig, ProtocolKind
 from waggle.hms import specs
@@ -124,7 +125,7 @@ def reply(plan: Plan, reply: Reply | None, encoder: Encoder, created: MutableMap
     if reply.streamed:
         raw = reply.raw  # the rest of a reply whose head is already on its way
     elif mtype == TMessageType.EXCEPTION and io is not None and plan.decision is not None and \
-            call.spec is not None and call.spec.bridge is not None and call.spec.bridge.applies_to(call.args) and \
+            call.spec is not None and call.spec.bridge is not None and call.spec.bridge.applies_to(plan.args) and \
             _unknown_method(reply, io, pool.config.wire.protocol, pool.limits):
         return Answer(None, "bridge", pool.name, bridge_instead=True)
     elif plan.rewrite_reply and mtype == TMessageType.REPLY and reply.first_field == 0:
@@ -230,7 +231,7 @@ def _settle(plan: Plan, reply: Reply, created: MutableMapping[str, set[str]]) ->
         if lock_id is not None:
             call.session.lock_owners[int(lock_id)] = decision.member
     elif spec.releases_lock and not decision.member.primary:
-        call.session.lock_owners.pop(int(value_at(call.args, spec.lock_id) or -1), None)
+        call.session.lock_owners.pop(int(value_at(plan.args, spec.lock_id) or -1), None)
 
 
 def _to_client(naming: Naming, decision: Decision) -> NameFn:

@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from thrift.Thrift import TMessageType
 
 from waggle.call.memo import NameMemo
-from waggle.call.values import Answer, Call, Encoder, Kind, NeedCatalogs, Outcome, Plan
+from waggle.call.values import Answer, Call, Encoder, Kind, NeedCatalogs, Plan
 from waggle.hms.bridges import DEFAULT_CATALOG
 from waggle.hms.gen.hive_metastore.ttypes import GetAllFunctionsResponse
 from waggle.hms.methods import Merge, MethodSpec, NameForm
 from waggle.hms.names import QualifiedName, matches, parse, residual_patterns
 from waggle.routing.access import table_visible
 from waggle.routing.federation import Naming
+from waggle.upstream.outcome import Outcome
 
 if TYPE_CHECKING:
     from waggle.runtime import Routes
@@ -64,7 +65,7 @@ def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> Plan 
                 args = copy.copy(args)
                 setattr(args, attr, _requalify_pattern(qualified, member_pattern, pool))
         jobs.append((pool, naming, args))
-    return Plan(Kind.FANOUT, call, "*", jobs=jobs, merge_facts=facts)
+    return Plan(Kind.FANOUT, call, "*", jobs=jobs, merge_facts=facts, args=call.args)
 
 
 def merge(plan: Plan, outcomes: Sequence[Outcome], encoder: Encoder, failure: Callable[[str], Answer]) -> Answer:

@@ -88,6 +88,24 @@ class NeedCatalogs:
 
 
 @dataclass(frozen=True, slots=True)
+class Learned:
+    """What was looked up for one call before it was planned again (whatever the answers were)."""
+
+    #: members asked whether they understand catalogs
+    catalogs: frozenset[str] = frozenset()
+    #: data connectors read from the primary
+    connectors: frozenset[str] = frozenset()
+    #: (database, table) names looked up in the primary
+    tables: frozenset[tuple[str, str]] = frozenset()
+
+    def after(self, need: NeedCatalogs | NeedLinks) -> Learned:
+        """What is known once ``need`` was looked up too."""
+        if isinstance(need, NeedCatalogs):
+            return Learned(self.catalogs | set(need.members), self.connectors, self.tables)
+        return Learned(self.catalogs, self.connectors | set(need.connectors), self.tables | set(need.tables))
+
+
+@dataclass(frozen=True, slots=True)
 class NeedLinks:
     """Planning needs to know whether these names are links (or what these data connectors are): look them up
     in the primary, then plan again."""
@@ -132,24 +150,14 @@ class Plan:
     #: Kind.FANOUT: (pool, naming, args) per member asked, and the merge's own facts
     jobs: Sequence[tuple[UpstreamPool, Naming, Any]] = ()
     merge_facts: Any = None
+    #: the arguments to send and answer for: the call's own, or a copy the plan changed (never changed in place)
+    args: Any = None
 
     @property
     def upstream(self) -> UpstreamPool:
         """The pool of the metastore a plan that sends anything sends to."""
         assert self.pool is not None
         return self.pool
-
-
-@dataclass(slots=True)
-class Outcome:
-    """One member's part of a fan-out: its decoded result, or why it is left out."""
-
-    pool: UpstreamPool
-    naming: Naming
-    result: Any = None
-    error: str | None = None
-    #: the member's reply as it came, when the client can take it as it is (asked alone, in the client's protocol)
-    raw: bytes | None = None
 
 
 @dataclass(slots=True)

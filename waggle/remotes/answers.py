@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from waggle.call import finish
-from waggle.call.plan import value_at
+from waggle.call.fields import value_at
 from waggle.call.values import Answer, Plan
 from waggle.common.logging import get_logger
 from waggle.hms.methods import LinkOp
@@ -37,7 +37,7 @@ def link(desk: Desk, step: Plan) -> Answer:
         if why is not None:
             return finish.refused(call, f"{call.name} refused: cannot link '{made.name}' to {made.describe()}: "
                                         f"{why}", wire, step.metastore, why)
-        why = create_stub(step.upstream, desk.session.identity, value_at(call.args, call.spec.link.path))
+        why = create_stub(step.upstream, desk.session.identity, value_at(step.args, call.spec.link.path))
         if why is not None:
             return finish.failure(call.header, call.io, f"{call.name} failed: {why}", wire, "upstream_error",
                                   step.metastore)

@@ -24,7 +24,7 @@ from thrift.Thrift import TMessageType
 
 from waggle.call import finish, merge
 from waggle.call.plan import plan
-from waggle.call.values import Answer, Call, Kind, NeedCatalogs, NeedLinks, Plan, Session
+from waggle.call.values import Answer, Call, Kind, Learned, NeedCatalogs, NeedLinks, Plan, Session
 from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
 from waggle.config.model import ProtocolKind
@@ -164,16 +164,14 @@ class ClientDriver:
         if step.__class__ is Plan and step.kind is Kind.SEND:  # the common case, first: a call relayed to one member
             self._finish(call.header, call.args, started, self._send_planned(step, started))
             return
-        asked: set[str] = set()
+        learned = Learned()
         while isinstance(step, (NeedCatalogs, NeedLinks)):
             if isinstance(step, NeedLinks):
                 if step.connectors:
                     self.runtime.learn_connectors()
-                    asked.update(f"connector:{name}" for name in step.connectors)
                 self.runtime.learn_links(list(step.names))
                 if step.tables:
                     self.runtime.learn_tables(list(step.tables))
-                    asked.update(f"table:{db}.{table}" for db, table in step.tables)
                 fresh = self.runtime.routes
                 if fresh.registry is None or fresh.registry.unknown(step.names):
                     routes = replace(fresh, registry=None)  # the primary did not answer: plan without links
@@ -181,8 +179,8 @@ class ClientDriver:
                     routes = fresh
             else:
                 self._learn_catalogs(routes, step)
-                asked.update(step.members)
-            step = plan(call, routes, self.runtime.created, asked)
+            learned = learned.after(step)
+            step = plan(call, routes, self.runtime.created, learned)
         kind = step.kind
         handler = HANDLERS.get(kind)
         if handler is not None:
@@ -201,7 +199,7 @@ class ClientDriver:
     def send(self, step: Plan) -> Answer:
         """Send the call; a member that turns out not to have the method is answered through its bridge."""
         if step.call.spec is not None and step.call.spec.bridge is not None and \
-                step.upstream.caps.bridges(step.call.name, step.call.args):
+                step.upstream.caps.bridges(step.call.name, step.args):
             return self._bridge(step)
         return self._send_planned(step, self.started)
 
@@ -240,7 +238,7 @@ class ClientDriver:
             return down
         server = runtime.routes.config.server
         try:
-            reply = pool.forward(self.session.identity, call.header, call.args, step.raw, call.wire.protocol,
+            reply = pool.forward(self.session.identity, call.header, step.args, step.raw, call.wire.protocol,
                                  self._sink if step.stream else None, server.stream_after_bytes,
                                  known=call.io is not None)
         except ClientGone:
@@ -271,13 +269,13 @@ class ClientDriver:
             bridged = compat.Bridged(pool, identity, call.header.seqid)
             if isinstance(bridge.run, Wrap) and call.wire.protocol is ProtocolKind.BINARY and \
                     pool.config.wire.protocol is ProtocolKind.BINARY:
-                got = compat.wrapped(pool, identity, call.header, bridge.run, call.args, bridged)
+                got = compat.wrapped(pool, identity, call.header, bridge.run, step.args, bridged)
                 if isinstance(got, Reply):
                     assert call.io.result is not None
                     raw = finish.rewritten(step, got, call.io.result, self.wire) if step.rewrite_reply else got.raw
                     return Answer(raw, "ok", pool.name, {"bridge": bridge.via})
                 return finish.bridged(step, got, self.wire, bridge.via)
-            return finish.bridged(step, bridged.run(call.name, call.args), self.wire, bridge.via)
+            return finish.bridged(step, bridged.run(call.name, step.args), self.wire, bridge.via)
         except MethodMissing as exc:
             return finish.failure(call.header, call.io, f"metastore '{pool.name}' has neither {call.name} nor "
                                   f"{exc.method}", self.wire, "no_equivalent", pool.name, bridge=bridge.via)
