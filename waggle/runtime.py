@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 import gevent
 import gevent.lock
 
+from waggle.call.memo import Memo
 from waggle.common import metrics
 from waggle.common.limiter import Limiter
 from waggle.common.logging import get_logger
@@ -72,6 +73,8 @@ class Routes:
     registry: LinkRegistry | None = None
     #: remote tables served now: (local database, local table) -> (their metastore, the table link)
     tables: Mapping[tuple[str, str], tuple[MetastoreConfig, TableLink]] = field(default_factory=dict)
+    #: what the call core remembers for this snapshot (read decisions, translated names)
+    memo: Memo = field(default_factory=Memo)
 
     @classmethod
     def build(cls, config: WaggleConfig, pools: Mapping[str, UpstreamPool], planner: Planner,
