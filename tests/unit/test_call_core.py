@@ -12,7 +12,7 @@ from thrift.Thrift import TMessageType
 
 from waggle.call import finish, merge
 from waggle.call.plan import plan
-from waggle.call.values import Answer, Call, Kind, Learned, NeedCatalogs, Plan, Session
+from waggle.call.values import Answer, Call, Kind, Learned, NeedCatalogs, Plan, Session, Settled
 from waggle.config.loader import load
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
@@ -136,15 +136,18 @@ def test_a_lock_id_goes_where_it_was_granted_on_this_connection(runtime: Runtime
     assert step.pool.name == "fed"
     granted = _Encoder(runtime).encode("lock", TMessageType.REPLY, 7,
                                        H.lock_result(success=T.LockResponse(lockid=42, state=1)))
-    finish.reply(step, Reply(Header("lock", TMessageType.REPLY, 7), granted, 0, 0), _Encoder(runtime), {})
-    assert session.lock_owners[42].name == "fed"
+    answer = finish.reply(step, Reply(Header("lock", TMessageType.REPLY, 7), granted, 0, 0), _Encoder(runtime))
+    assert answer.settled is not None and answer.settled.granted is not None
+    assert (answer.settled.granted[0], answer.settled.granted[1].name) == (42, "fed")
+    assert session.lock_owners == {}  # the core changes nothing: the driver applies what comes back
+    session.lock_owners[42] = answer.settled.granted[1]
     check = _plan(runtime, _call(runtime, "check_lock", session, rqst=T.CheckLockRequest(lockid=42)))
     assert check.pool.name == "fed"
     assert _plan(runtime, _call(runtime, "check_lock", session, rqst=T.CheckLockRequest(lockid=9))).pool.name == "main"
     unlock = _plan(runtime, _call(runtime, "unlock", session, rqst=T.UnlockRequest(lockid=42)))
     done = _Encoder(runtime).encode("unlock", TMessageType.REPLY, 7, H.unlock_result())
-    finish.reply(unlock, Reply(Header("unlock", TMessageType.REPLY, 7), done, -1, 0), _Encoder(runtime), {})
-    assert 42 not in session.lock_owners
+    answer = finish.reply(unlock, Reply(Header("unlock", TMessageType.REPLY, 7), done, -1, 0), _Encoder(runtime))
+    assert answer.settled == Settled(released=42)
 
 
 def test_a_fan_out_asks_only_the_members_whose_prefix_can_match(runtime: Runtime) -> None:
@@ -183,7 +186,7 @@ def test_a_reply_is_rewritten_back_to_the_clients_names(runtime: Runtime) -> Non
     step = _plan(runtime, call)
     raw = _Encoder(runtime).encode("get_database", TMessageType.REPLY, 7,
                                    H.get_database_result(success=T.Database(name="sales")))
-    answer = finish.reply(step, Reply(Header("get_database", TMessageType.REPLY, 7), raw, 0, 0), _Encoder(runtime), {})
+    answer = finish.reply(step, Reply(Header("get_database", TMessageType.REPLY, 7), raw, 0, 0), _Encoder(runtime))
     assert (answer.outcome, answer.metastore) == ("ok", "fed")
     assert _decoded(runtime, answer, "get_database").success.name == "fed_sales"
 
@@ -193,7 +196,7 @@ def test_a_reply_that_needs_no_change_is_relayed_byte_for_byte(runtime: Runtime)
     step = _plan(runtime, call)
     raw = _Encoder(runtime).encode("get_table", TMessageType.REPLY, 7,
                                    H.get_table_result(o2=T.NoSuchObjectException(message="no")))
-    answer = finish.reply(step, Reply(Header("get_table", TMessageType.REPLY, 7), raw, 2, 0), _Encoder(runtime), {})
+    answer = finish.reply(step, Reply(Header("get_table", TMessageType.REPLY, 7), raw, 2, 0), _Encoder(runtime))
     assert answer.raw is raw and answer.outcome == "NoSuchObjectException"
 
 

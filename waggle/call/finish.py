@@ -4,20 +4,19 @@ A reply that needs no change is relayed byte for byte. One that does is spliced 
 is provably safe (:mod:`waggle.hms.splice`), else decoded, rewritten and encoded again: names back to the
 client's, tables that ``mapped-tables`` hides left out, and the client's catalog filled in for a metastore
 without catalogs. A successful call's bookkeeping (a lock id granted or released on this connection, a
-database created under a whitelist) is kept here too.
+database created under a whitelist) comes back as a value, which the driver applies.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import MutableMapping
 from typing import Any
 
 from thrift.Thrift import TApplicationException, TMessageType
 
 from waggle.call.fields import value_at
 from waggle.call.plan import REWRITER
-from waggle.call.values import Answer, Call, Encoder, NameFn, Plan
+from waggle.call.values import Answer, Call, Encoder, NameFn, Plan, Settled
 from waggle.config.model import MetastoreConfig, ProtocolKind
 from waggle.hms import specs
 from waggle.hms.bridges import is_unknown_method
@@ -113,8 +112,9 @@ def _lock_not_acquired(header: Header, spec: MethodSpec, io: MethodIO | None, me
 
 
 # -- replies ---------------------------------------------------------------------------------------------------
-def reply(plan: Plan, reply: Reply | None, encoder: Encoder, created: MutableMapping[str, set[str]]) -> Answer:
-    """The client's answer to a metastore's reply (``None``: a oneway call, sent)."""
+def reply(plan: Plan, reply: Reply | None, encoder: Encoder) -> Answer:
+    """The client's answer to a metastore's reply (``None``: a oneway call, sent), with what it leaves behind
+    (:class:`~waggle.call.values.Settled`) for the driver to apply."""
     call, pool = plan.call, plan.pool
     assert pool is not None
     io = call.io
@@ -135,9 +135,8 @@ def reply(plan: Plan, reply: Reply | None, encoder: Encoder, created: MutableMap
         raw = reply.raw  # relayed byte for byte
     else:
         raw = _relayed(reply, io, pool.config.wire.protocol, pool.limits, call.wire.protocol, encoder)
-    _settle(plan, reply, created)
     if mtype == TMessageType.REPLY and reply.first_field <= 0:
-        return Answer(raw, "ok", pool.name)
+        return Answer(raw, "ok", pool.name, settled=_settled(plan, reply))
     return Answer(raw, outcome(reply, io), pool.name)
 
 
@@ -214,24 +213,24 @@ def _relayed(reply: Reply, io: MethodIO | None, upstream: ProtocolKind, limits: 
     return encoder.encode(header.name, header.mtype, header.seqid, body)
 
 
-def _settle(plan: Plan, reply: Reply, created: MutableMapping[str, set[str]]) -> None:
+def _settled(plan: Plan, reply: Reply) -> Settled | None:
     """What a successful call leaves behind: a database in the whitelist, a lock id granted or released."""
-    if reply.header.mtype != TMessageType.REPLY or reply.first_field > 0:
-        return
-    decision, spec, call = plan.decision, plan.call.spec, plan.call
+    decision, spec = plan.decision, plan.call.spec
     if decision is None or spec is None:
-        return
-    if decision.creates is not None:
-        created.setdefault(decision.member.name, set()).add(decision.creates)
-    if spec.access is Access.LOCK and not decision.member.primary and spec.granted_lock:
-        assert call.io is not None and call.io.result is not None
-        _, result = decode_message(reply.raw, plan.upstream.config.wire.protocol, call.io.result,
-                                    plan.upstream.limits)
+        return None
+    created = (decision.member.name, decision.creates) if decision.creates is not None else None
+    if decision.member.primary:  # locks the primary grants are not recorded
+        return Settled(created) if created is not None else None
+    if spec.access is Access.LOCK and spec.granted_lock:
+        io = plan.call.io
+        assert io is not None and io.result is not None
+        _, result = decode_message(reply.raw, plan.upstream.config.wire.protocol, io.result, plan.upstream.limits)
         lock_id = value_at(result, spec.granted_lock)
         if lock_id is not None:
-            call.session.lock_owners[int(lock_id)] = decision.member
-    elif spec.releases_lock and not decision.member.primary:
-        call.session.lock_owners.pop(int(value_at(plan.args, spec.lock_id) or -1), None)
+            return Settled(created, (int(lock_id), decision.member))
+    elif spec.releases_lock:
+        return Settled(created, released=int(value_at(plan.args, spec.lock_id) or -1))
+    return Settled(created) if created is not None else None
 
 
 def _to_client(naming: Naming, decision: Decision) -> NameFn:

@@ -105,12 +105,17 @@ def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], learned: L
 
         REWRITER.rewrite(call.args, (lambda n: strip_catalog(to_member(n))) if strip else to_member)
         raw = None
-    kind = Kind.BRIDGE if spec.bridge is not None and pool.caps.bridges(call.name, call.args) else Kind.SEND
-    return _to(kind, call, pool, naming, decision, raw, fill, call.args)
+    return _to(Kind.SEND, call, pool, naming, decision, raw, fill, call.args)
 
 
 def _to(kind: Kind, call: Call, pool: UpstreamPool, naming: Naming, decision: Decision | None, raw: bytes | None,
         fill: str | None, args: Any, link: Link | None = None, table_link: TableLink | None = None) -> Plan:
+    # whether to bridge is decided here, for every plan that sends: the member lacks the method (or cannot take
+    # these arguments), as far as is known now (a reply may still say so: see finish.reply)
+    spec = call.spec
+    bridge = spec is not None and spec.bridge is not None and pool.caps.bridges(call.name, args)
+    if bridge and kind is Kind.SEND:
+        kind = Kind.BRIDGE
     result_class = call.io.result if call.io is not None else None
     rewrite_reply = False
     if result_class is not None:
@@ -127,7 +132,7 @@ def _to(kind: Kind, call: Call, pool: UpstreamPool, naming: Naming, decision: De
             # a link's database is described as such; a remote table's reply gets the local names
             rewrite_reply, stream = True, False
     return Plan(kind, call, pool.name, pool, naming, decision, raw, fill=fill, rewrite_reply=rewrite_reply,
-                stream=stream, link=link, table_link=table_link, args=args)
+                stream=stream, link=link, table_link=table_link, args=args, bridge=bridge)
 
 
 def reply_changes(result_class: type, naming: Naming, decision: Decision | None, fill: str | None
@@ -210,6 +215,5 @@ def _remote(call: Call, spec: MethodSpec, routes: Routes, step: remotes.Remote) 
         return _to(Kind.LINK, call, routes.primary, planner.naming(planner.primary), Decision(planner.primary), raw,
                    None, args, step.link, step.table)
     pool = routes.pools[step.member.name]
-    kind = Kind.BRIDGE if spec.bridge is not None and pool.caps.bridges(call.name, step.args) else Kind.SEND
-    return _to(kind, call, pool, routes.planner.naming(step.member), Decision(step.member), None, None, step.args,
+    return _to(Kind.SEND, call, pool, routes.planner.naming(step.member), Decision(step.member), None, None, step.args,
                table_link=step.table)

@@ -152,12 +152,28 @@ class Plan:
     merge_facts: Any = None
     #: the arguments to send and answer for: the call's own, or a copy the plan changed (never changed in place)
     args: Any = None
+    #: the call is answered through the method's bridge (decided when the plan is made; Kind.BRIDGE, or a
+    #: self-answered kind's call sent on)
+    bridge: bool = False
 
     @property
     def upstream(self) -> UpstreamPool:
         """The pool of the metastore a plan that sends anything sends to."""
         assert self.pool is not None
         return self.pool
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What a successful call leaves behind, as values: the driver applies them to the connection and the
+    runtime (the core changes neither)."""
+
+    #: (member, database): a database created through waggle, for the member's whitelist
+    created: tuple[str, str] | None = None
+    #: (lock id, member): a lock a federated member granted; later calls carrying the id go there
+    granted: tuple[int, MetastoreConfig] | None = None
+    #: a lock id a federated member released
+    released: int | None = None
 
 
 @dataclass(slots=True)
@@ -175,6 +191,8 @@ class Answer:
     loud: bool = False
     #: False: not counted or logged (a set_ugi refused for its size)
     record: bool = True
+    #: what the call leaves behind, for the driver to apply (None: nothing)
+    settled: Settled | None = None
 
 
 #: a name as the member spells it -> as the client sees it

@@ -24,7 +24,7 @@ from thrift.Thrift import TMessageType
 
 from waggle.call import finish, merge
 from waggle.call.plan import plan
-from waggle.call.values import Answer, Call, Kind, Learned, NeedCatalogs, NeedLinks, Plan, Session
+from waggle.call.values import Answer, Call, Kind, Learned, NeedCatalogs, NeedLinks, Plan, Session, Settled
 from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
 from waggle.config.model import ProtocolKind
@@ -198,8 +198,7 @@ class ClientDriver:
 
     def send(self, step: Plan) -> Answer:
         """Send the call; a member that turns out not to have the method is answered through its bridge."""
-        if step.call.spec is not None and step.call.spec.bridge is not None and \
-                step.upstream.caps.bridges(step.call.name, step.args):
+        if step.bridge:
             return self._bridge(step)
         return self._send_planned(step, self.started)
 
@@ -254,7 +253,21 @@ class ClientDriver:
             return finish.failure(call.header, call.io, str(exc), self.wire,
                                   "shed" if isinstance(exc, Overloaded) else "upstream_error", pool.name,
                                   error=exc.detail)
-        return finish.reply(step, reply, self.wire, runtime.created)
+        answer = finish.reply(step, reply, self.wire)
+        if answer.settled is not None:
+            self._settle(answer.settled)
+        return answer
+
+    def _settle(self, settled: Settled) -> None:
+        """Apply what a call left behind: a database created under a whitelist, a lock granted or released."""
+        if settled.created is not None:
+            member, database = settled.created
+            self.runtime.created.setdefault(member, set()).add(database)
+        if settled.granted is not None:
+            lock_id, owner = settled.granted
+            self.session.lock_owners[lock_id] = owner
+        if settled.released is not None:
+            self.session.lock_owners.pop(settled.released, None)
 
     def _bridge(self, step: Plan) -> Answer:
         """Answer a method the member lacks (or cannot take as it is) through its bridge."""
