@@ -1,4 +1,4 @@
-"""What every client connection shares: the live routes (configuration, pools, planner), health and limits.
+"""What every client connection shares: the live routes (:class:`~waggle.routes.Routes`), health and limits.
 
 A configuration is immutable. The call path reads :attr:`Runtime.routes` once per call and uses that snapshot
 to the end, so replacing it (a reload, or in MANUAL mode a new database map) is one reference swap: a call in
@@ -14,12 +14,11 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import gevent
 import gevent.lock
 
-from waggle.call.memo import Memo
 from waggle.common import metrics
 from waggle.common.limiter import Limiter
 from waggle.common.logging import get_logger
@@ -27,9 +26,8 @@ from waggle.config.model import DatabaseResolution, MetastoreConfig, ServerConfi
 from waggle.hms.methods import LIST_ALL_DATABASES
 from waggle.hms.service import METHOD_IO
 from waggle.remotes.connectors import ConnectorService
-from waggle.remotes.links import Link
 from waggle.remotes.registry import LinkRegistry
-from waggle.remotes.tables import TableLink
+from waggle.routes import Routes
 from waggle.routing.databases import DatabaseMap, LinkedMap, ManualMap, PrefixedMap
 from waggle.routing.federation import Planner
 from waggle.security import token_service
@@ -53,41 +51,6 @@ RESTART_KEYS = {
     "hot_reload": "hot-reload", "log_level": "logging.level", "log_format": "logging.format",
     "security": "Kerberos and TLS (hive.metastore.sasl.enabled, its principal and keytab, tls.*, delegation-tokens.*)",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Routes:
-    """The federation as the call path sees it: one configuration, its pools and its database map."""
-
-    config: WaggleConfig
-    pools: Mapping[str, UpstreamPool]
-    planner: Planner
-    #: 1 for the configuration waggle started with, +1 per applied reload
-    generation: int
-    loaded_at: float
-    #: some member hides tables with mapped-tables: calls carry a table check (else skipped entirely)
-    mapped_tables: bool
-    #: remote databases: the links served now (local name -> link), and the registry that knows every primary
-    #: database name seen (None when remote-databases.enabled is false)
-    links: Mapping[str, Link] = field(default_factory=dict)
-    registry: LinkRegistry | None = None
-    #: remote tables served now: (local database, local table) -> (their metastore, the table link)
-    tables: Mapping[tuple[str, str], tuple[MetastoreConfig, TableLink]] = field(default_factory=dict)
-    #: what the call core remembers for this snapshot (read decisions, translated names)
-    memo: Memo = field(default_factory=Memo)
-
-    @classmethod
-    def build(cls, config: WaggleConfig, pools: Mapping[str, UpstreamPool], planner: Planner,
-              generation: int, registry: LinkRegistry | None = None) -> Routes:
-        links = {name: link for name, (_, link) in registry.active(config).items()} if registry else {}
-        tables = registry.active_tables(config) if registry else {}
-        return cls(config, pools, planner, generation, time.time(),
-                   any(m.mapped_tables is not None for m in config.federation.members), links,
-                   registry if config.server.remotes.enabled else None, tables)
-
-    @property
-    def primary(self) -> UpstreamPool:
-        return self.pools[self.config.federation.primary.name]
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +216,10 @@ class Runtime:
         """``routes`` with the pools of the URI links its planner serves."""
         extra = {name: self.link_pool(naming.member) for name, naming in routes.planner.namings.items()
                  if name not in routes.pools}
-        return replace(routes, pools={**routes.pools, **extra}) if extra else routes
+        if not extra:
+            return routes
+        pools = {**routes.pools, **extra}
+        return replace(routes, pools=pools, caps={name: pool.caps for name, pool in pools.items()})
 
     # -- remote databases: links stored in the primary --------------------------------------------------------
     def learn_links(self, names: list[str]) -> None:

@@ -78,6 +78,12 @@ def _failure_bytes(header: Header, io: MethodIO | None, message: str, encoder: E
     return encoder.encode_application_error(header.name, header.seqid, TApplicationException.INTERNAL_ERROR, message)
 
 
+def down(plan: Plan, encoder: Encoder) -> Answer:
+    """A call for a metastore that is down, answered with its down message (nothing was sent)."""
+    assert plan.refusal is not None
+    return failure(plan.call.header, plan.call.io, plan.refusal, encoder, "member_down", plan.metastore)
+
+
 def refusal(plan: Plan, encoder: Encoder) -> Answer:
     """A call refused before anything reached a metastore."""
     call, header = plan.call, plan.call.header
@@ -115,39 +121,39 @@ def _lock_not_acquired(header: Header, spec: MethodSpec, io: MethodIO | None, me
 def reply(plan: Plan, reply: Reply | None, encoder: Encoder) -> Answer:
     """The client's answer to a metastore's reply (``None``: a oneway call, sent), with what it leaves behind
     (:class:`~waggle.call.values.Settled`) for the driver to apply."""
-    call, pool = plan.call, plan.pool
-    assert pool is not None
+    call, metastore = plan.call, plan.metastore
+    protocol = plan.wire.protocol
     io = call.io
     if reply is None:
-        return Answer(None, "sent", pool.name)
+        return Answer(None, "sent", metastore)
     raw: bytes | None
     mtype = reply.header.mtype
     if reply.streamed:
         raw = reply.raw  # the rest of a reply whose head is already on its way
     elif mtype == TMessageType.EXCEPTION and io is not None and plan.decision is not None and \
             call.spec is not None and call.spec.bridge is not None and call.spec.bridge.applies_to(plan.args) and \
-            _unknown_method(reply, io, pool.config.wire.protocol, pool.limits):
-        return Answer(None, "bridge", pool.name, bridge_instead=True)
+            _unknown_method(reply, io, protocol, plan.limits):
+        return Answer(None, "bridge", metastore, bridge_instead=True)
     elif plan.rewrite_reply and mtype == TMessageType.REPLY and reply.first_field == 0:
         assert io is not None and io.result is not None
         raw = rewritten(plan, reply, io.result, encoder)
-    elif pool.config.wire.protocol is call.wire.protocol:
+    elif protocol is call.wire.protocol:
         raw = reply.raw  # relayed byte for byte
     else:
-        raw = _relayed(reply, io, pool.config.wire.protocol, pool.limits, call.wire.protocol, encoder)
+        raw = _relayed(reply, io, protocol, plan.limits, call.wire.protocol, encoder)
     if mtype == TMessageType.REPLY and reply.first_field <= 0:
-        return Answer(raw, "ok", pool.name, settled=_settled(plan, reply))
-    return Answer(raw, outcome(reply, io), pool.name)
+        return Answer(raw, "ok", metastore, settled=_settled(plan, reply))
+    return Answer(raw, outcome(reply, io), metastore)
 
 
 def rewritten(plan: Plan, reply: Reply, result_class: type, encoder: Encoder) -> bytes:
     """A successful reply with its names rewritten, tables filtered and catalog filled in."""
-    pool, naming, decision = plan.upstream, plan.naming, plan.decision
+    wire, naming, decision = plan.wire, plan.naming, plan.decision
     assert naming is not None and decision is not None
     to_client = _to_client(naming, decision)
-    if plan.fill is None and naming.member.mapped_tables is None and pool.config.wire == plan.call.wire and \
+    if plan.fill is None and naming.member.mapped_tables is None and wire == plan.call.wire and \
             plan.call.wire.protocol is ProtocolKind.BINARY and plan.link is None and plan.table_link is None:
-        spliced = _SPLICER.splice_names(reply.raw, result_class, to_client, pool.limits)
+        spliced = _SPLICER.splice_names(reply.raw, result_class, to_client, plan.limits)
         if spliced is not None:
             return spliced
     # Decoding a large reply allocates tens of thousands of objects that live until it is re-encoded; with the
@@ -157,7 +163,7 @@ def rewritten(plan: Plan, reply: Reply, result_class: type, encoder: Encoder) ->
     collecting = gc.isenabled()
     gc.disable()
     try:
-        header, result = decode_message(reply.raw, pool.config.wire.protocol, result_class, pool.limits)
+        header, result = decode_message(reply.raw, wire.protocol, result_class, plan.limits)
         return encoded_result(plan, header, result, encoder, to_client)
     finally:
         if collecting:
@@ -224,7 +230,7 @@ def _settled(plan: Plan, reply: Reply) -> Settled | None:
     if spec.access is Access.LOCK and spec.granted_lock:
         io = plan.call.io
         assert io is not None and io.result is not None
-        _, result = decode_message(reply.raw, plan.upstream.config.wire.protocol, io.result, plan.upstream.limits)
+        _, result = decode_message(reply.raw, plan.wire.protocol, io.result, plan.limits)
         lock_id = value_at(result, spec.granted_lock)
         if lock_id is not None:
             return Settled(created, (int(lock_id), decision.member))

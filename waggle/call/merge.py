@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from thrift.Thrift import TMessageType
 
 from waggle.call.memo import NameMemo
-from waggle.call.values import Answer, Call, Encoder, Kind, NeedCatalogs, Plan
+from waggle.call.values import Answer, Call, Capabilities, Encoder, Kind, NeedCatalogs, Plan
 from waggle.hms.bridges import DEFAULT_CATALOG
 from waggle.hms.gen.hive_metastore.ttypes import GetAllFunctionsResponse
 from waggle.hms.methods import Merge, MethodSpec, NameForm
@@ -27,8 +27,7 @@ from waggle.routing.federation import Naming
 from waggle.upstream.outcome import Outcome
 
 if TYPE_CHECKING:
-    from waggle.runtime import Routes
-    from waggle.upstream.pool import UpstreamPool
+    from waggle.routes import Routes
 
 
 class _Facts(NamedTuple):
@@ -46,17 +45,17 @@ def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> Plan 
     text = getattr(call.args, attr) if attr is not None else None
     qualified = parse(text) if text is not None else None
     catalog = qualified.catalog if qualified is not None else None
-    planner, pools = routes.planner, routes.pools
-    members = [(pools[m.name], planner.naming(m)) for m in planner.federation.members]
+    planner, caps = routes.planner, routes.caps
+    members = [(caps[m.name], planner.naming(m)) for m in planner.federation.members]
     if spec.merge is Merge.FUNCTIONS and not routes.config.server.query_functions_across_all_metastores:
         members = members[:1]
     if catalog is not None:
-        unknown = tuple(p.name for p, _ in members if p.caps.catalogs is None and p.name not in asked)
+        unknown = tuple(n.member.name for c, n in members if c.catalogs is None and n.member.name not in asked)
         if unknown:
             return NeedCatalogs(unknown, bounded=True)
     facts = _Facts(spec.merge, qualified.db if qualified is not None else None, catalog, routes.memo.shown)
     jobs = []
-    for pool, naming in members:
+    for member_caps, naming in members:
         args = call.args  # only encoded for each member: shared unless its pattern differs
         if spec.merge is not Merge.FUNCTIONS:
             member_pattern = _member_pattern(naming, facts.pattern)
@@ -64,8 +63,8 @@ def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> Plan 
                 continue
             if attr is not None and qualified is not None:
                 args = copy.copy(args)
-                setattr(args, attr, _requalify_pattern(qualified, member_pattern, pool))
-        jobs.append((pool, naming, args))
+                setattr(args, attr, _requalify_pattern(qualified, member_pattern, member_caps))
+        jobs.append((naming, args))
     return Plan(Kind.FANOUT, call, "*", jobs=jobs, merge_facts=facts, args=call.args)
 
 
@@ -159,9 +158,9 @@ def _member_pattern(naming: Naming, client_pattern: str | None) -> str | None:
     return None if residuals is None else "|".join(residuals)
 
 
-def _requalify_pattern(qualified: QualifiedName, pattern: str, pool: UpstreamPool) -> str:
+def _requalify_pattern(qualified: QualifiedName, pattern: str, caps: Capabilities) -> str:
     """The member's pattern in the catalog the client named: plain for a metastore that may lack catalogs."""
     catalog = qualified.catalog
-    if catalog is None or (catalog.lower() == DEFAULT_CATALOG and pool.caps.catalogs is not True):
+    if catalog is None or (catalog.lower() == DEFAULT_CATALOG and caps.catalogs is not True):
         return pattern
     return f"@{catalog}#{pattern}"

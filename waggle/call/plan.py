@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from waggle.call import merge
 from waggle.call.fields import table_refs, value_at
-from waggle.call.values import Call, Kind, Learned, NeedCatalogs, NeedLinks, Plan
-from waggle.config.model import TransportKind
+from waggle.call.values import Call, Kind, Learned, MemberHealth, NeedCatalogs, NeedLinks, Plan
+from waggle.config.model import MetastoreConfig, TransportKind
 from waggle.hms.bridges import DEFAULT_CATALOG, strip_catalog
 from waggle.hms.catalogs import carries_catalog
 from waggle.hms.methods import Access, MethodSpec, Route
@@ -26,8 +26,7 @@ from waggle.remotes.tables import TableLink
 from waggle.routing.federation import Decision, Naming, Planner, Refused
 
 if TYPE_CHECKING:
-    from waggle.runtime import Routes
-    from waggle.upstream.pool import UpstreamPool
+    from waggle.routes import Routes
 
 #: the one rewriter of whole calls (plans are cached per struct class)
 REWRITER: Rewriter = call_rewriter()
@@ -39,23 +38,25 @@ __all__ = ["REWRITER", "plan", "reply_changes", "value_at"]
 _NOTHING_LEARNED = Learned()
 
 
-def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], learned: Learned = _NOTHING_LEARNED
-         ) -> Plan | NeedCatalogs | NeedLinks:
-    """What to do with ``call`` under ``routes``. ``created``: databases created through waggle per member (the
-    whitelist); ``learned``: what was looked up for this call already (whatever the answers)."""
+def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str, Set[str]],
+         learned: Learned = _NOTHING_LEARNED) -> Plan | NeedCatalogs | NeedLinks:
+    """What to do with ``call`` under ``routes``, the metastores' ``health`` as it is now. ``created``:
+    databases created through waggle per member (the whitelist); ``learned``: what was looked up for this call
+    already (whatever the answers)."""
     spec, planner = call.spec, routes.planner
     if spec is None or call.io is None or call.args is None:
-        return _unknown(call, routes)
+        return _unknown(call, routes, health)
+    primary = planner.primary
     if spec.token is not None and routes.config.server.security.answers_tokens:
-        return Plan(Kind.TOKENS, call, routes.primary.name, routes.primary, args=call.args)
+        return Plan(Kind.TOKENS, call, primary.name, primary, args=call.args)
     if spec.connector is not None and routes.registry is not None:
-        return Plan(Kind.CONNECTORS, call, routes.primary.name, routes.primary, args=call.args)
+        return Plan(Kind.CONNECTORS, call, primary.name, primary, args=call.args)
     if spec.link is not None and routes.registry is not None:
         linked = remotes.link_call(call.name, spec, call.args, call.session.identity, routes, learned.connectors)
         if linked is not None:
-            return _remote(call, spec, routes, linked)
+            return _remote(call, spec, routes, health, linked)
     if spec.route is Route.IDENTITY:
-        return Plan(Kind.IDENTITY, call, routes.primary.name, routes.primary, args=call.args)
+        return Plan(Kind.IDENTITY, call, primary.name, primary, args=call.args)
     if spec.route is Route.FANOUT:
         return merge.plan(call, spec, routes, learned.catalogs)
     names: list[str] = []
@@ -66,7 +67,7 @@ def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], learned: L
         if routes.registry is not None:
             named = remotes.named_call(call.name, spec, call.args, names, routes, learned.tables)
             if named is not None:
-                return _remote(call, spec, routes, named)
+                return _remote(call, spec, routes, health, named)
         if spec.access is Access.READ and not spec.lock_components and not routes.mapped_tables:
             decision = routes.memo.reads.decide(planner, spec, names)
         else:
@@ -76,20 +77,21 @@ def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], learned: L
             decision = planner.decide(spec, names, locks, created, tables)
     if decision.refusal is not None:
         return _refuse(call, decision.member.name, decision.refusal, decision.refused_as, decision)
-    pool = routes.pools[decision.member.name]
-    naming = planner.naming(decision.member)
+    member = decision.member
+    caps = routes.caps[member.name]
+    naming = planner.naming(member)
     # Catalogs: a metastore without them (Hive 2) gets plain names, and its replies get the catalog the client
     # named.
     fill = None
     strip = False
-    catalog = _catalog_named(names, call.args, spec) if pool.caps.catalogs is not True else None
+    catalogs = caps.catalogs
+    catalog = _catalog_named(names, call.args, spec) if catalogs is not True else None
     if catalog is not None:
-        if pool.caps.catalogs is None and pool.name not in learned.catalogs:
-            return NeedCatalogs((pool.name,))
-        catalogs = pool.caps.catalogs
+        if catalogs is None and member.name not in learned.catalogs:
+            return NeedCatalogs((member.name,))
         if catalogs is False and catalog.lower() != DEFAULT_CATALOG:
-            return _refuse(call, pool.name, f"catalog '{catalog}' does not exist in metastore '{pool.name}' (a "
-                                            f"Hive 2 metastore has only '{DEFAULT_CATALOG}')",
+            return _refuse(call, member.name, f"catalog '{catalog}' does not exist in metastore '{member.name}' "
+                                              f"(a Hive 2 metastore has only '{DEFAULT_CATALOG}')",
                            Refused.NO_SUCH_OBJECT, decision, quiet=True)
         strip = catalogs is not True and any(n.startswith("@") for n in names)
         fill = catalog if catalogs is False else None
@@ -105,15 +107,20 @@ def plan(call: Call, routes: Routes, created: Mapping[str, Set[str]], learned: L
 
         REWRITER.rewrite(call.args, (lambda n: strip_catalog(to_member(n))) if strip else to_member)
         raw = None
-    return _to(Kind.SEND, call, pool, naming, decision, raw, fill, call.args)
+    return _to(Kind.SEND, call, routes, health, member, naming, decision, raw, fill, call.args)
 
 
-def _to(kind: Kind, call: Call, pool: UpstreamPool, naming: Naming, decision: Decision | None, raw: bytes | None,
-        fill: str | None, args: Any, link: Link | None = None, table_link: TableLink | None = None) -> Plan:
+def _to(kind: Kind, call: Call, routes: Routes, health: MemberHealth, member: MetastoreConfig, naming: Naming,
+        decision: Decision | None, raw: bytes | None, fill: str | None, args: Any, link: Link | None = None,
+        table_link: TableLink | None = None) -> Plan:
+    """The plan of a call sent to ``member`` (or, for Kind.LINK, answered by waggle, which may send it on)."""
+    if kind is Kind.SEND and not health.is_up(member.name):  # the planner chose; the metastore is down
+        return Plan(Kind.DOWN, call, member.name, member, decision=decision, refusal=health.down_message(member.name),
+                    args=args)
     # whether to bridge is decided here, for every plan that sends: the member lacks the method (or cannot take
     # these arguments), as far as is known now (a reply may still say so: see finish.reply)
     spec = call.spec
-    bridge = spec is not None and spec.bridge is not None and pool.caps.bridges(call.name, args)
+    bridge = spec is not None and spec.bridge is not None and routes.caps[member.name].bridges(call.name, args)
     if bridge and kind is Kind.SEND:
         kind = Kind.BRIDGE
     result_class = call.io.result if call.io is not None else None
@@ -122,7 +129,7 @@ def _to(kind: Kind, call: Call, pool: UpstreamPool, naming: Naming, decision: De
         fill, rewrite_reply = reply_changes(result_class, naming, decision, fill)
     else:
         fill = None
-    wire = pool.config.wire
+    wire = member.wire
     stream = not rewrite_reply and (wire is call.wire or wire == call.wire) and \
         call.wire.transport is TransportKind.BUFFERED
     if kind is not Kind.LINK:  # a link made or dropped: its reply is the primary's, as it is
@@ -131,8 +138,9 @@ def _to(kind: Kind, call: Call, pool: UpstreamPool, naming: Naming, decision: De
         if link is not None or table_link is not None:
             # a link's database is described as such; a remote table's reply gets the local names
             rewrite_reply, stream = True, False
-    return Plan(kind, call, pool.name, pool, naming, decision, raw, fill=fill, rewrite_reply=rewrite_reply,
-                stream=stream, link=link, table_link=table_link, args=args, bridge=bridge)
+    return Plan(kind, call, member.name, member, naming, decision, raw, fill=fill, rewrite_reply=rewrite_reply,
+                stream=stream, link=link, table_link=table_link, args=args, bridge=bridge,
+                limits=routes.config.server.upstream_limits)
 
 
 def reply_changes(result_class: type, naming: Naming, decision: Decision | None, fill: str | None
@@ -155,7 +163,7 @@ def _lock_owner(call: Call, spec: MethodSpec, routes: Routes) -> Decision:
     owner = call.session.lock_owners.get(held)
     if owner is None:
         return Decision(routes.planner.primary)
-    if owner.name in routes.pools:
+    if owner.name in routes.caps:
         return Decision(routes.config.federation.member(owner.name))
     return Decision(owner, f"lock {held} was granted by metastore '{owner.name}', which is no longer in the "
                            f"federation")
@@ -175,16 +183,17 @@ def _catalog_named(names: list[str], args: Any, spec: MethodSpec) -> str | None:
     return None
 
 
-def _unknown(call: Call, routes: Routes) -> Plan:
+def _unknown(call: Call, routes: Routes, health: MemberHealth) -> Plan:
     """A method waggle's IDL does not have: the primary answers, byte for byte, unless it names a database
     that is not the primary's to answer for."""
     planner = routes.planner
     foreign = _foreign_database(*strings_in(call.raw, call.wire.protocol), planner)
     if foreign is not None:
-        return Plan(Kind.REFUSE, call, routes.primary.name, unknown_method=True, foreign=foreign, args=None,
+        return Plan(Kind.REFUSE, call, planner.primary.name, unknown_method=True, foreign=foreign, args=None,
                     refusal=f"Invalid method name: '{call.name}' (waggle does not know this method, and it names "
                             f"{foreign}; waggle cannot route it)")
-    return _to(Kind.SEND, call, routes.primary, planner.naming(planner.primary), None, call.raw, None, None)
+    return _to(Kind.SEND, call, routes, health, planner.primary, planner.naming(planner.primary), None, call.raw,
+               None, None)
 
 
 def _foreign_database(first: str | None, strings: list[str], planner: Planner) -> str | None:
@@ -203,7 +212,8 @@ def _foreign_database(first: str | None, strings: list[str], planner: Planner) -
     return None
 
 
-def _remote(call: Call, spec: MethodSpec, routes: Routes, step: remotes.Remote) -> Plan | NeedLinks:
+def _remote(call: Call, spec: MethodSpec, routes: Routes, health: MemberHealth, step: remotes.Remote
+            ) -> Plan | NeedLinks:
     """The plan of a remote-database call, from what :mod:`waggle.remotes.planning` decided."""
     if isinstance(step, remotes.Refuse):
         return _refuse(call, step.metastore, step.message, Refused.META, None)
@@ -212,8 +222,7 @@ def _remote(call: Call, spec: MethodSpec, routes: Routes, step: remotes.Remote) 
     if isinstance(step, remotes.Store):  # the primary keeps (or drops) the link or the stub
         planner = routes.planner
         args, raw = (call.args, call.raw) if step.args is None else (step.args, None)
-        return _to(Kind.LINK, call, routes.primary, planner.naming(planner.primary), Decision(planner.primary), raw,
-                   None, args, step.link, step.table)
-    pool = routes.pools[step.member.name]
-    return _to(Kind.SEND, call, pool, routes.planner.naming(step.member), Decision(step.member), None, None, step.args,
-               table_link=step.table)
+        return _to(Kind.LINK, call, routes, health, planner.primary, planner.naming(planner.primary),
+                   Decision(planner.primary), raw, None, args, step.link, step.table)
+    return _to(Kind.SEND, call, routes, health, step.member, routes.planner.naming(step.member), Decision(step.member),
+               None, None, step.args, table_link=step.table)

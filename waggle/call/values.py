@@ -20,7 +20,28 @@ if TYPE_CHECKING:
     from waggle.remotes.links import Link
     from waggle.remotes.tables import TableLink
     from waggle.security.frontdoor import Authenticated
-    from waggle.upstream.pool import UpstreamPool
+
+
+class Capabilities(Protocol):
+    """What is known of one metastore's abilities when a call is planned (its pool's
+    :class:`waggle.upstream.compat.Capabilities`, learned as calls go; a plain value in tests)."""
+
+    @property
+    def catalogs(self) -> bool | None:
+        """Whether it understands catalogs (None: not known yet)."""
+        ...
+
+    def bridges(self, method: str, args: Any) -> bool:
+        """Whether a call of ``method`` with ``args`` must go through the method's bridge."""
+        ...
+
+
+class MemberHealth(Protocol):
+    """Which metastores are up when a call is planned (:class:`waggle.upstream.health.Health`, or a plain value)."""
+
+    def is_up(self, name: str) -> bool: ...
+
+    def down_message(self, name: str) -> str: ...
 
 
 class Encoder(Protocol):
@@ -69,8 +90,9 @@ class Kind(enum.Enum):
     """What the driver does with a plan."""
 
     REFUSE = "refuse"  # answer with ``refusal``; nothing is sent upstream
-    SEND = "send"  # send to ``pool`` (relayed, or rewritten), then :func:`waggle.call.finish.reply`
-    BRIDGE = "bridge"  # answer through the method's bridge on ``pool``
+    DOWN = "down"  # the metastore is down: answer with ``refusal`` (its down message); nothing is sent
+    SEND = "send"  # send to ``metastore`` (relayed, or rewritten), then :func:`waggle.call.finish.reply`
+    BRIDGE = "bridge"  # answer through the method's bridge on ``metastore``
     FANOUT = "fanout"  # send to every member in ``jobs``, then :func:`waggle.call.merge.merge`
     IDENTITY = "identity"  # take the call's identity for the connection; the primary answers
     TOKENS = "tokens"  # waggle's token service answers (a Kerberos front door); see MethodSpec.token
@@ -122,8 +144,8 @@ class Plan:
     call: Call
     #: the metastore that answers (a refusal names the one the call was for, which may be gone)
     metastore: str
-    #: its connection pool (None only for a refusal)
-    pool: UpstreamPool | None = None
+    #: its configuration (None for a refusal or a fan-out); the driver sends through the routes' pool of that name
+    member: MetastoreConfig | None = None
     naming: Naming | None = None
     decision: Decision | None = None
     #: the request to send: raw bytes when it travels unchanged, else None (encode ``call.args``)
@@ -147,20 +169,22 @@ class Plan:
     table_link: TableLink | None = None
     #: the reply may stream to the client while it arrives (unchanged, same wire format, unframed)
     stream: bool = False
-    #: Kind.FANOUT: (pool, naming, args) per member asked, and the merge's own facts
-    jobs: Sequence[tuple[UpstreamPool, Naming, Any]] = ()
+    #: Kind.FANOUT: (naming, args) per member asked, and the merge's own facts
+    jobs: Sequence[tuple[Naming, Any]] = ()
     merge_facts: Any = None
     #: the arguments to send and answer for: the call's own, or a copy the plan changed (never changed in place)
     args: Any = None
     #: the call is answered through the method's bridge (decided when the plan is made; Kind.BRIDGE, or a
     #: self-answered kind's call sent on)
     bridge: bool = False
+    #: the limits its reply is decoded within (upstream-limits)
+    limits: Any = None
 
     @property
-    def upstream(self) -> UpstreamPool:
-        """The pool of the metastore a plan that sends anything sends to."""
-        assert self.pool is not None
-        return self.pool
+    def wire(self) -> WireFormat:
+        """The wire format of the metastore a plan that sends anything sends to."""
+        assert self.member is not None
+        return self.member.wire
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ def link(desk: Desk, step: Plan) -> Answer:
         if why is not None:
             return finish.refused(call, f"{call.name} refused: cannot link '{made.name}' to {made.describe()}: "
                                         f"{why}", wire, step.metastore, why)
-        why = create_stub(step.upstream, desk.session.identity, value_at(step.args, call.spec.link.path))
+        why = create_stub(desk.pool(step.metastore), desk.session.identity, value_at(step.args, call.spec.link.path))
         if why is not None:
             return finish.failure(call.header, call.io, f"{call.name} failed: {why}", wire, "upstream_error",
                                   step.metastore)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from waggle.call.values import Answer, Plan, Session
     from waggle.runtime import Runtime
+    from waggle.upstream.pool import UpstreamPool
     from waggle.wire import Wire
 
 
@@ -20,6 +21,10 @@ class Desk(Protocol):
     wire: Wire
     #: the client's address, host:port
     peer: str
+
+    def pool(self, name: str) -> UpstreamPool:
+        """The pool of metastore ``name`` in the routes the call was planned with."""
+        ...
 
     def send(self, step: Plan) -> Answer:
         """Send the plan's call to its metastore (through the method's bridge where the metastore needs one)."""

@@ -31,12 +31,13 @@ from waggle.config.model import ProtocolKind
 from waggle.hms.bridges import MethodMissing, Wrap
 from waggle.hms.methods import METHODS, MethodSpec, database_of
 from waggle.hms.service import METHOD_IO
-from waggle.runtime import Routes, Runtime
+from waggle.routes import Routes
+from waggle.runtime import Runtime
 from waggle.security.frontdoor import Authenticated
 from waggle.server.own import HANDLERS
 from waggle.upstream import compat, fanout
 from waggle.upstream.client import Reply, UpstreamError
-from waggle.upstream.pool import Overloaded
+from waggle.upstream.pool import Overloaded, UpstreamPool
 from waggle.wire import Header, PeerClosed, Wire, WireError
 
 log = get_logger("waggle.call")
@@ -58,7 +59,7 @@ class ClientDriver:
     """Serves one client connection; it is the :class:`~waggle.server.desk.Desk` of the calls waggle answers
     itself (:data:`waggle.server.own.HANDLERS`)."""
 
-    __slots__ = ("calls", "conn_id", "idle", "peer", "runtime", "session", "sock", "started", "wire")
+    __slots__ = ("calls", "conn_id", "idle", "peer", "routes", "runtime", "session", "sock", "started", "wire")
 
     def __init__(self, sock: socket.socket, peer: Any, runtime: Runtime, who: Authenticated | None = None) -> None:
         self.sock = sock
@@ -74,8 +75,10 @@ class ClientDriver:
         server = runtime.config.server
         self.wire = Wire(sock, server.wire, server.limits)
         self.calls = 0
-        #: when the call being answered arrived (perf_counter)
+        #: when the call being answered arrived (perf_counter), and the routes it was planned with (set for the
+        #: handlers of self-answered calls)
         self.started = 0.0
+        self.routes = runtime.routes
 
     def serve(self) -> None:
         structlog.contextvars.bind_contextvars(conn=self.conn_id, peer=self.peer)
@@ -159,20 +162,21 @@ class ClientDriver:
 
     def _answer(self, call: Call) -> None:
         started = time.perf_counter()
-        routes = self.runtime.routes  # one configuration and map for the whole call, even if a reload swaps them
-        step = plan(call, routes, self.runtime.created)
+        runtime = self.runtime
+        routes = runtime.routes  # one configuration and map for the whole call, even if a reload swaps them
+        step = plan(call, routes, runtime.health, runtime.created)
         if step.__class__ is Plan and step.kind is Kind.SEND:  # the common case, first: a call relayed to one member
-            self._finish(call.header, call.args, started, self._send_planned(step, started))
+            self._finish(call.header, call.args, started, self._send_planned(step, started, routes))
             return
         learned = Learned()
         while isinstance(step, (NeedCatalogs, NeedLinks)):
             if isinstance(step, NeedLinks):
                 if step.connectors:
-                    self.runtime.learn_connectors()
-                self.runtime.learn_links(list(step.names))
+                    runtime.learn_connectors()
+                runtime.learn_links(list(step.names))
                 if step.tables:
-                    self.runtime.learn_tables(list(step.tables))
-                fresh = self.runtime.routes
+                    runtime.learn_tables(list(step.tables))
+                fresh = runtime.routes
                 if fresh.registry is None or fresh.registry.unknown(step.names):
                     routes = replace(fresh, registry=None)  # the primary did not answer: plan without links
                 else:
@@ -180,35 +184,49 @@ class ClientDriver:
             else:
                 self._learn_catalogs(routes, step)
             learned = learned.after(step)
-            step = plan(call, routes, self.runtime.created, learned)
+            step = plan(call, routes, runtime.health, runtime.created, learned)
         kind = step.kind
         handler = HANDLERS.get(kind)
         if handler is not None:
-            self.started = started
+            self.started, self.routes = started, routes
             answer = handler(self, step)
         elif kind is Kind.REFUSE:
             answer = finish.refusal(step, self.wire)
+        elif kind is Kind.DOWN:
+            answer = finish.down(step, self.wire)
         elif kind is Kind.FANOUT:
             answer = self._fan_out(step, routes)
         elif kind is Kind.BRIDGE:
-            answer = self._bridge(step)
+            answer = self._bridge(step, routes.pools[step.metastore])
         else:
-            answer = self._send_planned(step, started)
+            answer = self._send_planned(step, started, routes)
         self._finish(call.header, call.args, started, answer)
+
+    # -- what the handlers of self-answered calls use (the driver is their Desk) -------------------------------
+    def pool(self, name: str) -> UpstreamPool:
+        """The pool of metastore ``name`` in the routes the call being answered was planned with."""
+        return self.routes.pools[name]
 
     def send(self, step: Plan) -> Answer:
         """Send the call; a member that turns out not to have the method is answered through its bridge."""
+        health = self.runtime.health
+        if not health.is_up(step.metastore):
+            return finish.failure(step.call.header, step.call.io, health.down_message(step.metastore), self.wire,
+                                  "member_down", step.metastore)
         if step.bridge:
-            return self._bridge(step)
-        return self._send_planned(step, self.started)
+            return self._bridge(step, self.pool(step.metastore))
+        return self._send_planned(step, self.started, self.routes)
 
-    def _send_planned(self, step: Plan, started: float) -> Answer:
-        """Send a call that its plan sends (the plan asked whether the member bridges it, just now, without
-        I/O since); a member that turns out not to have the method is answered through its bridge."""
-        answer = self._send(step, started)
+    # -- the plan's I/O ------------------------------------------------------------------------------------
+    def _send_planned(self, step: Plan, started: float, routes: Routes) -> Answer:
+        """Send a call that its plan sends (the plan asked whether the member bridges it, and whether it is up,
+        just now, without I/O since); a member that turns out not to have the method is answered through its
+        bridge."""
+        pool = routes.pools[step.metastore]
+        answer = self._send(step, started, pool, routes)
         if answer.bridge_instead:
-            step.upstream.caps.learn_missing(step.call.name)
-            answer = self._bridge(step)
+            pool.caps.learn_missing(step.call.name)
+            answer = self._bridge(step, pool)
         return answer
 
     def _learn_catalogs(self, routes: Routes, need: NeedCatalogs) -> None:
@@ -221,24 +239,11 @@ class ClientDriver:
                 if health.is_up(pool.name):
                     compat.probe_catalogs(pool, self.session.identity)
 
-    # -- the plan's I/O ------------------------------------------------------------------------------------
-    def _down(self, step: Plan) -> Answer | None:
-        health = self.runtime.health
-        if health.is_up(step.metastore):
-            return None
-        return finish.failure(step.call.header, step.call.io, health.down_message(step.metastore), self.wire,
-                              "member_down", step.metastore)
-
-    def _send(self, step: Plan, started: float) -> Answer:
-        call, pool, runtime = step.call, step.upstream, self.runtime
-        if not runtime.health.is_up(step.metastore):
-            down = self._down(step)
-            assert down is not None
-            return down
-        server = runtime.routes.config.server
+    def _send(self, step: Plan, started: float, pool: UpstreamPool, routes: Routes) -> Answer:
+        call = step.call
         try:
             reply = pool.forward(self.session.identity, call.header, step.args, step.raw, call.wire.protocol,
-                                 self._sink if step.stream else None, server.stream_after_bytes,
+                                 self._sink if step.stream else None, routes.config.server.stream_after_bytes,
                                  known=call.io is not None)
         except ClientGone:
             # the client hung up while its reply streamed to it: counted as the client's, never the metastore's
@@ -269,14 +274,11 @@ class ClientDriver:
         if settled.released is not None:
             self.session.lock_owners.pop(settled.released, None)
 
-    def _bridge(self, step: Plan) -> Answer:
+    def _bridge(self, step: Plan, pool: UpstreamPool) -> Answer:
         """Answer a method the member lacks (or cannot take as it is) through its bridge."""
-        call, pool = step.call, step.upstream
+        call = step.call
         assert call.spec is not None and call.spec.bridge is not None and call.io is not None
         bridge = call.spec.bridge
-        down = self._down(step)
-        if down is not None:
-            return down
         identity = self.session.identity
         try:
             bridged = compat.Bridged(pool, identity, call.header.seqid)
@@ -310,8 +312,10 @@ class ClientDriver:
         call = step.call
         assert call.io is not None and call.io.result is not None
         sent = (call.args, call.raw, call.wire.protocol)
+        pools = routes.pools
+        jobs = [(pools[naming.member.name], naming, args) for naming, args in step.jobs]
         outcomes = fanout.gather(self.runtime.health, routes.config.server, self.session.identity, call.name,
-                                 call.header.seqid, call.io.result, step.jobs, sent)
+                                 call.header.seqid, call.io.result, jobs, sent)
         return merge.merge(step, outcomes, self.wire, lambda message: finish.failure(
             call.header, call.io, message, self.wire, "upstream_error", "*"))
 

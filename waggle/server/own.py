@@ -26,7 +26,7 @@ MAX_IDENTITY_CHARS = 65536
 
 def identity(desk: Desk, step: Plan) -> Answer:
     """Remember the client's identity; every later call travels on a connection opened as this user."""
-    call, pool, session = step.call, step.upstream, desk.session
+    call, pool, session = step.call, desk.pool(step.metastore), desk.session
     if session.authenticated is None or session.identity is None:
         who = (str(call.args.user_name or ""), tuple(str(g) for g in call.args.group_names or ()))
         size = len(who[0]) + sum(len(g) for g in who[1])
