@@ -12,7 +12,7 @@ from thrift.Thrift import TMessageType
 
 from waggle.call import finish, merge
 from waggle.call.plan import plan
-from waggle.call.values import Answer, Call, Kind, Learned, NeedCatalogs, Plan, Session, Settled
+from waggle.call.values import Answer, Call, FanOut, Kind, Learned, NeedCatalogs, Refusal, Send, Session, Settled
 from waggle.config.loader import load
 from waggle.config.model import WaggleConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
@@ -110,9 +110,9 @@ def _decoded(core: Core, answer: Answer, name: str) -> Any:
     return decode_message(answer.raw, core.config.server.wire.protocol, io.result, core.config.server.limits)[1]
 
 
-def _plan(core: Core, call: Call, asked: frozenset[str] = frozenset()) -> Plan:
+def _plan(core: Core, call: Call, asked: frozenset[str] = frozenset()) -> Any:
     step = plan(call, core.routes, core.health, core.created, Learned(catalogs=asked))
-    assert isinstance(step, Plan)
+    assert isinstance(step, Send | Refusal | FanOut)
     return step
 
 
@@ -120,7 +120,7 @@ def test_a_prefixed_name_goes_to_its_member_rewritten(core: Core) -> None:
     call = _call(core, "get_database", name="fed_sales")
     step = _plan(core, call)
     assert (step.kind, step.metastore, step.raw) == (Kind.SEND, "fed", None)  # re-encoded: the name changed
-    assert call.args.name == "sales"
+    assert (step.args.name, call.args.name) == ("sales", "fed_sales")  # a copy is rewritten, never the call's own
     assert step.rewrite_reply and not step.stream
 
 
@@ -158,7 +158,7 @@ def test_a_catalog_the_metastore_may_not_know_is_a_fact_to_ask_for(core: Core) -
     assert step.kind is Kind.SEND and step.fill is None
     # a Hive 2.3 member (hive-version) is known to have no catalogs: stripped, and the reply gets one
     step = _plan(core, _call(core, "get_database", name="@hive#ro_web"))
-    assert step.call.args.name == "web" and step.fill == "hive"
+    assert (step.args.name, step.call.args.name) == ("web", "@hive#ro_web") and step.fill == "hive"
     other = _plan(core, _call(core, "get_database", name="@spark#ro_web"))
     assert other.kind is Kind.REFUSE and other.refused_as is Refused.NO_SUCH_OBJECT and other.quiet
 
@@ -247,7 +247,7 @@ def test_a_lock_of_a_metastore_a_reload_removed_is_refused_naming_it(core: Core)
     gone = replace(core.config.federation.member("fed"), name="gone")
     session = Session(lock_owners={5: gone})
     step = _plan(core, _call(core, "check_lock", session, rqst=T.CheckLockRequest(lockid=5)))
-    assert (step.kind, step.metastore, step.member) == (Kind.REFUSE, "gone", None)
+    assert isinstance(step, Refusal) and (step.kind, step.metastore) == (Kind.REFUSE, "gone")
     assert "granted by metastore 'gone', which is no longer in the federation" in (step.refusal or "")
     answer = finish.refusal(step, _Encoder(core))
     assert answer.raw is not None and answer.metastore == "gone"
@@ -284,5 +284,15 @@ def test_a_call_for_a_member_that_is_down_is_answered_from_the_plan(core: Core) 
 def test_plans_are_made_from_plain_values_and_carry_no_connection(core: Core) -> None:
     step = _plan(core, _call(core, "get_table", dbname="fed_sales", tbl_name="orders"))
     assert step.member is not None and step.member.name == "fed" and core.routes.pools == {}
-    assert not any(type(getattr(step, name)).__module__.startswith("waggle.upstream")
-                   for name in step.__slots__)  # type: ignore[attr-defined]
+    assert isinstance(step, Send) and not any(type(value).__module__.startswith("waggle.upstream") for value in step)
+    with pytest.raises(AttributeError):
+        step.raw = b""  # type: ignore[misc]  # a plan is made once, never patched
+
+
+def test_rewriting_a_nested_request_leaves_the_call_as_it_came(core: Core) -> None:
+    table = T.Table(tableName="t", dbName="fed_sales", sd=T.StorageDescriptor(location="/x"),
+                    partitionKeys=[T.FieldSchema(name="p", type="string")])
+    call = _call(core, "create_table", tbl=table)
+    step = _plan(core, call)
+    assert (step.metastore, step.args.tbl.dbName, call.args.tbl.dbName) == ("fed", "sales", "fed_sales")
+    assert step.args.tbl.sd is table.sd  # what the rewrite never reaches is shared, not copied

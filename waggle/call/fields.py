@@ -7,6 +7,9 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
+from thrift.Thrift import TType
+
+from waggle.hms import specs
 from waggle.hms.methods import MethodSpec, Path
 
 
@@ -51,3 +54,36 @@ def table_refs(args: Any, spec: MethodSpec) -> list[tuple[str, str]]:
         if isinstance(db, str) and isinstance(table, str) and table:
             out.append((db, table))
     return out
+
+
+def copied_along(obj: Any, plan: specs.Plan[Any] | None) -> Any:
+    """A copy of the struct ``obj`` in which every struct and container that a walk along ``plan`` (a rewrite's)
+    descends into is a copy too; what the walk never reaches is shared. Rewriting the copy leaves ``obj`` as it
+    was."""
+    out = _shallow(obj)
+    if plan is not None:
+        for field, walk in plan.children:
+            value = getattr(out, field.attr, None)
+            if value is not None:
+                setattr(out, field.attr, _copied(value, walk))
+    return out
+
+
+def _shallow(obj: Any) -> Any:
+    cls = type(obj)
+    slots = getattr(cls, "__slots__", None)
+    if slots is None:
+        return copy.copy(obj)
+    return cls(*[getattr(obj, attr) for attr in slots])  # generated structs take their fields in slot order
+
+
+def _copied(value: Any, walk: specs.Walk[Any]) -> Any:
+    if walk.kind == TType.STRUCT:
+        return copied_along(value, walk.plan)
+    element, key = walk.element, walk.key
+    if walk.kind in specs.CONTAINERS:
+        assert element is not None
+        items = [_copied(item, element) for item in value]
+        return type(value)(items) if isinstance(value, set | frozenset) else items
+    return {(_copied(k, key) if key is not None else k): (_copied(v, element) if element is not None and v is not None
+                                                          else v) for k, v in value.items()}

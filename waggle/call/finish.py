@@ -16,7 +16,7 @@ from thrift.Thrift import TApplicationException, TMessageType
 
 from waggle.call.fields import value_at
 from waggle.call.plan import REWRITER
-from waggle.call.values import Answer, Call, Encoder, NameFn, Plan, Settled
+from waggle.call.values import Answer, Call, Encoder, NameFn, Refusal, Send, Settled
 from waggle.config.model import MetastoreConfig, ProtocolKind
 from waggle.hms import specs
 from waggle.hms.bridges import is_unknown_method
@@ -78,13 +78,13 @@ def _failure_bytes(header: Header, io: MethodIO | None, message: str, encoder: E
     return encoder.encode_application_error(header.name, header.seqid, TApplicationException.INTERNAL_ERROR, message)
 
 
-def down(plan: Plan, encoder: Encoder) -> Answer:
+def down(plan: Refusal, encoder: Encoder) -> Answer:
     """A call for a metastore that is down, answered with its down message (nothing was sent)."""
     assert plan.refusal is not None
     return failure(plan.call.header, plan.call.io, plan.refusal, encoder, "member_down", plan.metastore)
 
 
-def refusal(plan: Plan, encoder: Encoder) -> Answer:
+def refusal(plan: Refusal, encoder: Encoder) -> Answer:
     """A call refused before anything reached a metastore."""
     call, header = plan.call, plan.call.header
     assert plan.refusal is not None
@@ -118,7 +118,7 @@ def _lock_not_acquired(header: Header, spec: MethodSpec, io: MethodIO | None, me
 
 
 # -- replies ---------------------------------------------------------------------------------------------------
-def reply(plan: Plan, reply: Reply | None, encoder: Encoder) -> Answer:
+def reply(plan: Send, reply: Reply | None, encoder: Encoder) -> Answer:
     """The client's answer to a metastore's reply (``None``: a oneway call, sent), with what it leaves behind
     (:class:`~waggle.call.values.Settled`) for the driver to apply."""
     call, metastore = plan.call, plan.metastore
@@ -146,7 +146,7 @@ def reply(plan: Plan, reply: Reply | None, encoder: Encoder) -> Answer:
     return Answer(raw, outcome(reply, io), metastore)
 
 
-def rewritten(plan: Plan, reply: Reply, result_class: type, encoder: Encoder) -> bytes:
+def rewritten(plan: Send, reply: Reply, result_class: type, encoder: Encoder) -> bytes:
     """A successful reply with its names rewritten, tables filtered and catalog filled in."""
     wire, naming, decision = plan.wire, plan.naming, plan.decision
     assert naming is not None and decision is not None
@@ -170,7 +170,7 @@ def rewritten(plan: Plan, reply: Reply, result_class: type, encoder: Encoder) ->
             gc.enable()
 
 
-def encoded_result(plan: Plan, header: Header, result: Any, encoder: Encoder, to_client: NameFn | None = None
+def encoded_result(plan: Send, header: Header, result: Any, encoder: Encoder, to_client: NameFn | None = None
                    ) -> bytes:
     """A decoded result in the member's names, encoded for the client: tables filtered, names rewritten."""
     naming, decision, spec = plan.naming, plan.decision, plan.call.spec
@@ -188,7 +188,7 @@ def encoded_result(plan: Plan, header: Header, result: Any, encoder: Encoder, to
     return encoder.encode(header.name, TMessageType.REPLY, header.seqid, result)
 
 
-def bridged(plan: Plan, result: Any, encoder: Encoder, via: str) -> Answer:
+def bridged(plan: Send, result: Any, encoder: Encoder, via: str) -> Answer:
     """The answer a bridge built (its result struct, in the member's names)."""
     header = plan.call.header
     raw = encoded_result(plan, Header(header.name, TMessageType.REPLY, header.seqid), result, encoder)
@@ -219,7 +219,7 @@ def _relayed(reply: Reply, io: MethodIO | None, upstream: ProtocolKind, limits: 
     return encoder.encode(header.name, header.mtype, header.seqid, body)
 
 
-def _settled(plan: Plan, reply: Reply) -> Settled | None:
+def _settled(plan: Send, reply: Reply) -> Settled | None:
     """What a successful call leaves behind: a database in the whitelist, a lock id granted or released."""
     decision, spec = plan.decision, plan.call.spec
     if decision is None or spec is None:

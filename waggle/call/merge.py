@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from thrift.Thrift import TMessageType
 
 from waggle.call.memo import NameMemo
-from waggle.call.values import Answer, Call, Capabilities, Encoder, Kind, NeedCatalogs, Plan
+from waggle.call.values import Answer, Call, Capabilities, Encoder, FanOut, NeedCatalogs
 from waggle.hms.bridges import DEFAULT_CATALOG
 from waggle.hms.gen.hive_metastore.ttypes import GetAllFunctionsResponse
 from waggle.hms.methods import Merge, MethodSpec, NameForm
@@ -39,7 +39,7 @@ class _Facts(NamedTuple):
     shown: NameMemo[tuple[str, ...]]  # the routes snapshot's names clients see for a member's database
 
 
-def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> Plan | NeedCatalogs:
+def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> FanOut | NeedCatalogs:
     assert spec.merge is not None
     attr = next((f.attr for f in spec.db_args if f.form is NameForm.PATTERN), None)
     text = getattr(call.args, attr) if attr is not None else None
@@ -65,10 +65,10 @@ def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> Plan 
                 args = copy.copy(args)
                 setattr(args, attr, _requalify_pattern(qualified, member_pattern, member_caps))
         jobs.append((naming, args))
-    return Plan(Kind.FANOUT, call, "*", jobs=jobs, merge_facts=facts, args=call.args)
+    return FanOut(call, tuple(jobs), facts)
 
 
-def merge(plan: Plan, outcomes: Sequence[Outcome], encoder: Encoder, failure: Callable[[str], Answer]) -> Answer:
+def merge(plan: FanOut, outcomes: Sequence[Outcome], encoder: Encoder, failure: Callable[[str], Answer]) -> Answer:
     """The client's answer from the members' outcomes (``failure`` builds the error when none answered)."""
     call = plan.call
     answered = [o for o in outcomes if o.error is None]
@@ -78,7 +78,7 @@ def merge(plan: Plan, outcomes: Sequence[Outcome], encoder: Encoder, failure: Ca
         answer = failure("; ".join(str(o.error) for o in outcomes))
         answer.fields.update(fields)
         return answer
-    facts: _Facts = plan.merge_facts
+    facts: _Facts = plan.facts
     assert call.io is not None and call.io.result is not None
     merged = _merger(facts.merge)(answered, facts)
     if len(answered) == 1 and facts.merge is Merge.DATABASE_NAMES and answered[0].raw is not None and \

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Set
 from typing import TYPE_CHECKING, Any
 
 from waggle.call import merge
-from waggle.call.fields import table_refs, value_at
-from waggle.call.values import Call, Kind, Learned, MemberHealth, NeedCatalogs, NeedLinks, Plan
+from waggle.call.fields import copied_along, table_refs, value_at
+from waggle.call.values import Call, Kind, Learned, MemberHealth, NeedCatalogs, NeedLinks, Plan, Refusal, Send
 from waggle.config.model import MetastoreConfig, TransportKind
 from waggle.hms.bridges import DEFAULT_CATALOG, strip_catalog
 from waggle.hms.catalogs import carries_catalog
@@ -48,15 +48,15 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
         return _unknown(call, routes, health)
     primary = planner.primary
     if spec.token is not None and routes.config.server.security.answers_tokens:
-        return Plan(Kind.TOKENS, call, primary.name, primary, args=call.args)
+        return Send(Kind.TOKENS, call, primary.name, primary, call.args)
     if spec.connector is not None and routes.registry is not None:
-        return Plan(Kind.CONNECTORS, call, primary.name, primary, args=call.args)
+        return Send(Kind.CONNECTORS, call, primary.name, primary, call.args)
     if spec.link is not None and routes.registry is not None:
         linked = remotes.link_call(call.name, spec, call.args, call.session.identity, routes, learned.connectors)
         if linked is not None:
             return _remote(call, spec, routes, health, linked)
     if spec.route is Route.IDENTITY:
-        return Plan(Kind.IDENTITY, call, primary.name, primary, args=call.args)
+        return Send(Kind.IDENTITY, call, primary.name, primary, call.args)
     if spec.route is Route.FANOUT:
         return merge.plan(call, spec, routes, learned.catalogs)
     names: list[str] = []
@@ -96,6 +96,7 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
         strip = catalogs is not True and any(n.startswith("@") for n in names)
         fill = catalog if catalogs is False else None
     raw: bytes | None = call.raw
+    args = call.args
     if decision.rewrite_request or strip:
         known = routes.memo.member_names.of(naming)
 
@@ -105,18 +106,18 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
                 out = known[name] = naming.to_member(name)
             return out
 
-        REWRITER.rewrite(call.args, (lambda n: strip_catalog(to_member(n))) if strip else to_member)
+        args = copied_along(args, REWRITER.plan(type(args)))  # the call's own arguments stay as they came
+        REWRITER.rewrite(args, (lambda n: strip_catalog(to_member(n))) if strip else to_member)
         raw = None
-    return _to(Kind.SEND, call, routes, health, member, naming, decision, raw, fill, call.args)
+    return _to(Kind.SEND, call, routes, health, member, naming, decision, raw, fill, args)
 
 
 def _to(kind: Kind, call: Call, routes: Routes, health: MemberHealth, member: MetastoreConfig, naming: Naming,
         decision: Decision | None, raw: bytes | None, fill: str | None, args: Any, link: Link | None = None,
-        table_link: TableLink | None = None) -> Plan:
+        table_link: TableLink | None = None) -> Send | Refusal:
     """The plan of a call sent to ``member`` (or, for Kind.LINK, answered by waggle, which may send it on)."""
     if kind is Kind.SEND and not health.is_up(member.name):  # the planner chose; the metastore is down
-        return Plan(Kind.DOWN, call, member.name, member, decision=decision, refusal=health.down_message(member.name),
-                    args=args)
+        return Refusal(Kind.DOWN, call, member.name, health.down_message(member.name), decision=decision)
     # whether to bridge is decided here, for every plan that sends: the member lacks the method (or cannot take
     # these arguments), as far as is known now (a reply may still say so: see finish.reply)
     spec = call.spec
@@ -138,9 +139,8 @@ def _to(kind: Kind, call: Call, routes: Routes, health: MemberHealth, member: Me
         if link is not None or table_link is not None:
             # a link's database is described as such; a remote table's reply gets the local names
             rewrite_reply, stream = True, False
-    return Plan(kind, call, member.name, member, naming, decision, raw, fill=fill, rewrite_reply=rewrite_reply,
-                stream=stream, link=link, table_link=table_link, args=args, bridge=bridge,
-                limits=routes.config.server.upstream_limits)
+    return Send(kind, call, member.name, member, args, raw, naming, decision, bridge,
+                routes.config.server.upstream_limits, fill, rewrite_reply, stream, link, table_link)
 
 
 def reply_changes(result_class: type, naming: Naming, decision: Decision | None, fill: str | None
@@ -152,9 +152,8 @@ def reply_changes(result_class: type, naming: Naming, decision: Decision | None,
 
 
 def _refuse(call: Call, metastore: str, refusal: str, refused_as: Refused, decision: Decision | None,
-            quiet: bool = False) -> Plan:
-    return Plan(Kind.REFUSE, call, metastore, decision=decision, refusal=refusal, refused_as=refused_as,
-                quiet=quiet, args=call.args)
+            quiet: bool = False) -> Refusal:
+    return Refusal(Kind.REFUSE, call, metastore, refusal, refused_as, quiet, decision=decision)
 
 
 def _lock_owner(call: Call, spec: MethodSpec, routes: Routes) -> Decision:
@@ -183,15 +182,15 @@ def _catalog_named(names: list[str], args: Any, spec: MethodSpec) -> str | None:
     return None
 
 
-def _unknown(call: Call, routes: Routes, health: MemberHealth) -> Plan:
+def _unknown(call: Call, routes: Routes, health: MemberHealth) -> Send | Refusal:
     """A method waggle's IDL does not have: the primary answers, byte for byte, unless it names a database
     that is not the primary's to answer for."""
     planner = routes.planner
     foreign = _foreign_database(*strings_in(call.raw, call.wire.protocol), planner)
     if foreign is not None:
-        return Plan(Kind.REFUSE, call, planner.primary.name, unknown_method=True, foreign=foreign, args=None,
-                    refusal=f"Invalid method name: '{call.name}' (waggle does not know this method, and it names "
-                            f"{foreign}; waggle cannot route it)")
+        return Refusal(Kind.REFUSE, call, planner.primary.name,
+                       f"Invalid method name: '{call.name}' (waggle does not know this method, and it names "
+                       f"{foreign}; waggle cannot route it)", unknown_method=True, foreign=foreign)
     return _to(Kind.SEND, call, routes, health, planner.primary, planner.naming(planner.primary), None, call.raw,
                None, None)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from thrift.Thrift import TMessageType
 
@@ -138,53 +138,83 @@ class NeedLinks:
     tables: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(slots=True)
-class Plan:
+class Send(NamedTuple):
+    """A call for one metastore: sent to it (Kind.SEND, Kind.BRIDGE), or answered by waggle, which may send it on
+    (Kind.LINK, Kind.IDENTITY, Kind.TOKENS, Kind.CONNECTORS). Immutable, as every plan: made once, never patched
+    (a tuple: as cheap to make as a slotted class, on the path of every relayed call)."""
+
     kind: Kind
     call: Call
-    #: the metastore that answers (a refusal names the one the call was for, which may be gone)
+    #: the metastore that answers, and its configuration; the driver sends through the routes' pool of that name
     metastore: str
-    #: its configuration (None for a refusal or a fan-out); the driver sends through the routes' pool of that name
-    member: MetastoreConfig | None = None
+    member: MetastoreConfig
+    #: the arguments to send and answer for: the call's own, or a copy the plan changed (never changed in place)
+    args: Any
+    #: the request to send: raw bytes when it travels unchanged, else None (encode ``args``)
+    raw: bytes | None = None
     naming: Naming | None = None
     decision: Decision | None = None
-    #: the request to send: raw bytes when it travels unchanged, else None (encode ``call.args``)
-    raw: bytes | None = None
-    #: the answer's text and how it is raised (Kind.REFUSE), or an unknown method's refusal
-    refusal: str | None = None
-    refused_as: Refused = Refused.META
-    #: the refusal is counted but not logged (a catalog the metastore cannot have)
-    quiet: bool = False
-    unknown_method: bool = False
-    #: an unknown method's refusal: the database it names, and whose it is (for the log line)
-    foreign: str | None = None
+    #: the call is answered through the method's bridge (decided when the plan is made: Kind.BRIDGE, or a
+    #: self-answered kind's call sent on)
+    bridge: bool = False
+    #: the limits its reply is decoded within (upstream-limits)
+    limits: Any = None
     #: the catalog to put into the reply's empty catalog fields (the metastore has none)
     fill: str | None = None
     #: the reply needs names rewritten, tables filtered or catalogs filled
     rewrite_reply: bool = False
+    #: the reply may stream to the client while it arrives (unchanged, same wire format, unframed)
+    stream: bool = False
     #: the call names a link (a reply describing its database says so), or creates or drops one (Kind.LINK)
     link: Link | None = None
     #: the call names a remote table (requests and replies carry its remote and local names), or makes or
     #: drops one (Kind.LINK)
     table_link: TableLink | None = None
-    #: the reply may stream to the client while it arrives (unchanged, same wire format, unframed)
-    stream: bool = False
-    #: Kind.FANOUT: (naming, args) per member asked, and the merge's own facts
-    jobs: Sequence[tuple[Naming, Any]] = ()
-    merge_facts: Any = None
-    #: the arguments to send and answer for: the call's own, or a copy the plan changed (never changed in place)
-    args: Any = None
-    #: the call is answered through the method's bridge (decided when the plan is made; Kind.BRIDGE, or a
-    #: self-answered kind's call sent on)
-    bridge: bool = False
-    #: the limits its reply is decoded within (upstream-limits)
-    limits: Any = None
 
     @property
     def wire(self) -> WireFormat:
-        """The wire format of the metastore a plan that sends anything sends to."""
-        assert self.member is not None
+        """The wire format of the metastore."""
         return self.member.wire
+
+
+class Refusal(NamedTuple):
+    """A call answered with an error before anything reached a metastore: refused (Kind.REFUSE), or for a
+    metastore that is down (Kind.DOWN)."""
+
+    kind: Kind
+    call: Call
+    #: the metastore the call was for (which may be gone)
+    metastore: str
+    #: the answer's text, and how it is raised
+    refusal: str
+    refused_as: Refused = Refused.META
+    #: counted but not logged (a catalog the metastore cannot have)
+    quiet: bool = False
+    #: a method waggle's IDL does not have, naming a database it routes: the database, and whose it is
+    unknown_method: bool = False
+    foreign: str | None = None
+    decision: Decision | None = None
+
+
+class FanOut(NamedTuple):
+    """A call asked of several metastores (Kind.FANOUT), whose answers merge (:mod:`waggle.call.merge`)."""
+
+    call: Call
+    #: (naming, args) per member asked, and the merge's own facts
+    jobs: Sequence[tuple[Naming, Any]]
+    facts: Any
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.FANOUT
+
+    @property
+    def metastore(self) -> str:
+        return "*"
+
+
+#: what :func:`waggle.call.plan.plan` decides, one shape per kind of work
+Plan = Send | Refusal | FanOut
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from waggle.call import finish
 from waggle.call.fields import value_at
-from waggle.call.values import Answer, Plan
+from waggle.call.values import Answer, Send
 from waggle.common.logging import get_logger
 from waggle.hms.methods import LinkOp
 from waggle.remotes.connectors import ConnectorError
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 log = get_logger("waggle.call")
 
 
-def link(desk: Desk, step: Plan) -> Answer:
+def link(desk: Desk, step: Send) -> Answer:
     """Create a link (the remote database must exist and be no link itself; then the primary stores it) or
     drop one (in the primary only: nothing reaches the remote metastore)."""
     call, made = step.call, step.link
@@ -55,7 +55,7 @@ def link(desk: Desk, step: Plan) -> Answer:
     return answer
 
 
-def _table_link(desk: Desk, step: Plan, op: LinkOp) -> Answer:
+def _table_link(desk: Desk, step: Send, op: LinkOp) -> Answer:
     """Make a remote table (the remote table must exist; then the primary keeps its stub) or drop one (the
     stub only)."""
     call, table, runtime = step.call, step.table_link, desk.runtime
@@ -79,7 +79,7 @@ def _table_link(desk: Desk, step: Plan, op: LinkOp) -> Answer:
     return answer
 
 
-def connectors(desk: Desk, step: Plan) -> Answer:
+def connectors(desk: Desk, step: Send) -> Answer:
     """A Hive 4 data-connector call, answered by waggle from the connectors it keeps in the primary."""
     call = step.call
     assert call.spec is not None and call.spec.connector is not None

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from waggle.call.values import Answer, Plan, Session
+    from waggle.call.values import Answer, Send, Session
     from waggle.runtime import Runtime
     from waggle.upstream.pool import UpstreamPool
     from waggle.wire import Wire
@@ -26,10 +26,10 @@ class Desk(Protocol):
         """The pool of metastore ``name`` in the routes the call was planned with."""
         ...
 
-    def send(self, step: Plan) -> Answer:
+    def send(self, step: Send) -> Answer:
         """Send the plan's call to its metastore (through the method's bridge where the metastore needs one)."""
         ...
 
 
 #: answers one plan of its kind
-Handler = Callable[[Desk, "Plan"], "Answer"]
+Handler = Callable[[Desk, "Send"], "Answer"]

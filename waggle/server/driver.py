@@ -24,7 +24,19 @@ from thrift.Thrift import TMessageType
 
 from waggle.call import finish, merge
 from waggle.call.plan import plan
-from waggle.call.values import Answer, Call, Kind, Learned, NeedCatalogs, NeedLinks, Plan, Session, Settled
+from waggle.call.values import (
+    Answer,
+    Call,
+    FanOut,
+    Kind,
+    Learned,
+    NeedCatalogs,
+    NeedLinks,
+    Refusal,
+    Send,
+    Session,
+    Settled,
+)
 from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
 from waggle.config.model import ProtocolKind
@@ -165,7 +177,7 @@ class ClientDriver:
         runtime = self.runtime
         routes = runtime.routes  # one configuration and map for the whole call, even if a reload swaps them
         step = plan(call, routes, runtime.health, runtime.created)
-        if step.__class__ is Plan and step.kind is Kind.SEND:  # the common case, first: a call relayed to one member
+        if isinstance(step, Send) and step.kind is Kind.SEND:  # the common case, first: a call relayed to one member
             self._finish(call.header, call.args, started, self._send_planned(step, started, routes))
             return
         learned = Learned()
@@ -185,21 +197,19 @@ class ClientDriver:
                 self._learn_catalogs(routes, step)
             learned = learned.after(step)
             step = plan(call, routes, runtime.health, runtime.created, learned)
-        kind = step.kind
-        handler = HANDLERS.get(kind)
-        if handler is not None:
-            self.started, self.routes = started, routes
-            answer = handler(self, step)
-        elif kind is Kind.REFUSE:
-            answer = finish.refusal(step, self.wire)
-        elif kind is Kind.DOWN:
-            answer = finish.down(step, self.wire)
-        elif kind is Kind.FANOUT:
+        if isinstance(step, Refusal):
+            answer = finish.down(step, self.wire) if step.kind is Kind.DOWN else finish.refusal(step, self.wire)
+        elif isinstance(step, FanOut):
             answer = self._fan_out(step, routes)
-        elif kind is Kind.BRIDGE:
-            answer = self._bridge(step, routes.pools[step.metastore])
         else:
-            answer = self._send_planned(step, started, routes)
+            handler = HANDLERS.get(step.kind)
+            if handler is not None:
+                self.started, self.routes = started, routes
+                answer = handler(self, step)
+            elif step.kind is Kind.BRIDGE:
+                answer = self._bridge(step, routes.pools[step.metastore])
+            else:
+                answer = self._send_planned(step, started, routes)
         self._finish(call.header, call.args, started, answer)
 
     # -- what the handlers of self-answered calls use (the driver is their Desk) -------------------------------
@@ -207,7 +217,7 @@ class ClientDriver:
         """The pool of metastore ``name`` in the routes the call being answered was planned with."""
         return self.routes.pools[name]
 
-    def send(self, step: Plan) -> Answer:
+    def send(self, step: Send) -> Answer:
         """Send the call; a member that turns out not to have the method is answered through its bridge."""
         health = self.runtime.health
         if not health.is_up(step.metastore):
@@ -218,7 +228,7 @@ class ClientDriver:
         return self._send_planned(step, self.started, self.routes)
 
     # -- the plan's I/O ------------------------------------------------------------------------------------
-    def _send_planned(self, step: Plan, started: float, routes: Routes) -> Answer:
+    def _send_planned(self, step: Send, started: float, routes: Routes) -> Answer:
         """Send a call that its plan sends (the plan asked whether the member bridges it, and whether it is up,
         just now, without I/O since); a member that turns out not to have the method is answered through its
         bridge."""
@@ -239,7 +249,7 @@ class ClientDriver:
                 if health.is_up(pool.name):
                     compat.probe_catalogs(pool, self.session.identity)
 
-    def _send(self, step: Plan, started: float, pool: UpstreamPool, routes: Routes) -> Answer:
+    def _send(self, step: Send, started: float, pool: UpstreamPool, routes: Routes) -> Answer:
         call = step.call
         try:
             reply = pool.forward(self.session.identity, call.header, step.args, step.raw, call.wire.protocol,
@@ -274,7 +284,7 @@ class ClientDriver:
         if settled.released is not None:
             self.session.lock_owners.pop(settled.released, None)
 
-    def _bridge(self, step: Plan, pool: UpstreamPool) -> Answer:
+    def _bridge(self, step: Send, pool: UpstreamPool) -> Answer:
         """Answer a method the member lacks (or cannot take as it is) through its bridge."""
         call = step.call
         assert call.spec is not None and call.spec.bridge is not None and call.io is not None
@@ -308,7 +318,7 @@ class ClientDriver:
                                   f"'{pool.name}' through {bridge.via}: {exc!r}", self.wire, "bridge_error",
                                   pool.name, bridge=bridge.via)
 
-    def _fan_out(self, step: Plan, routes: Routes) -> Answer:
+    def _fan_out(self, step: FanOut, routes: Routes) -> Answer:
         call = step.call
         assert call.io is not None and call.io.result is not None
         sent = (call.args, call.raw, call.wire.protocol)

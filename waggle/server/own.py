@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import structlog
 
 from waggle.call import finish
-from waggle.call.values import Answer, Kind, Plan
+from waggle.call.values import Answer, Kind, Send
 from waggle.hms.methods import TokenOp
 from waggle.remotes import answers as remotes
 from waggle.security.token_service import TokenRefused
@@ -24,7 +24,7 @@ from waggle.upstream.client import UpstreamError
 MAX_IDENTITY_CHARS = 65536
 
 
-def identity(desk: Desk, step: Plan) -> Answer:
+def identity(desk: Desk, step: Send) -> Answer:
     """Remember the client's identity; every later call travels on a connection opened as this user."""
     call, pool, session = step.call, desk.pool(step.metastore), desk.session
     if session.authenticated is None or session.identity is None:
@@ -45,7 +45,7 @@ def identity(desk: Desk, step: Plan) -> Answer:
     return finish.answered(call, groups, desk.wire, pool.name)
 
 
-def tokens(desk: Desk, step: Plan) -> Answer:
+def tokens(desk: Desk, step: Send) -> Answer:
     """A delegation-token call, answered by waggle's token service (the front door logs clients in)."""
     call = step.call
     assert call.spec is not None and call.spec.token is not None
