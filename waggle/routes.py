@@ -3,7 +3,8 @@
 The call core (:mod:`waggle.call`) plans from it and never from the pools themselves: it reads each member's
 capabilities (``caps``), the planner, the links and remote tables served now, and what it remembered for this
 snapshot (``memo``). The driver takes the pool to send to from ``pools``. A new configuration, database map
-or set of links makes a new snapshot (:class:`waggle.runtime.Runtime` swaps one reference).
+or set of links makes a new snapshot (:class:`waggle.runtime.Runtime` swaps one reference), with a planner
+from :class:`PlannerBuilder`.
 """
 
 from __future__ import annotations
@@ -15,14 +16,18 @@ from typing import TYPE_CHECKING
 
 from waggle.call.memo import Memo
 from waggle.call.values import Capabilities
-from waggle.config.model import MetastoreConfig, WaggleConfig
+from waggle.common.logging import get_logger
+from waggle.config.model import DatabaseResolution, MetastoreConfig, WaggleConfig
 from waggle.remotes.links import Link
 from waggle.remotes.registry import LinkRegistry
 from waggle.remotes.tables import TableLink
+from waggle.routing.databases import DatabaseMap, LinkedMap, ManualMap, PrefixedMap
 from waggle.routing.federation import Planner
 
 if TYPE_CHECKING:
     from waggle.upstream.pool import UpstreamPool
+
+log = get_logger("waggle.federation")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,3 +75,37 @@ class Routes:
     @property
     def primary(self) -> UpstreamPool:
         return self.pools[self.config.federation.primary.name]
+
+
+class PlannerBuilder:
+    """Builds the planner of a routes snapshot: the database map of a configuration (PREFIXED: the prefixes;
+    MANUAL: the members' last listings, clashes reported once each) with the links served now over it."""
+
+    def __init__(self, links: LinkRegistry) -> None:
+        self.links = links
+        #: MANUAL: each member's databases, as last listed (a member whose listing failed keeps its last one)
+        self.listings: dict[str, list[str]] = {}
+        self._reported_clashes: set[str] = set()
+
+    def planner(self, config: WaggleConfig) -> Planner:
+        federation = config.federation
+        mode = config.server.database_resolution
+        dbmap: DatabaseMap
+        if mode is DatabaseResolution.PREFIXED:
+            dbmap = PrefixedMap(federation)
+        else:
+            manual = ManualMap.build(federation, self.listings)
+            for clash in manual.clashes:
+                text = clash.describe()
+                if text not in self._reported_clashes:
+                    self._reported_clashes.add(text)
+                    log.warning("federation.database_clash", database=clash.name, kept=clash.kept,
+                                hidden=clash.hidden, detail=text)
+            dbmap = manual
+        links = self.links.active(config)
+        if links:
+            dbmap = LinkedMap(dbmap, links)
+        outside = {m.name: m for m, link in links.values() if link.uri is not None}
+        outside.update({m.name: m for m, table in self.links.active_tables(config).values()
+                        if table.link.uri is not None})
+        return Planner(federation, mode, dbmap, config.server.remotes.read_only, tuple(outside.values()))

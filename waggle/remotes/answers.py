@@ -33,7 +33,7 @@ def link(desk: Desk, step: Send) -> Answer:
     runtime, wire = desk.runtime, desk.wire
     if op is LinkOp.CREATE:
         member = runtime.config.federation.member(made.member) if made.member else runtime.links.uri_member(made)
-        why = remote_refusal(runtime.link_pool(member), desk.session.identity, made)
+        why = remote_refusal(runtime.remotes.link_pool(member), desk.session.identity, made)
         if why is not None:
             return finish.refused(call, f"{call.name} refused: cannot link '{made.name}' to {made.describe()}: "
                                         f"{why}", wire, step.metastore, why)
@@ -51,7 +51,7 @@ def link(desk: Desk, step: Send) -> Answer:
         else:
             runtime.links.remove(made.name)
             log.info("link.dropped", database=made.name, remote=made.describe())
-        runtime.relink()
+        runtime.remotes.relink()
     return answer
 
 
@@ -63,7 +63,7 @@ def _table_link(desk: Desk, step: Send, op: LinkOp) -> Answer:
     if op is LinkOp.CREATE_TABLE:
         made = table.link
         member = runtime.config.federation.member(made.member) if made.member else runtime.links.uri_member(made)
-        why = remote_table_refusal(runtime.link_pool(member), desk.session.identity, table)
+        why = remote_table_refusal(runtime.remotes.link_pool(member), desk.session.identity, table)
         if why is not None:
             return finish.refused(call, f"{call.name} refused: cannot make '{table.db}.{table.name}' a link to "
                                         f"{table.describe()}: {why}", desk.wire, step.metastore, why)
@@ -75,7 +75,7 @@ def _table_link(desk: Desk, step: Send, op: LinkOp) -> Answer:
         else:
             runtime.links.remove_table((table.db, table.name))
             log.info("link.dropped", table=f"{table.db}.{table.name}", remote=table.describe())
-        runtime.relink()
+        runtime.remotes.relink()
     return answer
 
 

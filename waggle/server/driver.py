@@ -183,11 +183,12 @@ class ClientDriver:
         learned = Learned()
         while isinstance(step, (NeedCatalogs, NeedLinks)):
             if isinstance(step, NeedLinks):
+                remotes = runtime.remotes
                 if step.connectors:
-                    runtime.learn_connectors()
-                runtime.learn_links(list(step.names))
+                    remotes.learn_connectors()
+                remotes.learn_links(list(step.names))
                 if step.tables:
-                    runtime.learn_tables(list(step.tables))
+                    remotes.learn_tables(list(step.tables))
                 fresh = runtime.routes
                 if fresh.registry is None or fresh.registry.unknown(step.names):
                     routes = replace(fresh, registry=None)  # the primary did not answer: plan without links
