@@ -30,15 +30,16 @@ from waggle.remotes.registry import LinkRegistry
 from waggle.remotes.service import LinksService
 from waggle.routes import PlannerBuilder, Routes
 from waggle.routing.federation import Planner
-from waggle.security import token_service
 from waggle.security.frontdoor import FrontDoor
 from waggle.security.gss import KerberosLogin
 from waggle.security.status import SecurityWatch
+from waggle.security.token_service import TokenService
+from waggle.server.guard import Guard
 from waggle.upstream.client import Connector, UpstreamError, connect
 from waggle.upstream.deadlines import Deadlines
 from waggle.upstream.health import Health
 from waggle.upstream.pool import UpstreamPool
-from waggle.upstream.security import MetastoreTokenStore, UpstreamCredentials
+from waggle.upstream.security import MetastoreTokenStore
 from waggle.upstream.tunnel import Tunnel
 
 log = get_logger("waggle.federation")
@@ -102,10 +103,11 @@ class Runtime:
         no signing-key file is set (one for all of a supervisor's workers)."""
         self.deadlines = Deadlines()
         self._tunnel = tunnel
-        kerberos = config.server.security.kerberos
-        #: waggle's Kerberos identity: it accepts clients with it and connects to Kerberized metastores as it
-        self.login = KerberosLogin(kerberos.principal, kerberos.keytab) if kerberos is not None else None
-        self.credentials = UpstreamCredentials(self.login)
+        #: waggle's records in the primary's key-value (token) store: data connectors, token renewals
+        self.records = MetastoreTokenStore(lambda: self.routes.primary)
+        #: waggle's login, tokens, front door and security watch
+        self.guard = Guard(config, self.records, token_key)
+        self.credentials = self.guard.credentials
         if connector is connect:
             connector = functools.partial(connect, credentials=self.credentials)
         #: how upstream connections are opened (an in-memory metastore in the dispatch tests)
@@ -129,8 +131,6 @@ class Runtime:
         self.links = LinkRegistry()
         #: the planners of routes snapshots (and, in MANUAL mode, the members' listings they map)
         self.builder = PlannerBuilder(self.links)
-        #: waggle's records in the primary's key-value (token) store: data connectors, token renewals
-        self.records = MetastoreTokenStore(lambda: self.routes.primary)
         self.connectors = ConnectorService(self.links, self.records, lambda: self.config)
         self.routes = Routes.build(config, pools, self.builder.planner(config), 1, self.links)
         #: links and data connectors at run time: learned, reread, served (each change a new routes snapshot)
@@ -140,21 +140,28 @@ class Runtime:
         self.call_slots = Limiter(config.server.load.max_in_flight_calls)
         # read when scraped: an increment and a decrement per call (gevent-locked) measured 0.8 to 1.1 us
         metrics.CALLS_IN_FLIGHT.set_function(lambda: self.call_slots.busy)
-        #: waggle's own delegation tokens (a Kerberos front door only)
-        self.tokens = token_service.build(kerberos, config.server.configuration_properties, self.records,
-                                          token_key) \
-            if config.server.security.answers_tokens and kerberos else None
-        #: TLS and SASL on client connections (None: clients connect in plain Thrift)
-        security = config.server.security
-        self.front_door = FrontDoor(security, config.server.limits, self.login, self.tokens) \
-            if security.tls is not None or security.answers_tokens else None
-        #: waggle's ticket renewal and certificate expiry, for /healthz and /metrics
-        self.security_watch = SecurityWatch(self.login, config)
 
     def _pool(self, member: MetastoreConfig, server: ServerConfig, tunnels: Mapping[str, Tunnel]) -> UpstreamPool:
         return UpstreamPool(member, server.upstream_limits, self.deadlines, tunnels.get(member.name),
                             server.load.max_calls_per_metastore, server.load.queue_wait_seconds, self.connector,
                             self.credentials)
+
+    # -- security (see waggle.server.guard) --
+    @property
+    def login(self) -> KerberosLogin | None:
+        return self.guard.login
+
+    @property
+    def tokens(self) -> TokenService | None:
+        return self.guard.tokens
+
+    @property
+    def front_door(self) -> FrontDoor | None:
+        return self.guard.front_door
+
+    @property
+    def security_watch(self) -> SecurityWatch:
+        return self.guard.watch
 
     @property
     def config(self) -> WaggleConfig:
@@ -263,7 +270,7 @@ class Runtime:
                 tunnel.publish()
             self.health.update(config.federation.members, server, self.tunnels, reset=set(plan.open_pools))
             self.call_slots.limit = server.load.max_in_flight_calls
-            self.security_watch.config = config
+            self.guard.reload(config)
             self.routes = self.remotes.with_uri_pools(
                 Routes.build(config, pools, planner, old.generation + 1, self.links))
             for name in plan.close_pools:
@@ -295,9 +302,7 @@ class Runtime:
         Without ``serving`` (a supervisor, whose workers serve), only the tunnels, health checks and security
         watch."""
         self.serving = serving
-        if self.login is not None and self.config.server.security.answers_tokens:
-            self.login.acceptor()  # a keytab that cannot accept clients stops waggle here, naming the file
-        self.security_watch.start()
+        self.guard.start(self.config)
         for tunnel in self.tunnels.values():
             tunnel.start()
         self.health.start()
@@ -323,7 +328,7 @@ class Runtime:
             self._refresher.kill(block=False)
         self.remotes.close()
         self.health.close()
-        self.security_watch.close()
+        self.guard.close()
         for pool in self.routes.pools.values():
             pool.close()
         for tunnel in self.tunnels.values():
