@@ -1,8 +1,11 @@
-"""Plan one call: which metastore, what to send, and what the reply needs. Pure: no sockets, no waiting.
+"""Plan one call: which metastore, what to send, and what the reply needs. Pure: no sockets, no waiting, and
+the call's arguments are never changed (a request sent in other names is a copy).
 
 Everything that depends on the method comes from its entry in the method table (:mod:`waggle.hms.methods`):
 its route, access, where it carries database names, lock ids, lock components, table references and catalog
-names, and its bridge. Nothing here names an HMS method.
+names, and its bridge. Nothing here names an HMS method. The planner of the routes snapshot decides where
+names go (:mod:`waggle.routing`); remote databases are decided in their own room (:mod:`waggle.remotes.planning`);
+each member's capabilities and health are inputs, so a call for a member that is down is answered from the plan.
 """
 
 from __future__ import annotations
@@ -30,10 +33,6 @@ if TYPE_CHECKING:
 
 #: the one rewriter of whole calls (plans are cached per struct class)
 REWRITER: Rewriter = call_rewriter()
-
-
-__all__ = ["REWRITER", "plan", "reply_changes", "value_at"]
-
 
 _NOTHING_LEARNED = Learned()
 

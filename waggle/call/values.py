@@ -87,7 +87,8 @@ class Call:
 
 
 class Kind(enum.Enum):
-    """What the driver does with a plan."""
+    """What the driver does with a plan. The kinds waggle answers itself (identity, tokens, links, data
+    connectors) each have a handler in :data:`waggle.server.own.HANDLERS`."""
 
     REFUSE = "refuse"  # answer with ``refusal``; nothing is sent upstream
     DOWN = "down"  # the metastore is down: answer with ``refusal`` (its down message); nothing is sent
