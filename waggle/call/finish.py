@@ -142,6 +142,9 @@ def reply(plan: Send, reply: Reply | None, encoder: Encoder) -> Answer:
     else:
         raw = _relayed(reply, io, protocol, plan.limits, call.wire.protocol, encoder)
     if mtype == TMessageType.REPLY and reply.first_field <= 0:
+        decision = plan.decision  # most calls leave nothing behind: a read relayed to the primary, say
+        if decision is None or (decision.creates is None and decision.member.primary):
+            return Answer(raw, "ok", metastore)
         return Answer(raw, "ok", metastore, settled=_settled(plan, reply))
     return Answer(raw, outcome(reply, io), metastore)
 
