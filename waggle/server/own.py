@@ -26,17 +26,19 @@ MAX_IDENTITY_CHARS = 65536
 
 def identity(desk: Desk, step: Send) -> Answer:
     """Remember the client's identity; every later call travels on a connection opened as this user."""
-    call, pool, session = step.call, desk.pool(step.metastore), desk.session
+    call, session = step.call, desk.session
     if session.authenticated is None or session.identity is None:
         who = (str(call.args.user_name or ""), tuple(str(g) for g in call.args.group_names or ()))
         size = len(who[0]) + sum(len(g) for g in who[1])
         if size > MAX_IDENTITY_CHARS:
             return finish.refused(call, f"{call.name} refused: the user and groups are {size} characters long; "
-                                        f"the limit is {MAX_IDENTITY_CHARS}", desk.wire, pool.name, record=False)
+                                        f"the limit is {MAX_IDENTITY_CHARS}", desk.wire, step.metastore,
+                                  record=False)
         session.identity = who
         structlog.contextvars.bind_contextvars(user=who[0])
     # else Kerberos or a token proved who this is: set_ugi is answered, and changes nothing
     assert session.identity is not None
+    pool = desk.pool(step.metastore)
     try:
         groups = pool.set_ugi_reply(session.identity)
     except UpstreamError as exc:
