@@ -1,4 +1,4 @@
-"""What every client connection shares: the live routes (configuration, pools, planner), health and limits.
+"""What every client connection shares: the live routes (:class:`~waggle.routes.Routes`), health and limits.
 
 A configuration is immutable. The call path reads :attr:`Runtime.routes` once per call and uses that snapshot
 to the end, so replacing it (a reload, or in MANUAL mode a new database map) is one reference swap: a call in
@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import gevent
 import gevent.lock
@@ -26,18 +26,17 @@ from waggle.config.model import DatabaseResolution, MetastoreConfig, ServerConfi
 from waggle.hms.methods import LIST_ALL_DATABASES
 from waggle.hms.service import METHOD_IO
 from waggle.remotes.connectors import ConnectorService
-from waggle.remotes.links import Link
 from waggle.remotes.registry import LinkRegistry
-from waggle.remotes.tables import TableLink
-from waggle.routing.databases import DatabaseMap, LinkedMap, ManualMap, PrefixedMap
+from waggle.remotes.service import LinksService
+from waggle.routes import PlannerBuilder, Routes
 from waggle.routing.federation import Planner
-from waggle.security import token_service
 from waggle.security.frontdoor import FrontDoor
 from waggle.security.gss import KerberosLogin
 from waggle.security.status import SecurityWatch
+from waggle.security.token_service import TokenService
+from waggle.server.guard import Guard
 from waggle.upstream.client import Connector, UpstreamError, connect
 from waggle.upstream.deadlines import Deadlines
-from waggle.upstream.handshake import UpstreamCredentials
 from waggle.upstream.health import Health
 from waggle.upstream.pool import UpstreamPool
 from waggle.upstream.token_store import MetastoreTokenStore
@@ -53,39 +52,6 @@ RESTART_KEYS = {
     "hot_reload": "hot-reload", "log_level": "logging.level", "log_format": "logging.format",
     "security": "Kerberos and TLS (hive.metastore.sasl.enabled, its principal and keytab, tls.*, delegation-tokens.*)",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Routes:
-    """The federation as the call path sees it: one configuration, its pools and its database map."""
-
-    config: WaggleConfig
-    pools: Mapping[str, UpstreamPool]
-    planner: Planner
-    #: 1 for the configuration waggle started with, +1 per applied reload
-    generation: int
-    loaded_at: float
-    #: some member hides tables with mapped-tables: calls carry a table check (else skipped entirely)
-    mapped_tables: bool
-    #: remote databases: the links served now (local name -> link), and the registry that knows every primary
-    #: database name seen (None when remote-databases.enabled is false)
-    links: Mapping[str, Link] = field(default_factory=dict)
-    registry: LinkRegistry | None = None
-    #: remote tables served now: (local database, local table) -> (their metastore, the table link)
-    tables: Mapping[tuple[str, str], tuple[MetastoreConfig, TableLink]] = field(default_factory=dict)
-
-    @classmethod
-    def build(cls, config: WaggleConfig, pools: Mapping[str, UpstreamPool], planner: Planner,
-              generation: int, registry: LinkRegistry | None = None) -> Routes:
-        links = {name: link for name, (_, link) in registry.active(config).items()} if registry else {}
-        tables = registry.active_tables(config) if registry else {}
-        return cls(config, pools, planner, generation, time.time(),
-                   any(m.mapped_tables is not None for m in config.federation.members), links,
-                   registry if config.server.remotes.enabled else None, tables)
-
-    @property
-    def primary(self) -> UpstreamPool:
-        return self.pools[self.config.federation.primary.name]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,10 +103,11 @@ class Runtime:
         no signing-key file is set (one for all of a supervisor's workers)."""
         self.deadlines = Deadlines()
         self._tunnel = tunnel
-        kerberos = config.server.security.kerberos
-        #: waggle's Kerberos identity: it accepts clients with it and connects to Kerberized metastores as it
-        self.login = KerberosLogin(kerberos.principal, kerberos.keytab) if kerberos is not None else None
-        self.credentials = UpstreamCredentials(self.login)
+        #: waggle's records in the primary's key-value (token) store: data connectors, token renewals
+        self.records = MetastoreTokenStore(lambda: self.routes.primary)
+        #: waggle's login, tokens, front door and security watch
+        self.guard = Guard(config, self.records, token_key)
+        self.credentials = self.guard.credentials
         if connector is connect:
             connector = functools.partial(connect, credentials=self.credentials)
         #: how upstream connections are opened (an in-memory metastore in the dispatch tests)
@@ -157,39 +124,44 @@ class Runtime:
         self.draining = False
         #: Databases created through waggle under *_CREATE_ON_DATABASE_WHITELIST, per member (memory only).
         self.created: dict[str, set[str]] = {}
-        self._listings: dict[str, list[str]] = {}
-        self._reported_clashes: set[str] = set()
         self._refresher: gevent.Greenlet | None = None
         #: one reload, or one MANUAL refresh, at a time
         self._reloading = gevent.lock.Semaphore()
         #: remote databases: which primary databases are links, and Hive 4 data connectors
         self.links = LinkRegistry()
-        #: waggle's records in the primary's key-value (token) store: data connectors, token renewals
-        self.records = MetastoreTokenStore(lambda: self.routes.primary)
+        #: the planners of routes snapshots (and, in MANUAL mode, the members' listings they map)
+        self.builder = PlannerBuilder(self.links)
         self.connectors = ConnectorService(self.links, self.records, lambda: self.config)
-        self._links_task: gevent.Greenlet | None = None
-        #: pools of the metastores that URI links name (they are no federation members)
-        self._uri_pools: dict[str, UpstreamPool] = {}
-        self.routes = Routes.build(config, pools, self._planner(config), 1, self.links)
+        self.routes = Routes.build(config, pools, self.builder.planner(config), 1, self.links)
+        #: links and data connectors at run time: learned, reread, served (each change a new routes snapshot)
+        self.remotes = LinksService(self.links, self.records, self.builder, self,
+                                    lambda member: self._pool(member, self.config.server, {}))
         #: client calls being answered (bounded by limits.max-in-flight-calls)
         self.call_slots = Limiter(config.server.load.max_in_flight_calls)
         # read when scraped: an increment and a decrement per call (gevent-locked) measured 0.8 to 1.1 us
         metrics.CALLS_IN_FLIGHT.set_function(lambda: self.call_slots.busy)
-        #: waggle's own delegation tokens (a Kerberos front door only)
-        self.tokens = token_service.build(kerberos, config.server.configuration_properties, self.records,
-                                          token_key) \
-            if config.server.security.answers_tokens and kerberos else None
-        #: TLS and SASL on client connections (None: clients connect in plain Thrift)
-        security = config.server.security
-        self.front_door = FrontDoor(security, config.server.limits, self.login, self.tokens) \
-            if security.tls is not None or security.answers_tokens else None
-        #: waggle's ticket renewal and certificate expiry, for /healthz and /metrics
-        self.security_watch = SecurityWatch(self.login, config)
 
     def _pool(self, member: MetastoreConfig, server: ServerConfig, tunnels: Mapping[str, Tunnel]) -> UpstreamPool:
         return UpstreamPool(member, server.upstream_limits, self.deadlines, tunnels.get(member.name),
                             server.load.max_calls_per_metastore, server.load.queue_wait_seconds, self.connector,
                             self.credentials)
+
+    # -- security (see waggle.server.guard) --
+    @property
+    def login(self) -> KerberosLogin | None:
+        return self.guard.login
+
+    @property
+    def tokens(self) -> TokenService | None:
+        return self.guard.tokens
+
+    @property
+    def front_door(self) -> FrontDoor | None:
+        return self.guard.front_door
+
+    @property
+    def security_watch(self) -> SecurityWatch:
+        return self.guard.watch
 
     @property
     def config(self) -> WaggleConfig:
@@ -217,98 +189,16 @@ class Runtime:
             return False, self.health.down_message(primary)
         return True, "ok"
 
-    def _planner(self, config: WaggleConfig) -> Planner:
-        federation = config.federation
-        mode = config.server.database_resolution
-        dbmap: DatabaseMap
-        if mode is DatabaseResolution.PREFIXED:
-            dbmap = PrefixedMap(federation)
-        else:
-            manual = ManualMap.build(federation, self._listings)
-            for clash in manual.clashes:
-                text = clash.describe()
-                if text not in self._reported_clashes:
-                    self._reported_clashes.add(text)
-                    log.warning("federation.database_clash", database=clash.name, kept=clash.kept,
-                                hidden=clash.hidden, detail=text)
-            dbmap = manual
-        links = self.links.active(config)
-        if links:
-            dbmap = LinkedMap(dbmap, links)
-        outside = {m.name: m for m, link in links.values() if link.uri is not None}
-        outside.update({m.name: m for m, table in self.links.active_tables(config).values()
-                        if table.link.uri is not None})
-        return Planner(federation, mode, dbmap, config.server.remotes.read_only, tuple(outside.values()))
-
-    def link_pool(self, member: MetastoreConfig) -> UpstreamPool:
-        """The pool of a link's metastore: a federation member's, or one kept for a URI link's metastore."""
-        pool = self.routes.pools.get(member.name) or self._uri_pools.get(member.name)
-        if pool is None:
-            pool = self._uri_pools[member.name] = self._pool(member, self.config.server, {})
-        return pool
-
-    def _with_uri_pools(self, routes: Routes) -> Routes:
-        """``routes`` with the pools of the URI links its planner serves."""
-        extra = {name: self.link_pool(naming.member) for name, naming in routes.planner.namings.items()
-                 if name not in routes.pools}
-        return replace(routes, pools={**routes.pools, **extra}) if extra else routes
-
-    # -- remote databases: links stored in the primary --------------------------------------------------------
-    def learn_links(self, names: list[str]) -> None:
-        """Look names this replica has not seen up in the primary (a link made elsewhere works at once)."""
-        routes = self.routes
-        if self.links.learn(routes.primary, names):
-            self.relink()
-
-    def learn_tables(self, keys: list[tuple[str, str]]) -> None:
-        """Look tables this replica has not seen up in the primary (a remote table made elsewhere works at once)."""
-        if self.links.learn_tables(self.routes.primary, keys):
-            self.relink()
-
-    def learn_connectors(self) -> None:
-        """Reread the data connectors from the primary (one named by a call is not known here yet)."""
-        try:
-            self.links.load_connectors(self.records)
-        except UpstreamError as exc:
-            log.info("connectors.refresh_failed", error=str(exc))
-
-    def relink(self) -> None:
-        """Serve the registry's links now: a new planner over the same configuration and pools."""
-        routes = self.routes
-        links = {name: link for name, (_, link) in self.links.active(routes.config).items()}
-        self.routes = self._with_uri_pools(replace(routes, planner=self._planner(routes.config), links=links,
-                                                   tables=self.links.active_tables(routes.config)))
-        counts: dict[str, int] = {m.name: 0 for m in routes.config.federation.federated}
-        for link in links.values():
-            if link.member is not None:
-                counts[link.member] = counts.get(link.member, 0) + 1
-        for member, count in counts.items():
-            metrics.LINKS.labels(member).set(count)
-
-    def _links_loop(self) -> None:
-        while True:
-            policy = self.config.server.remotes
-            if policy.enabled:
-                try:
-                    self.links.load_connectors(self.records)
-                    if self.links.refresh(self.routes.primary):
-                        self.relink()
-                except UpstreamError as exc:
-                    log.info("links.refresh_failed", error=str(exc))
-                except Exception as exc:  # never let the loop die
-                    log.error("links.refresh_failed", error=repr(exc))
-            gevent.sleep(policy.refresh_seconds)
-
     # -- MANUAL: which member owns each database ------------------------------------------------------------
     def refresh_databases(self) -> None:
         """List every member's databases (in parallel, bounded) and swap in a new map."""
         with self._reloading:  # never a listing of a pool that a reload is replacing
             self._list_members(self.routes.config, self.routes.pools)
-            self.routes = replace(self.routes, planner=self._planner(self.routes.config))
+            self.routes = replace(self.routes, planner=self.builder.planner(self.routes.config))
 
     def _list_members(self, config: WaggleConfig, pools: Mapping[str, UpstreamPool],
                       names: set[str] | None = None) -> None:
-        """List members' databases into ``_listings``: ``names`` (new ones, whatever their last health), or
+        """List members' databases into the builder's ``listings``: ``names`` (new ones, whatever their last health), or
         every member that is up."""
         wanted = [m.name for m in config.federation.members
                   if (m.name in names if names is not None else self.health.is_up(m.name))]
@@ -316,7 +206,7 @@ class Runtime:
         gevent.joinall(list(jobs.values()))
         for name, job in jobs.items():
             if job.successful():
-                self._listings[name] = job.value
+                self.builder.listings[name] = job.value
             else:
                 # keep its last listing: calls naming its databases then fail fast, naming it
                 log.warning("federation.listing_failed", member=name, error=str(job.exception))
@@ -354,11 +244,11 @@ class Runtime:
                 for tunnel in opened_tunnels.values():
                     tunnel.start()
                 for name in plan.close_pools:
-                    self._listings.pop(name, None)  # a changed member is listed again
+                    self.builder.listings.pop(name, None)  # a changed member is listed again
                 if server.database_resolution is DatabaseResolution.MANUAL and self.serving:
                     self._list_members(config, {**old.pools, **opened_pools},
-                                       {n for n in members if n not in self._listings})
-                planner = self._planner(config)
+                                       {n for n in members if n not in self.builder.listings})
+                planner = self.builder.planner(config)
             except BaseException:
                 for tunnel in opened_tunnels.values():
                     tunnel.close()
@@ -380,12 +270,13 @@ class Runtime:
                 tunnel.publish()
             self.health.update(config.federation.members, server, self.tunnels, reset=set(plan.open_pools))
             self.call_slots.limit = server.load.max_in_flight_calls
-            self.security_watch.config = config
-            self.routes = self._with_uri_pools(Routes.build(config, pools, planner, old.generation + 1, self.links))
+            self.guard.reload(config)
+            self.routes = self.remotes.with_uri_pools(
+                Routes.build(config, pools, planner, old.generation + 1, self.links))
             for name in plan.close_pools:
                 if name not in members:
                     self.created.pop(name, None)
-                    self._listings.pop(name, None)
+                    self.builder.listings.pop(name, None)
             retired = [old.pools[n] for n in plan.close_pools]
             if retired or retired_tunnels:
                 gevent.spawn(self._retire, retired, retired_tunnels, server)
@@ -411,9 +302,7 @@ class Runtime:
         Without ``serving`` (a supervisor, whose workers serve), only the tunnels, health checks and security
         watch."""
         self.serving = serving
-        if self.login is not None and self.config.server.security.answers_tokens:
-            self.login.acceptor()  # a keytab that cannot accept clients stops waggle here, naming the file
-        self.security_watch.start()
+        self.guard.start(self.config)
         for tunnel in self.tunnels.values():
             tunnel.start()
         self.health.start()
@@ -422,7 +311,7 @@ class Runtime:
         if self.manual:
             self.refresh_databases()
         self._refresher = gevent.spawn(self._refresh_loop)
-        self._links_task = gevent.spawn(self._links_loop)
+        self.remotes.start()
 
     def _refresh_loop(self) -> None:
         while True:
@@ -437,10 +326,9 @@ class Runtime:
     def close(self) -> None:
         if self._refresher is not None:
             self._refresher.kill(block=False)
-        if self._links_task is not None:
-            self._links_task.kill(block=False)
+        self.remotes.close()
         self.health.close()
-        self.security_watch.close()
+        self.guard.close()
         for pool in self.routes.pools.values():
             pool.close()
         for tunnel in self.tunnels.values():

@@ -4,19 +4,19 @@ A reply that needs no change is relayed byte for byte. One that does is spliced 
 is provably safe (:mod:`waggle.hms.splice`), else decoded, rewritten and encoded again: names back to the
 client's, tables that ``mapped-tables`` hides left out, and the client's catalog filled in for a metastore
 without catalogs. A successful call's bookkeeping (a lock id granted or released on this connection, a
-database created under a whitelist) is kept here too.
+database created under a whitelist) comes back as a value, which the driver applies.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import MutableMapping
 from typing import Any
 
 from thrift.Thrift import TApplicationException, TMessageType
 
-from waggle.call.plan import REWRITER, value_at
-from waggle.call.values import Answer, Encoder, NameFn, Plan
+from waggle.call.fields import value_at
+from waggle.call.plan import REWRITER
+from waggle.call.values import Answer, Call, Encoder, NameFn, Refusal, Send, Settled
 from waggle.config.model import MetastoreConfig, ProtocolKind
 from waggle.hms import specs
 from waggle.hms.bridges import is_unknown_method
@@ -50,6 +50,22 @@ def failure(header: Header, io: MethodIO | None, message: str, encoder: Encoder,
     return Answer(_failure_bytes(header, io, message, encoder), outcome, metastore, fields)
 
 
+def answered(call: Call, value: Any, encoder: Encoder, metastore: str, **fields: Any) -> Answer:
+    """A call waggle answered itself: the method's result carrying ``value`` (None: a void call's result)."""
+    io = call.io
+    assert io is not None and io.result is not None
+    result = io.result() if value is None else io.result(success=value)
+    return Answer(encoder.encode(call.name, TMessageType.REPLY, call.header.seqid, result), "ok", metastore, fields)
+
+
+def refused(call: Call, message: str, encoder: Encoder, metastore: str, reason: str | None = None,
+            record: bool = True) -> Answer:
+    """A call waggle refused itself: a failure saying ``message``, logged loudly with ``reason`` (by default the
+    message itself). ``record``: False for a refusal that is neither counted nor logged."""
+    return Answer(_failure_bytes(call.header, call.io, message, encoder), "refused", metastore,
+                  reason=message if reason is None else reason, loud=True, record=record)
+
+
 def _failure_bytes(header: Header, io: MethodIO | None, message: str, encoder: Encoder,
                    raised_as: Refused = Refused.META) -> bytes | None:
     """The method's declared exception of that class (else its MetaException), or, for a method that declares
@@ -62,7 +78,13 @@ def _failure_bytes(header: Header, io: MethodIO | None, message: str, encoder: E
     return encoder.encode_application_error(header.name, header.seqid, TApplicationException.INTERNAL_ERROR, message)
 
 
-def refusal(plan: Plan, encoder: Encoder) -> Answer:
+def down(plan: Refusal, encoder: Encoder) -> Answer:
+    """A call for a metastore that is down, answered with its down message (nothing was sent)."""
+    assert plan.refusal is not None
+    return failure(plan.call.header, plan.call.io, plan.refusal, encoder, "member_down", plan.metastore)
+
+
+def refusal(plan: Refusal, encoder: Encoder) -> Answer:
     """A call refused before anything reached a metastore."""
     call, header = plan.call, plan.call.header
     assert plan.refusal is not None
@@ -96,42 +118,45 @@ def _lock_not_acquired(header: Header, spec: MethodSpec, io: MethodIO | None, me
 
 
 # -- replies ---------------------------------------------------------------------------------------------------
-def reply(plan: Plan, reply: Reply | None, encoder: Encoder, created: MutableMapping[str, set[str]]) -> Answer:
-    """The client's answer to a metastore's reply (``None``: a oneway call, sent)."""
-    call, pool = plan.call, plan.pool
-    assert pool is not None
+def reply(plan: Send, reply: Reply | None, encoder: Encoder) -> Answer:
+    """The client's answer to a metastore's reply (``None``: a oneway call, sent), with what it leaves behind
+    (:class:`~waggle.call.values.Settled`) for the driver to apply."""
+    call, metastore = plan.call, plan.metastore
+    protocol = plan.wire.protocol
     io = call.io
     if reply is None:
-        return Answer(None, "sent", pool.name)
+        return Answer(None, "sent", metastore)
     raw: bytes | None
     mtype = reply.header.mtype
     if reply.streamed:
         raw = reply.raw  # the rest of a reply whose head is already on its way
     elif mtype == TMessageType.EXCEPTION and io is not None and plan.decision is not None and \
-            call.spec is not None and call.spec.bridge is not None and call.spec.bridge.applies_to(call.args) and \
-            _unknown_method(reply, io, pool.config.wire.protocol, pool.limits):
-        return Answer(None, "bridge", pool.name, bridge_instead=True)
+            call.spec is not None and call.spec.bridge is not None and call.spec.bridge.applies_to(plan.args) and \
+            _unknown_method(reply, io, protocol, plan.limits):
+        return Answer(None, "bridge", metastore, bridge_instead=True)
     elif plan.rewrite_reply and mtype == TMessageType.REPLY and reply.first_field == 0:
         assert io is not None and io.result is not None
         raw = rewritten(plan, reply, io.result, encoder)
-    elif pool.config.wire.protocol is call.wire.protocol:
+    elif protocol is call.wire.protocol:
         raw = reply.raw  # relayed byte for byte
     else:
-        raw = _relayed(reply, io, pool.config.wire.protocol, pool.limits, call.wire.protocol, encoder)
-    _settle(plan, reply, created)
+        raw = _relayed(reply, io, protocol, plan.limits, call.wire.protocol, encoder)
     if mtype == TMessageType.REPLY and reply.first_field <= 0:
-        return Answer(raw, "ok", pool.name)
-    return Answer(raw, outcome(reply, io), pool.name)
+        decision = plan.decision  # most calls leave nothing behind: a read relayed to the primary, say
+        if decision is None or (decision.creates is None and decision.member.primary):
+            return Answer(raw, "ok", metastore)
+        return Answer(raw, "ok", metastore, settled=_settled(plan, reply))
+    return Answer(raw, outcome(reply, io), metastore)
 
 
-def rewritten(plan: Plan, reply: Reply, result_class: type, encoder: Encoder) -> bytes:
+def rewritten(plan: Send, reply: Reply, result_class: type, encoder: Encoder) -> bytes:
     """A successful reply with its names rewritten, tables filtered and catalog filled in."""
-    pool, naming, decision = plan.upstream, plan.naming, plan.decision
+    wire, naming, decision = plan.wire, plan.naming, plan.decision
     assert naming is not None and decision is not None
     to_client = _to_client(naming, decision)
-    if plan.fill is None and naming.member.mapped_tables is None and pool.config.wire == plan.call.wire and \
+    if plan.fill is None and naming.member.mapped_tables is None and wire == plan.call.wire and \
             plan.call.wire.protocol is ProtocolKind.BINARY and plan.link is None and plan.table_link is None:
-        spliced = _SPLICER.splice_names(reply.raw, result_class, to_client, pool.limits)
+        spliced = _SPLICER.splice_names(reply.raw, result_class, to_client, plan.limits)
         if spliced is not None:
             return spliced
     # Decoding a large reply allocates tens of thousands of objects that live until it is re-encoded; with the
@@ -141,14 +166,14 @@ def rewritten(plan: Plan, reply: Reply, result_class: type, encoder: Encoder) ->
     collecting = gc.isenabled()
     gc.disable()
     try:
-        header, result = decode_message(reply.raw, pool.config.wire.protocol, result_class, pool.limits)
+        header, result = decode_message(reply.raw, wire.protocol, result_class, plan.limits)
         return encoded_result(plan, header, result, encoder, to_client)
     finally:
         if collecting:
             gc.enable()
 
 
-def encoded_result(plan: Plan, header: Header, result: Any, encoder: Encoder, to_client: NameFn | None = None
+def encoded_result(plan: Send, header: Header, result: Any, encoder: Encoder, to_client: NameFn | None = None
                    ) -> bytes:
     """A decoded result in the member's names, encoded for the client: tables filtered, names rewritten."""
     naming, decision, spec = plan.naming, plan.decision, plan.call.spec
@@ -166,7 +191,7 @@ def encoded_result(plan: Plan, header: Header, result: Any, encoder: Encoder, to
     return encoder.encode(header.name, TMessageType.REPLY, header.seqid, result)
 
 
-def bridged(plan: Plan, result: Any, encoder: Encoder, via: str) -> Answer:
+def bridged(plan: Send, result: Any, encoder: Encoder, via: str) -> Answer:
     """The answer a bridge built (its result struct, in the member's names)."""
     header = plan.call.header
     raw = encoded_result(plan, Header(header.name, TMessageType.REPLY, header.seqid), result, encoder)
@@ -197,24 +222,24 @@ def _relayed(reply: Reply, io: MethodIO | None, upstream: ProtocolKind, limits: 
     return encoder.encode(header.name, header.mtype, header.seqid, body)
 
 
-def _settle(plan: Plan, reply: Reply, created: MutableMapping[str, set[str]]) -> None:
+def _settled(plan: Send, reply: Reply) -> Settled | None:
     """What a successful call leaves behind: a database in the whitelist, a lock id granted or released."""
-    if reply.header.mtype != TMessageType.REPLY or reply.first_field > 0:
-        return
-    decision, spec, call = plan.decision, plan.call.spec, plan.call
+    decision, spec = plan.decision, plan.call.spec
     if decision is None or spec is None:
-        return
-    if decision.creates is not None:
-        created.setdefault(decision.member.name, set()).add(decision.creates)
-    if spec.access is Access.LOCK and not decision.member.primary and spec.granted_lock:
-        assert call.io is not None and call.io.result is not None
-        _, result = decode_message(reply.raw, plan.upstream.config.wire.protocol, call.io.result,
-                                    plan.upstream.limits)
+        return None
+    created = (decision.member.name, decision.creates) if decision.creates is not None else None
+    if decision.member.primary:  # locks the primary grants are not recorded
+        return Settled(created) if created is not None else None
+    if spec.access is Access.LOCK and spec.granted_lock:
+        io = plan.call.io
+        assert io is not None and io.result is not None
+        _, result = decode_message(reply.raw, plan.wire.protocol, io.result, plan.limits)
         lock_id = value_at(result, spec.granted_lock)
         if lock_id is not None:
-            call.session.lock_owners[int(lock_id)] = decision.member
-    elif spec.releases_lock and not decision.member.primary:
-        call.session.lock_owners.pop(int(value_at(call.args, spec.lock_id) or -1), None)
+            return Settled(created, (int(lock_id), decision.member))
+    elif spec.releases_lock:
+        return Settled(created, released=int(value_at(plan.args, spec.lock_id) or -1))
+    return Settled(created) if created is not None else None
 
 
 def _to_client(naming: Naming, decision: Decision) -> NameFn:

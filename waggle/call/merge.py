@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from thrift.Thrift import TMessageType
 
 from waggle.call.memo import NameMemo
-from waggle.call.values import Answer, Call, Encoder, Kind, NeedCatalogs, Outcome, Plan
+from waggle.call.values import Answer, Call, Capabilities, Encoder, FanOut, NeedCatalogs
 from waggle.hms.bridges import DEFAULT_CATALOG
 from waggle.hms.gen.hive_metastore.ttypes import GetAllFunctionsResponse
 from waggle.hms.methods import Merge, MethodSpec, NameForm
 from waggle.hms.names import QualifiedName, matches, parse, residual_patterns
 from waggle.routing.access import table_visible
 from waggle.routing.federation import Naming
+from waggle.upstream.outcome import Outcome
 
 if TYPE_CHECKING:
-    from waggle.runtime import Routes
-    from waggle.upstream.pool import UpstreamPool
+    from waggle.routes import Routes
 
 
 class _Facts(NamedTuple):
@@ -36,25 +36,26 @@ class _Facts(NamedTuple):
     merge: Merge
     pattern: str | None  # the client's database pattern, without its catalog
     catalog: str | None  # the catalog the client named
+    shown: NameMemo[tuple[str, ...]]  # the routes snapshot's names clients see for a member's database
 
 
-def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> Plan | NeedCatalogs:
+def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> FanOut | NeedCatalogs:
     assert spec.merge is not None
     attr = next((f.attr for f in spec.db_args if f.form is NameForm.PATTERN), None)
     text = getattr(call.args, attr) if attr is not None else None
     qualified = parse(text) if text is not None else None
     catalog = qualified.catalog if qualified is not None else None
-    planner, pools = routes.planner, routes.pools
-    members = [(pools[m.name], planner.naming(m)) for m in planner.federation.members]
+    planner, caps = routes.planner, routes.caps
+    members = [(caps[m.name], planner.naming(m)) for m in planner.federation.members]
     if spec.merge is Merge.FUNCTIONS and not routes.config.server.query_functions_across_all_metastores:
         members = members[:1]
     if catalog is not None:
-        unknown = tuple(p.name for p, _ in members if p.caps.catalogs is None and p.name not in asked)
+        unknown = tuple(n.member.name for c, n in members if c.catalogs is None and n.member.name not in asked)
         if unknown:
             return NeedCatalogs(unknown, bounded=True)
-    facts = _Facts(spec.merge, qualified.db if qualified is not None else None, catalog)
+    facts = _Facts(spec.merge, qualified.db if qualified is not None else None, catalog, routes.memo.shown)
     jobs = []
-    for pool, naming in members:
+    for member_caps, naming in members:
         args = call.args  # only encoded for each member: shared unless its pattern differs
         if spec.merge is not Merge.FUNCTIONS:
             member_pattern = _member_pattern(naming, facts.pattern)
@@ -62,12 +63,12 @@ def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> Plan 
                 continue
             if attr is not None and qualified is not None:
                 args = copy.copy(args)
-                setattr(args, attr, _requalify_pattern(qualified, member_pattern, pool))
-        jobs.append((pool, naming, args))
-    return Plan(Kind.FANOUT, call, "*", jobs=jobs, merge_facts=facts)
+                setattr(args, attr, _requalify_pattern(qualified, member_pattern, member_caps))
+        jobs.append((naming, args))
+    return FanOut(call, tuple(jobs), facts)
 
 
-def merge(plan: Plan, outcomes: Sequence[Outcome], encoder: Encoder, failure: Callable[[str], Answer]) -> Answer:
+def merge(plan: FanOut, outcomes: Sequence[Outcome], encoder: Encoder, failure: Callable[[str], Answer]) -> Answer:
     """The client's answer from the members' outcomes (``failure`` builds the error when none answered)."""
     call = plan.call
     answered = [o for o in outcomes if o.error is None]
@@ -77,7 +78,7 @@ def merge(plan: Plan, outcomes: Sequence[Outcome], encoder: Encoder, failure: Ca
         answer = failure("; ".join(str(o.error) for o in outcomes))
         answer.fields.update(fields)
         return answer
-    facts: _Facts = plan.merge_facts
+    facts: _Facts = plan.facts
     assert call.io is not None and call.io.result is not None
     merged = _merger(facts.merge)(answered, facts)
     if len(answered) == 1 and facts.merge is Merge.DATABASE_NAMES and answered[0].raw is not None and \
@@ -94,7 +95,7 @@ def _database_names(outcomes: Sequence[Outcome], facts: _Facts) -> list[str]:
     seen: set[str] = set()
     for outcome in outcomes:
         naming = outcome.naming
-        known = _SHOWN.of(naming)
+        known = facts.shown.of(naming)
         for db in outcome.result.success or ():
             names = known.get(db)
             if names is None:
@@ -104,11 +105,6 @@ def _database_names(outcomes: Sequence[Outcome], facts: _Facts) -> list[str]:
                     seen.add(shown)
                     merged.append(shown)
     return merged
-
-
-#: the names clients see for a member's database (merging a one-member listing of four databases: 3.5 us with
-#: the map walked for each, 2.6 us with them remembered; measured)
-_SHOWN: NameMemo[tuple[str, ...]] = NameMemo()
 
 
 def _table_metas(outcomes: Sequence[Outcome], facts: _Facts) -> list[Any]:
@@ -162,9 +158,9 @@ def _member_pattern(naming: Naming, client_pattern: str | None) -> str | None:
     return None if residuals is None else "|".join(residuals)
 
 
-def _requalify_pattern(qualified: QualifiedName, pattern: str, pool: UpstreamPool) -> str:
+def _requalify_pattern(qualified: QualifiedName, pattern: str, caps: Capabilities) -> str:
     """The member's pattern in the catalog the client named: plain for a metastore that may lack catalogs."""
     catalog = qualified.catalog
-    if catalog is None or (catalog.lower() == DEFAULT_CATALOG and pool.caps.catalogs is not True):
+    if catalog is None or (catalog.lower() == DEFAULT_CATALOG and caps.catalogs is not True):
         return pattern
     return f"@{catalog}#{pattern}"

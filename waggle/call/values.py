@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from thrift.Thrift import TMessageType
 
@@ -20,7 +20,28 @@ if TYPE_CHECKING:
     from waggle.remotes.links import Link
     from waggle.remotes.tables import TableLink
     from waggle.security.frontdoor import Authenticated
-    from waggle.upstream.pool import UpstreamPool
+
+
+class Capabilities(Protocol):
+    """What is known of one metastore's abilities when a call is planned (its pool's
+    :class:`waggle.upstream.compat.Capabilities`, learned as calls go; a plain value in tests)."""
+
+    @property
+    def catalogs(self) -> bool | None:
+        """Whether it understands catalogs (None: not known yet)."""
+        ...
+
+    def bridges(self, method: str, args: Any) -> bool:
+        """Whether a call of ``method`` with ``args`` must go through the method's bridge."""
+        ...
+
+
+class MemberHealth(Protocol):
+    """Which metastores are up when a call is planned (:class:`waggle.upstream.health.Health`, or a plain value)."""
+
+    def is_up(self, name: str) -> bool: ...
+
+    def down_message(self, name: str) -> str: ...
 
 
 class Encoder(Protocol):
@@ -66,11 +87,13 @@ class Call:
 
 
 class Kind(enum.Enum):
-    """What the driver does with a plan."""
+    """What the driver does with a plan. The kinds waggle answers itself (identity, tokens, links, data
+    connectors) each have a handler in :data:`waggle.server.own.HANDLERS`."""
 
     REFUSE = "refuse"  # answer with ``refusal``; nothing is sent upstream
-    SEND = "send"  # send to ``pool`` (relayed, or rewritten), then :func:`waggle.call.finish.reply`
-    BRIDGE = "bridge"  # answer through the method's bridge on ``pool``
+    DOWN = "down"  # the metastore is down: answer with ``refusal`` (its down message); nothing is sent
+    SEND = "send"  # send to ``metastore`` (relayed, or rewritten), then :func:`waggle.call.finish.reply`
+    BRIDGE = "bridge"  # answer through the method's bridge on ``metastore``
     FANOUT = "fanout"  # send to every member in ``jobs``, then :func:`waggle.call.merge.merge`
     IDENTITY = "identity"  # take the call's identity for the connection; the primary answers
     TOKENS = "tokens"  # waggle's token service answers (a Kerberos front door); see MethodSpec.token
@@ -88,6 +111,24 @@ class NeedCatalogs:
 
 
 @dataclass(frozen=True, slots=True)
+class Learned:
+    """What was looked up for one call before it was planned again (whatever the answers were)."""
+
+    #: members asked whether they understand catalogs
+    catalogs: frozenset[str] = frozenset()
+    #: data connectors read from the primary
+    connectors: frozenset[str] = frozenset()
+    #: (database, table) names looked up in the primary
+    tables: frozenset[tuple[str, str]] = frozenset()
+
+    def after(self, need: NeedCatalogs | NeedLinks) -> Learned:
+        """What is known once ``need`` was looked up too."""
+        if isinstance(need, NeedCatalogs):
+            return Learned(self.catalogs | set(need.members), self.connectors, self.tables)
+        return Learned(self.catalogs, self.connectors | set(need.connectors), self.tables | set(need.tables))
+
+
+@dataclass(frozen=True, slots=True)
 class NeedLinks:
     """Planning needs to know whether these names are links (or what these data connectors are): look them up
     in the primary, then plan again."""
@@ -98,58 +139,96 @@ class NeedLinks:
     tables: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(slots=True)
-class Plan:
+class Send(NamedTuple):
+    """A call for one metastore: sent to it (Kind.SEND, Kind.BRIDGE), or answered by waggle, which may send it on
+    (Kind.LINK, Kind.IDENTITY, Kind.TOKENS, Kind.CONNECTORS). Immutable, as every plan: made once, never patched
+    (a tuple: as cheap to make as a slotted class, on the path of every relayed call)."""
+
     kind: Kind
     call: Call
-    #: the metastore that answers (a refusal names the one the call was for, which may be gone)
+    #: the metastore that answers, and its configuration; the driver sends through the routes' pool of that name
     metastore: str
-    #: its connection pool (None only for a refusal)
-    pool: UpstreamPool | None = None
+    member: MetastoreConfig
+    #: the arguments to send and answer for: the call's own, or a copy the plan changed (never changed in place)
+    args: Any
+    #: the request to send: raw bytes when it travels unchanged, else None (encode ``args``)
+    raw: bytes | None = None
     naming: Naming | None = None
     decision: Decision | None = None
-    #: the request to send: raw bytes when it travels unchanged, else None (encode ``call.args``)
-    raw: bytes | None = None
-    #: the answer's text and how it is raised (Kind.REFUSE), or an unknown method's refusal
-    refusal: str | None = None
-    refused_as: Refused = Refused.META
-    #: the refusal is counted but not logged (a catalog the metastore cannot have)
-    quiet: bool = False
-    unknown_method: bool = False
-    #: an unknown method's refusal: the database it names, and whose it is (for the log line)
-    foreign: str | None = None
+    #: the call is answered through the method's bridge (decided when the plan is made: Kind.BRIDGE, or a
+    #: self-answered kind's call sent on)
+    bridge: bool = False
+    #: the limits its reply is decoded within (upstream-limits)
+    limits: Any = None
     #: the catalog to put into the reply's empty catalog fields (the metastore has none)
     fill: str | None = None
     #: the reply needs names rewritten, tables filtered or catalogs filled
     rewrite_reply: bool = False
+    #: the reply may stream to the client while it arrives (unchanged, same wire format, unframed)
+    stream: bool = False
     #: the call names a link (a reply describing its database says so), or creates or drops one (Kind.LINK)
     link: Link | None = None
     #: the call names a remote table (requests and replies carry its remote and local names), or makes or
     #: drops one (Kind.LINK)
     table_link: TableLink | None = None
-    #: the reply may stream to the client while it arrives (unchanged, same wire format, unframed)
-    stream: bool = False
-    #: Kind.FANOUT: (pool, naming, args) per member asked, and the merge's own facts
-    jobs: Sequence[tuple[UpstreamPool, Naming, Any]] = ()
-    merge_facts: Any = None
 
     @property
-    def upstream(self) -> UpstreamPool:
-        """The pool of the metastore a plan that sends anything sends to."""
-        assert self.pool is not None
-        return self.pool
+    def wire(self) -> WireFormat:
+        """The wire format of the metastore."""
+        return self.member.wire
 
 
-@dataclass(slots=True)
-class Outcome:
-    """One member's part of a fan-out: its decoded result, or why it is left out."""
+class Refusal(NamedTuple):
+    """A call answered with an error before anything reached a metastore: refused (Kind.REFUSE), or for a
+    metastore that is down (Kind.DOWN)."""
 
-    pool: UpstreamPool
-    naming: Naming
-    result: Any = None
-    error: str | None = None
-    #: the member's reply as it came, when the client can take it as it is (asked alone, in the client's protocol)
-    raw: bytes | None = None
+    kind: Kind
+    call: Call
+    #: the metastore the call was for (which may be gone)
+    metastore: str
+    #: the answer's text, and how it is raised
+    refusal: str
+    refused_as: Refused = Refused.META
+    #: counted but not logged (a catalog the metastore cannot have)
+    quiet: bool = False
+    #: a method waggle's IDL does not have, naming a database it routes: the database, and whose it is
+    unknown_method: bool = False
+    foreign: str | None = None
+    decision: Decision | None = None
+
+
+class FanOut(NamedTuple):
+    """A call asked of several metastores (Kind.FANOUT), whose answers merge (:mod:`waggle.call.merge`)."""
+
+    call: Call
+    #: (naming, args) per member asked, and the merge's own facts
+    jobs: Sequence[tuple[Naming, Any]]
+    facts: Any
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.FANOUT
+
+    @property
+    def metastore(self) -> str:
+        return "*"
+
+
+#: what :func:`waggle.call.plan.plan` decides, one shape per kind of work
+Plan = Send | Refusal | FanOut
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What a successful call leaves behind, as values: the driver applies them to the connection and the
+    runtime (the core changes neither)."""
+
+    #: (member, database): a database created through waggle, for the member's whitelist
+    created: tuple[str, str] | None = None
+    #: (lock id, member): a lock a federated member granted; later calls carrying the id go there
+    granted: tuple[int, MetastoreConfig] | None = None
+    #: a lock id a federated member released
+    released: int | None = None
 
 
 @dataclass(slots=True)
@@ -167,6 +246,8 @@ class Answer:
     loud: bool = False
     #: False: not counted or logged (a set_ugi refused for its size)
     record: bool = True
+    #: what the call leaves behind, for the driver to apply (None: nothing)
+    settled: Settled | None = None
 
 
 #: a name as the member spells it -> as the client sees it

@@ -1,11 +1,11 @@
 """One client connection: the only code that reads from and writes to a client.
 
-For each message: read it (:class:`~waggle.wire.Wire`), admit it or shed it, make it a
+For each message: read it (:class:`~waggle.hms.wire.Wire`), admit it or shed it, make it a
 :class:`~waggle.call.values.Call`, let the call core plan it (:func:`waggle.call.plan.plan`), do the plan's
 I/O with the upstream side (a pooled call, a bridge, a fan-out, a catalog probe), let the core finish it into
 an :class:`~waggle.call.values.Answer`, write that answer, and record it once (log line and metrics).
 
-Errors are typed by side. A client that sends garbage (:class:`~waggle.wire.WireError`), times out or hangs
+Errors are typed by side. A client that sends garbage (:class:`~waggle.hms.wire.WireError`), times out or hangs
 up is disconnected and logged, and nobody else notices; a client that hangs up while a reply streams to it
 raises :class:`ClientGone` from the driver's own sink, so it never counts against the metastore. An upstream
 failure is answered with a ``MetaException`` naming the metastore, and the client's connection stays usable.
@@ -24,7 +24,19 @@ from thrift.Thrift import TMessageType
 
 from waggle.call import finish, merge
 from waggle.call.plan import plan
-from waggle.call.values import Answer, Call, Kind, NeedCatalogs, NeedLinks, Plan, Session
+from waggle.call.values import (
+    Answer,
+    Call,
+    FanOut,
+    Kind,
+    Learned,
+    NeedCatalogs,
+    NeedLinks,
+    Refusal,
+    Send,
+    Session,
+    Settled,
+)
 from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
 from waggle.config.model import ProtocolKind
@@ -32,17 +44,16 @@ from waggle.hms.bridges import MethodMissing, Wrap
 from waggle.hms.methods import METHODS, MethodSpec, database_of
 from waggle.hms.service import METHOD_IO
 from waggle.hms.wire import Header, PeerClosed, Wire, WireError
-from waggle.runtime import Routes, Runtime
+from waggle.routes import Routes
+from waggle.runtime import Runtime
 from waggle.security.frontdoor import Authenticated
-from waggle.server.own import OwnAnswers
+from waggle.server.own import HANDLERS
 from waggle.upstream import compat, fanout
 from waggle.upstream.client import Reply, UpstreamError
-from waggle.upstream.pool import Overloaded
+from waggle.upstream.pool import Overloaded, UpstreamPool
 
 log = get_logger("waggle.call")
 _ids = itertools.count(1)
-#: set_ugi identities are remembered by the upstream pools: bound what one may cost.
-MAX_IDENTITY_CHARS = 65536
 #: the metrics label of every method waggle's IDL does not have (client-chosen names must not become labels)
 UNKNOWN_METHOD = "(unknown)"
 _shed_log = Throttle(1.0)
@@ -56,8 +67,11 @@ class _Abandon(Exception):
     """The client connection can no longer be answered (half a reply was sent); close it."""
 
 
-class ClientDriver(OwnAnswers):
-    __slots__ = ("calls", "conn_id", "idle", "peer", "runtime", "session", "sock", "wire")
+class ClientDriver:
+    """Serves one client connection; it is the :class:`~waggle.server.desk.Desk` of the calls waggle answers
+    itself (:data:`waggle.server.own.HANDLERS`)."""
+
+    __slots__ = ("calls", "conn_id", "idle", "peer", "routes", "runtime", "session", "sock", "started", "wire")
 
     def __init__(self, sock: socket.socket, peer: Any, runtime: Runtime, who: Authenticated | None = None) -> None:
         self.sock = sock
@@ -73,6 +87,10 @@ class ClientDriver(OwnAnswers):
         server = runtime.config.server
         self.wire = Wire(sock, server.wire, server.limits)
         self.calls = 0
+        #: when the call being answered arrived (perf_counter), and the routes it was planned with (set for the
+        #: handlers of self-answered calls)
+        self.started = 0.0
+        self.routes = runtime.routes
 
     def serve(self) -> None:
         structlog.contextvars.bind_contextvars(conn=self.conn_id, peer=self.peer)
@@ -156,62 +174,70 @@ class ClientDriver(OwnAnswers):
 
     def _answer(self, call: Call) -> None:
         started = time.perf_counter()
-        routes = self.runtime.routes  # one configuration and map for the whole call, even if a reload swaps them
-        step = plan(call, routes, self.runtime.created)
-        if step.__class__ is Plan and step.kind is Kind.SEND:  # the common case, first: a call relayed to one member
-            self._finish(call.header, call.args, started, self._send_planned(step, started))
+        runtime = self.runtime
+        routes = runtime.routes  # one configuration and map for the whole call, even if a reload swaps them
+        step = plan(call, routes, runtime.health, runtime.created)
+        if isinstance(step, Send) and step.kind is Kind.SEND:  # the common case, first: a call relayed to one member
+            self._finish(call.header, call.args, started, self._send_planned(step, started, routes))
             return
-        asked: set[str] = set()
+        learned = Learned()
         while isinstance(step, (NeedCatalogs, NeedLinks)):
             if isinstance(step, NeedLinks):
+                remotes = runtime.remotes
                 if step.connectors:
-                    self.runtime.learn_connectors()
-                    asked.update(f"connector:{name}" for name in step.connectors)
-                self.runtime.learn_links(list(step.names))
+                    remotes.learn_connectors()
+                remotes.learn_links(list(step.names))
                 if step.tables:
-                    self.runtime.learn_tables(list(step.tables))
-                    asked.update(f"table:{db}.{table}" for db, table in step.tables)
-                fresh = self.runtime.routes
+                    remotes.learn_tables(list(step.tables))
+                fresh = runtime.routes
                 if fresh.registry is None or fresh.registry.unknown(step.names):
                     routes = replace(fresh, registry=None)  # the primary did not answer: plan without links
                 else:
                     routes = fresh
             else:
                 self._learn_catalogs(routes, step)
-                asked.update(step.members)
-            step = plan(call, routes, self.runtime.created, asked)
-        if step.kind is Kind.REFUSE:
-            answer = finish.refusal(step, self.wire)
-        elif step.kind is Kind.IDENTITY:
-            answer = self._identity(step)
-        elif step.kind is Kind.TOKENS:
-            answer = self._tokens(step)
-        elif step.kind is Kind.LINK:
-            answer = self._link(step, started)
-        elif step.kind is Kind.CONNECTORS:
-            answer = self._connectors(step)
-        elif step.kind is Kind.FANOUT:
+            learned = learned.after(step)
+            step = plan(call, routes, runtime.health, runtime.created, learned)
+        if isinstance(step, Refusal):
+            answer = finish.down(step, self.wire) if step.kind is Kind.DOWN else finish.refusal(step, self.wire)
+        elif isinstance(step, FanOut):
             answer = self._fan_out(step, routes)
-        elif step.kind is Kind.BRIDGE:
-            answer = self._bridge(step)
         else:
-            answer = self._send_planned(step, started)
+            handler = HANDLERS.get(step.kind)
+            if handler is not None:
+                self.started, self.routes = started, routes
+                answer = handler(self, step)
+            elif step.kind is Kind.BRIDGE:
+                answer = self._bridge(step, routes.pools[step.metastore])
+            else:
+                answer = self._send_planned(step, started, routes)
         self._finish(call.header, call.args, started, answer)
 
-    def _send_or_bridge(self, step: Plan, started: float) -> Answer:
-        """Send the call; a member that turns out not to have the method is answered through its bridge."""
-        if step.call.spec is not None and step.call.spec.bridge is not None and \
-                step.upstream.caps.bridges(step.call.name, step.call.args):
-            return self._bridge(step)
-        return self._send_planned(step, started)
+    # -- what the handlers of self-answered calls use (the driver is their Desk) -------------------------------
+    def pool(self, name: str) -> UpstreamPool:
+        """The pool of metastore ``name`` in the routes the call being answered was planned with."""
+        return self.routes.pools[name]
 
-    def _send_planned(self, step: Plan, started: float) -> Answer:
-        """Send a call that its plan sends (the plan asked whether the member bridges it, just now, without
-        I/O since); a member that turns out not to have the method is answered through its bridge."""
-        answer = self._send(step, started)
+    def send(self, step: Send) -> Answer:
+        """Send the call; a member that turns out not to have the method is answered through its bridge."""
+        health = self.runtime.health
+        if not health.is_up(step.metastore):
+            return finish.failure(step.call.header, step.call.io, health.down_message(step.metastore), self.wire,
+                                  "member_down", step.metastore)
+        if step.bridge:
+            return self._bridge(step, self.pool(step.metastore))
+        return self._send_planned(step, self.started, self.routes)
+
+    # -- the plan's I/O ------------------------------------------------------------------------------------
+    def _send_planned(self, step: Send, started: float, routes: Routes) -> Answer:
+        """Send a call that its plan sends (the plan asked whether the member bridges it, and whether it is up,
+        just now, without I/O since); a member that turns out not to have the method is answered through its
+        bridge."""
+        pool = routes.pools[step.metastore]
+        answer = self._send(step, started, pool, routes)
         if answer.bridge_instead:
-            step.upstream.caps.learn_missing(step.call.name)
-            answer = self._bridge(step)
+            pool.caps.learn_missing(step.call.name)
+            answer = self._bridge(step, pool)
         return answer
 
     def _learn_catalogs(self, routes: Routes, need: NeedCatalogs) -> None:
@@ -224,24 +250,11 @@ class ClientDriver(OwnAnswers):
                 if health.is_up(pool.name):
                     compat.probe_catalogs(pool, self.session.identity)
 
-    # -- the plan's I/O ------------------------------------------------------------------------------------
-    def _down(self, step: Plan) -> Answer | None:
-        health = self.runtime.health
-        if health.is_up(step.metastore):
-            return None
-        return finish.failure(step.call.header, step.call.io, health.down_message(step.metastore), self.wire,
-                              "member_down", step.metastore)
-
-    def _send(self, step: Plan, started: float) -> Answer:
-        call, pool, runtime = step.call, step.upstream, self.runtime
-        if not runtime.health.is_up(step.metastore):
-            down = self._down(step)
-            assert down is not None
-            return down
-        server = runtime.routes.config.server
+    def _send(self, step: Send, started: float, pool: UpstreamPool, routes: Routes) -> Answer:
+        call = step.call
         try:
-            reply = pool.forward(self.session.identity, call.header, call.args, step.raw, call.wire.protocol,
-                                 self._sink if step.stream else None, server.stream_after_bytes,
+            reply = pool.forward(self.session.identity, call.header, step.args, step.raw, call.wire.protocol,
+                                 self._sink if step.stream else None, routes.config.server.stream_after_bytes,
                                  known=call.io is not None)
         except ClientGone:
             # the client hung up while its reply streamed to it: counted as the client's, never the metastore's
@@ -256,28 +269,39 @@ class ClientDriver(OwnAnswers):
             return finish.failure(call.header, call.io, str(exc), self.wire,
                                   "shed" if isinstance(exc, Overloaded) else "upstream_error", pool.name,
                                   error=exc.detail)
-        return finish.reply(step, reply, self.wire, runtime.created)
+        answer = finish.reply(step, reply, self.wire)
+        if answer.settled is not None:
+            self._settle(answer.settled)
+        return answer
 
-    def _bridge(self, step: Plan) -> Answer:
+    def _settle(self, settled: Settled) -> None:
+        """Apply what a call left behind: a database created under a whitelist, a lock granted or released."""
+        if settled.created is not None:
+            member, database = settled.created
+            self.runtime.created.setdefault(member, set()).add(database)
+        if settled.granted is not None:
+            lock_id, owner = settled.granted
+            self.session.lock_owners[lock_id] = owner
+        if settled.released is not None:
+            self.session.lock_owners.pop(settled.released, None)
+
+    def _bridge(self, step: Send, pool: UpstreamPool) -> Answer:
         """Answer a method the member lacks (or cannot take as it is) through its bridge."""
-        call, pool = step.call, step.upstream
+        call = step.call
         assert call.spec is not None and call.spec.bridge is not None and call.io is not None
         bridge = call.spec.bridge
-        down = self._down(step)
-        if down is not None:
-            return down
         identity = self.session.identity
         try:
             bridged = compat.Bridged(pool, identity, call.header.seqid)
             if isinstance(bridge.run, Wrap) and call.wire.protocol is ProtocolKind.BINARY and \
                     pool.config.wire.protocol is ProtocolKind.BINARY:
-                got = compat.wrapped(pool, identity, call.header, bridge.run, call.args, bridged)
+                got = compat.wrapped(pool, identity, call.header, bridge.run, step.args, bridged)
                 if isinstance(got, Reply):
                     assert call.io.result is not None
                     raw = finish.rewritten(step, got, call.io.result, self.wire) if step.rewrite_reply else got.raw
                     return Answer(raw, "ok", pool.name, {"bridge": bridge.via})
                 return finish.bridged(step, got, self.wire, bridge.via)
-            return finish.bridged(step, bridged.run(call.name, call.args), self.wire, bridge.via)
+            return finish.bridged(step, bridged.run(call.name, step.args), self.wire, bridge.via)
         except MethodMissing as exc:
             return finish.failure(call.header, call.io, f"metastore '{pool.name}' has neither {call.name} nor "
                                   f"{exc.method}", self.wire, "no_equivalent", pool.name, bridge=bridge.via)
@@ -295,45 +319,16 @@ class ClientDriver(OwnAnswers):
                                   f"'{pool.name}' through {bridge.via}: {exc!r}", self.wire, "bridge_error",
                                   pool.name, bridge=bridge.via)
 
-    def _fan_out(self, step: Plan, routes: Routes) -> Answer:
+    def _fan_out(self, step: FanOut, routes: Routes) -> Answer:
         call = step.call
         assert call.io is not None and call.io.result is not None
         sent = (call.args, call.raw, call.wire.protocol)
+        pools = routes.pools
+        jobs = [(pools[naming.member.name], naming, args) for naming, args in step.jobs]
         outcomes = fanout.gather(self.runtime.health, routes.config.server, self.session.identity, call.name,
-                                 call.header.seqid, call.io.result, step.jobs, sent)
+                                 call.header.seqid, call.io.result, jobs, sent)
         return merge.merge(step, outcomes, self.wire, lambda message: finish.failure(
             call.header, call.io, message, self.wire, "upstream_error", "*"))
-
-    def _identity(self, step: Plan) -> Answer:
-        """Remember the client's identity; every later call travels on a connection opened as this user."""
-        call, pool = step.call, step.upstream
-        assert call.io is not None and call.io.result is not None
-        if self.session.authenticated is not None and self.session.identity is not None:
-            # Kerberos or a token proved who this is: set_ugi is answered, and changes nothing
-            try:
-                groups = pool.set_ugi_reply(self.session.identity)
-            except UpstreamError as exc:
-                return finish.failure(call.header, call.io, str(exc), self.wire, "upstream_error", pool.name,
-                                      error=exc.detail)
-            return Answer(self.wire.encode(call.name, TMessageType.REPLY, call.header.seqid,
-                                           call.io.result(success=groups)), "ok", pool.name)
-        identity = (str(call.args.user_name or ""), tuple(str(g) for g in call.args.group_names or ()))
-        size = len(identity[0]) + sum(len(g) for g in identity[1])
-        if size > MAX_IDENTITY_CHARS:
-            answer = finish.failure(call.header, call.io, f"{call.name} refused: the user and groups are {size} "
-                                    f"characters long; the limit is {MAX_IDENTITY_CHARS}", self.wire, "refused",
-                                    pool.name)
-            answer.record = False
-            return answer
-        self.session.identity = identity
-        structlog.contextvars.bind_contextvars(user=identity[0])
-        try:
-            groups = pool.set_ugi_reply(identity)
-        except UpstreamError as exc:
-            return finish.failure(call.header, call.io, str(exc), self.wire, "upstream_error", pool.name,
-                                  error=exc.detail)
-        result = call.io.result(success=groups)
-        return Answer(self.wire.encode(call.name, TMessageType.REPLY, call.header.seqid, result), "ok", pool.name)
 
     # -- writing and recording ---------------------------------------------------------------------------
     def _sink(self, chunk: bytes) -> None:

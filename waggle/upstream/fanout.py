@@ -12,7 +12,6 @@ from typing import Any
 
 import gevent
 
-from waggle.call.values import Outcome
 from waggle.common import metrics
 from waggle.common.logging import get_logger
 from waggle.config.model import ProtocolKind, ServerConfig
@@ -21,6 +20,7 @@ from waggle.routing.federation import Naming
 from waggle.upstream import compat
 from waggle.upstream.client import Identity, UpstreamError
 from waggle.upstream.health import Health
+from waggle.upstream.outcome import Outcome
 from waggle.upstream.pool import UpstreamPool
 
 log = get_logger("waggle.fanout")

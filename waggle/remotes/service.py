@@ -1,0 +1,114 @@
+"""Remote databases at run time: the links and data connectors read from the primary, the pools of the
+metastores that URI links name, and the loop that rereads them. Each change serves a new routes snapshot (a
+new planner over the same configuration and pools)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Protocol
+
+import gevent
+
+from waggle.common import metrics
+from waggle.common.logging import get_logger
+from waggle.config.model import MetastoreConfig
+from waggle.remotes.registry import LinkRegistry
+from waggle.upstream.client import UpstreamError
+
+if TYPE_CHECKING:
+    from waggle.routes import PlannerBuilder, Routes
+    from waggle.upstream.pool import UpstreamPool
+    from waggle.upstream.token_store import MetastoreTokenStore
+
+log = get_logger("waggle.federation")
+
+
+class RoutesHolder(Protocol):
+    """Whoever holds the routes snapshot every call reads (the runtime)."""
+
+    routes: Routes
+
+
+class LinksService:
+    def __init__(self, registry: LinkRegistry, records: MetastoreTokenStore, builder: PlannerBuilder,
+                 holder: RoutesHolder, make_pool: Callable[[MetastoreConfig], UpstreamPool]) -> None:
+        """``records``: waggle's records in the primary (data connectors); ``make_pool``: a pool for a URI
+        link's metastore."""
+        self.registry = registry
+        self._records = records
+        self._builder = builder
+        self._holder = holder
+        self._make_pool = make_pool
+        #: pools of the metastores that URI links name (they are no federation members)
+        self._uri_pools: dict[str, UpstreamPool] = {}
+        self._task: gevent.Greenlet | None = None
+
+    def link_pool(self, member: MetastoreConfig) -> UpstreamPool:
+        """The pool of a link's metastore: a federation member's, or one kept for a URI link's metastore."""
+        pool = self._holder.routes.pools.get(member.name) or self._uri_pools.get(member.name)
+        if pool is None:
+            pool = self._uri_pools[member.name] = self._make_pool(member)
+        return pool
+
+    def with_uri_pools(self, routes: Routes) -> Routes:
+        """``routes`` with the pools of the URI links its planner serves."""
+        extra = {name: self.link_pool(naming.member) for name, naming in routes.planner.namings.items()
+                 if name not in routes.pools}
+        if not extra:
+            return routes
+        pools = {**routes.pools, **extra}
+        return replace(routes, pools=pools, caps={name: pool.caps for name, pool in pools.items()})
+
+    def learn_links(self, names: list[str]) -> None:
+        """Look names this replica has not seen up in the primary (a link made elsewhere works at once)."""
+        if self.registry.learn(self._holder.routes.primary, names):
+            self.relink()
+
+    def learn_tables(self, keys: list[tuple[str, str]]) -> None:
+        """Look tables this replica has not seen up in the primary (a remote table made elsewhere works at once)."""
+        if self.registry.learn_tables(self._holder.routes.primary, keys):
+            self.relink()
+
+    def learn_connectors(self) -> None:
+        """Reread the data connectors from the primary (one named by a call is not known here yet)."""
+        try:
+            self.registry.load_connectors(self._records)
+        except UpstreamError as exc:
+            log.info("connectors.refresh_failed", error=str(exc))
+
+    def relink(self) -> None:
+        """Serve the registry's links now: a new planner over the same configuration and pools."""
+        routes = self._holder.routes
+        links = {name: link for name, (_, link) in self.registry.active(routes.config).items()}
+        self._holder.routes = self.with_uri_pools(replace(
+            routes, planner=self._builder.planner(routes.config), links=links,
+            tables=self.registry.active_tables(routes.config)))
+        counts: dict[str, int] = {m.name: 0 for m in routes.config.federation.federated}
+        for link in links.values():
+            if link.member is not None:
+                counts[link.member] = counts.get(link.member, 0) + 1
+        for member, count in counts.items():
+            metrics.LINKS.labels(member).set(count)
+
+    # -- the background loop ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = gevent.spawn(self._loop)
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.kill(block=False)
+
+    def _loop(self) -> None:
+        while True:
+            policy = self._holder.routes.config.server.remotes
+            if policy.enabled:
+                try:
+                    self.registry.load_connectors(self._records)
+                    if self.registry.refresh(self._holder.routes.primary):
+                        self.relink()
+                except UpstreamError as exc:
+                    log.info("links.refresh_failed", error=str(exc))
+                except Exception as exc:  # never let the loop die
+                    log.error("links.refresh_failed", error=repr(exc))
+            gevent.sleep(policy.refresh_seconds)

@@ -1,0 +1,111 @@
+"""The routes snapshot: the federation as the call path sees it, for one configuration and one database map.
+
+The call core (:mod:`waggle.call`) plans from it and never from the pools themselves: it reads each member's
+capabilities (``caps``), the planner, the links and remote tables served now, and what it remembered for this
+snapshot (``memo``). The driver takes the pool to send to from ``pools``. A new configuration, database map
+or set of links makes a new snapshot (:class:`waggle.runtime.Runtime` swaps one reference), with a planner
+from :class:`PlannerBuilder`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from waggle.call.memo import Memo
+from waggle.call.values import Capabilities
+from waggle.common.logging import get_logger
+from waggle.config.model import DatabaseResolution, MetastoreConfig, WaggleConfig
+from waggle.remotes.links import Link
+from waggle.remotes.registry import LinkRegistry
+from waggle.remotes.tables import TableLink
+from waggle.routing.databases import DatabaseMap, LinkedMap, ManualMap, PrefixedMap
+from waggle.routing.federation import Planner
+
+if TYPE_CHECKING:
+    from waggle.upstream.pool import UpstreamPool
+
+log = get_logger("waggle.federation")
+
+
+@dataclass(frozen=True, slots=True)
+class Routes:
+    """The federation as the call path sees it: one configuration, its pools and its database map."""
+
+    config: WaggleConfig
+    pools: Mapping[str, UpstreamPool]
+    planner: Planner
+    #: 1 for the configuration waggle started with, +1 per applied reload
+    generation: int
+    loaded_at: float
+    #: some member hides tables with mapped-tables: calls carry a table check (else skipped entirely)
+    mapped_tables: bool
+    #: remote databases: the links served now (local name -> link), and the registry that knows every primary
+    #: database name seen (None when remote-databases.enabled is false)
+    links: Mapping[str, Link] = field(default_factory=dict)
+    registry: LinkRegistry | None = None
+    #: remote tables served now: (local database, local table) -> (their metastore, the table link)
+    tables: Mapping[tuple[str, str], tuple[MetastoreConfig, TableLink]] = field(default_factory=dict)
+    #: what the call core remembers for this snapshot (read decisions, translated names)
+    memo: Memo = field(default_factory=Memo)
+    #: what is known of each metastore the planner can send to (its pool's, learned as calls go)
+    caps: Mapping[str, Capabilities] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, config: WaggleConfig, pools: Mapping[str, UpstreamPool], planner: Planner,
+              generation: int, registry: LinkRegistry | None = None) -> Routes:
+        links = {name: link for name, (_, link) in registry.active(config).items()} if registry else {}
+        tables = registry.active_tables(config) if registry else {}
+        return cls(config, pools, planner, generation, time.time(),
+                   any(m.mapped_tables is not None for m in config.federation.members), links,
+                   registry if config.server.remotes.enabled else None, tables,
+                   caps={name: pool.caps for name, pool in pools.items()})
+
+    @classmethod
+    def of(cls, config: WaggleConfig, planner: Planner, caps: Mapping[str, Capabilities],
+           registry: LinkRegistry | None = None) -> Routes:
+        """Routes without pools (nothing can be sent): what the call core needs to plan, from plain values."""
+        links = {name: link for name, (_, link) in registry.active(config).items()} if registry else {}
+        tables = registry.active_tables(config) if registry else {}
+        return cls(config, {}, planner, 1, 0.0, any(m.mapped_tables is not None for m in config.federation.members),
+                   links, registry if config.server.remotes.enabled else None, tables, caps=caps)
+
+    @property
+    def primary(self) -> UpstreamPool:
+        return self.pools[self.config.federation.primary.name]
+
+
+class PlannerBuilder:
+    """Builds the planner of a routes snapshot: the database map of a configuration (PREFIXED: the prefixes;
+    MANUAL: the members' last listings, clashes reported once each) with the links served now over it."""
+
+    def __init__(self, links: LinkRegistry) -> None:
+        self.links = links
+        #: MANUAL: each member's databases, as last listed (a member whose listing failed keeps its last one)
+        self.listings: dict[str, list[str]] = {}
+        self._reported_clashes: set[str] = set()
+
+    def planner(self, config: WaggleConfig) -> Planner:
+        federation = config.federation
+        mode = config.server.database_resolution
+        dbmap: DatabaseMap
+        if mode is DatabaseResolution.PREFIXED:
+            dbmap = PrefixedMap(federation)
+        else:
+            manual = ManualMap.build(federation, self.listings)
+            for clash in manual.clashes:
+                text = clash.describe()
+                if text not in self._reported_clashes:
+                    self._reported_clashes.add(text)
+                    log.warning("federation.database_clash", database=clash.name, kept=clash.kept,
+                                hidden=clash.hidden, detail=text)
+            dbmap = manual
+        links = self.links.active(config)
+        if links:
+            dbmap = LinkedMap(dbmap, links)
+        outside = {m.name: m for m, link in links.values() if link.uri is not None}
+        outside.update({m.name: m for m, table in self.links.active_tables(config).values()
+                        if table.link.uri is not None})
+        return Planner(federation, mode, dbmap, config.server.remotes.read_only, tuple(outside.values()))
