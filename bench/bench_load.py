@@ -2,6 +2,7 @@
 memory per worker.
 
     python bench/bench_load.py [--seconds 5] [--warmup 1] [--quick] [--json FILE] [--metastore thrift://host:port]
+                               [--cpu-only]
 
 Every client is a load generator (bench/load_generator.py): closed-loop connections on raw sockets sending
 pre-encoded calls (strict binary, unframed, as Hive and Spark clients send them), each connection first calling
@@ -29,6 +30,8 @@ to find its end and checked for an exception. Each measurement warms up (``--war
    ``ss``. Target: at most 64.
 5. **RSS per worker** (``VmRSS``) at rest and with 1,000 idle client connections open, each set up by one call
    (``set_ugi``, ``get_database``). Target: <= 100 MB per worker.
+
+``--cpu-only`` runs section 3 alone (no Hive metastore, no 2-worker waggle): a quick way to compare changes.
 
 Every process started here is stopped at exit (also on Ctrl-C or an error); all traffic stays on 127.0.0.1.
 """
@@ -445,6 +448,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2, help="CPU-per-call runs per route (the lowest is kept)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: 1 s levels, short warm-ups")
     ap.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
+    ap.add_argument("--cpu-only", action="store_true", help="section 3 alone, CPU per call against the stubs")
     args = ap.parse_args()
     if args.quick:
         args.seconds, args.warmup, args.cpu_seconds, args.repeats, args.jit_warmup = 1.0, 0.5, 1.0, 1, 4.0
@@ -472,6 +476,9 @@ def main() -> int:
 def run_all(args: argparse.Namespace, workdir: Path, procs: Processes, report: dict[str, Any]) -> None:
     has_workers = waggle_has_workers()
     report["workers_option"] = has_workers
+    if args.cpu_only:
+        run_cpu_only(args, workdir, procs, report, has_workers)
+        return
     if not has_workers:
         print("note: this waggle has no 'serve --workers' yet: every 2-worker figure is left out", flush=True)
     store: LocalMetastore | None = None
@@ -515,6 +522,19 @@ def run_all(args: argparse.Namespace, workdir: Path, procs: Processes, report: d
     section_ceiling(args, workdir, report, stubs, sw1, sw2)
     section_cpu(args, workdir, report, stubs, sw1, sw2, spre, srelay, srelay_port)
     section_rss(report, sw1, sw2)
+    summary(report)
+
+
+def run_cpu_only(args: argparse.Namespace, workdir: Path, procs: Processes, report: dict[str, Any],
+                 has_workers: bool) -> None:
+    stubs = {k: start_stub(procs) for k in ("w1", "prefixed", "relay")}
+    sw1 = start_waggle(procs, workdir / "stub-w1", "waggle, 1 worker", f"thrift://127.0.0.1:{stubs['w1'].port}",
+                       1, has_workers)
+    spre = start_waggle(procs, workdir / "stub-prefixed", "waggle, 1 worker, prefixed",
+                        f"thrift://127.0.0.1:{stubs['prefixed'].port}", 1, has_workers, prefixed=True)
+    assert sw1 is not None and spre is not None
+    srelay, srelay_port = start_relay(procs, workdir, stubs["relay"].port)
+    section_cpu(args, workdir, report, stubs, sw1, None, spre, srelay, srelay_port)
     summary(report)
 
 
