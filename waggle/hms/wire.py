@@ -202,10 +202,18 @@ class Wire:
         if rest:
             self._chunks = [rest]
             self._set_buffer(rest)
-        else:  # the usual case: nothing read ahead, and the exhausted buffer stays as it is until refilled
-            self._chunks = []
+        else:  # the usual case: nothing read ahead, so the message's first bytes are received here, at once
             if self._gevent:
                 _wait_readable(self.sock)
+            data = self.sock.recv(_RECV_SIZE)
+            if not data:
+                self._chunks = []
+                raise PeerClosed()
+            if len(data) > self.limits.max_message_bytes:
+                raise WireError(f"message exceeds the limit of {self.limits.max_message_bytes} bytes")
+            self._chunks = [data]
+            self._received = len(data)
+            self._set_buffer(data)
         if self._framed:
             size = _I32.unpack(self.read(4))[0]
             if size <= 0 or size > self.limits.max_message_bytes:
