@@ -358,10 +358,10 @@ class Wire:
         body: bytes = self._encode(obj, specs.codec(obj.__class__))
         if self._compact:
             return _compact_header(name, mtype, seqid) + body
-        encoded = name.encode("utf-8")
-        return b"".join(
-            (_U32.pack(_STRICT_VERSION | mtype), _I32.pack(len(encoded)), encoded, _I32.pack(seqid), body)
-        )
+        head = _HEADS.get((name, mtype))
+        if head is None:
+            head = _strict_head(name, mtype)
+        return b"".join((head, _I32.pack(seqid), body))
 
     def send_raw(self, raw: bytes) -> None:
         if self._framed:
@@ -409,6 +409,19 @@ specs.declare(_AppError, (None, (1, TType.STRING, "message", "UTF8", None), (2, 
 
 def read_application_error(wire: Wire) -> TApplicationException:
     return wire.read_struct(_AppError).to_exception()  # type: ignore[no-any-return]
+
+
+#: the start of a strict binary header (version and type, the name's length and bytes) by (name, type), for the
+#: methods waggle knows; the seqid follows it
+_HEADS: dict[tuple[str, int], bytes] = {}
+
+
+def _strict_head(name: str, mtype: int) -> bytes:
+    encoded = name.encode("utf-8")
+    head = _U32.pack(_STRICT_VERSION | mtype) + _I32.pack(len(encoded)) + encoded
+    if len(_HEADS) < 4096:  # method names come from waggle's IDL, and a few unknown ones: a bound all the same
+        _HEADS[(name, mtype)] = head
+    return head
 
 
 def _uvarint(n: int) -> bytes:
