@@ -2,6 +2,7 @@
 memory per worker.
 
     python bench/bench_load.py [--seconds 5] [--warmup 1] [--quick] [--json FILE] [--metastore thrift://host:port]
+                               [--cpu-only]
 
 Every client is a load generator (bench/load_generator.py): closed-loop connections on raw sockets sending
 pre-encoded calls (strict binary, unframed, as Hive and Spark clients send them), each connection first calling
@@ -29,6 +30,10 @@ to find its end and checked for an exception. Each measurement warms up (``--war
    ``ss``. Target: at most 64.
 5. **RSS per worker** (``VmRSS``) at rest and with 1,000 idle client connections open, each set up by one call
    (``set_ugi``, ``get_database``). Target: <= 100 MB per worker.
+
+``--cpu-only`` runs section 3 alone (no Hive metastore, no 2-worker waggle): a quick way to compare changes;
+``--baseline TREE`` adds the same routes through the waggle of another source tree (say, a ``git worktree`` of
+an earlier commit), measured in the same run.
 
 Every process started here is stopped at exit (also on Ctrl-C or an error); all traffic stays on 127.0.0.1.
 """
@@ -188,9 +193,9 @@ def all_pids(w: Waggle) -> list[int]:
 
 
 def start_waggle(procs: Processes, workdir: Path, label: str, uri: str, workers: int, has_workers: bool,
-                 prefixed: bool = False) -> Waggle | None:
+                 prefixed: bool = False, root: Path = ROOT) -> Waggle | None:
     """waggle through the real CLI with limits high enough that nothing is shed; None for several workers when the
-    CLI cannot run them."""
+    CLI cannot run them. ``root``: the source tree whose waggle runs."""
     if workers > 1 and not has_workers:
         return None
     port, http = free_port(), free_port()
@@ -211,7 +216,7 @@ def start_waggle(procs: Processes, workdir: Path, label: str, uri: str, workers:
     if has_workers:
         cmd += ["--workers", str(workers)]
     with open(log, "wb") as err:
-        proc = procs.add(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT))
+        proc = procs.add(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=root))
     w = Waggle(label, proc, port, http, workers, log)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -445,6 +450,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2, help="CPU-per-call runs per route (the lowest is kept)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: 1 s levels, short warm-ups")
     ap.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
+    ap.add_argument("--cpu-only", action="store_true", help="section 3 alone, CPU per call against the stubs")
+    ap.add_argument("--baseline", metavar="TREE", help="with --cpu-only: also measure the waggle of another source "
+                    "tree (a checkout of an earlier commit), in the same run")
     args = ap.parse_args()
     if args.quick:
         args.seconds, args.warmup, args.cpu_seconds, args.repeats, args.jit_warmup = 1.0, 0.5, 1.0, 1, 4.0
@@ -472,6 +480,9 @@ def main() -> int:
 def run_all(args: argparse.Namespace, workdir: Path, procs: Processes, report: dict[str, Any]) -> None:
     has_workers = waggle_has_workers()
     report["workers_option"] = has_workers
+    if args.cpu_only:
+        run_cpu_only(args, workdir, procs, report, has_workers)
+        return
     if not has_workers:
         print("note: this waggle has no 'serve --workers' yet: every 2-worker figure is left out", flush=True)
     store: LocalMetastore | None = None
@@ -515,6 +526,29 @@ def run_all(args: argparse.Namespace, workdir: Path, procs: Processes, report: d
     section_ceiling(args, workdir, report, stubs, sw1, sw2)
     section_cpu(args, workdir, report, stubs, sw1, sw2, spre, srelay, srelay_port)
     section_rss(report, sw1, sw2)
+    summary(report)
+
+
+def run_cpu_only(args: argparse.Namespace, workdir: Path, procs: Processes, report: dict[str, Any],
+                 has_workers: bool) -> None:
+    stubs = {k: start_stub(procs) for k in ("w1", "prefixed", "relay")}
+    sw1 = start_waggle(procs, workdir / "stub-w1", "waggle, 1 worker", f"thrift://127.0.0.1:{stubs['w1'].port}",
+                       1, has_workers)
+    spre = start_waggle(procs, workdir / "stub-prefixed", "waggle, 1 worker, prefixed",
+                        f"thrift://127.0.0.1:{stubs['prefixed'].port}", 1, has_workers, prefixed=True)
+    assert sw1 is not None and spre is not None
+    srelay, srelay_port = start_relay(procs, workdir, stubs["relay"].port)
+    extra: list[tuple[str, Waggle, str]] = []
+    if args.baseline:  # the same routes through another source tree's waggle, each in front of its own stub
+        root = Path(args.baseline).resolve()
+        for key, label, prefixed in (("base", "baseline", False), ("base-prefixed", "baseline, prefixed", True)):
+            stubs[key] = start_stub(procs)
+            w = start_waggle(procs, workdir / f"stub-{key}", label, f"thrift://127.0.0.1:{stubs[key].port}", 1,
+                             has_workers, prefixed=prefixed, root=root)
+            assert w is not None
+            extra.append((label, w, PREFIX + DB if prefixed else DB))
+        print(f"baseline: {root}", flush=True)
+    section_cpu(args, workdir, report, stubs, sw1, None, spre, srelay, srelay_port, extra)
     summary(report)
 
 
@@ -701,12 +735,15 @@ def section_ceiling(args: argparse.Namespace, workdir: Path, report: dict[str, A
 # -- 3 ---------------------------------------------------------------------------------------------------------
 def section_cpu(args: argparse.Namespace, workdir: Path, report: dict[str, Any], stubs: dict[str, Stub],
                 sw1: Waggle, sw2: Waggle | None, spre: Waggle, srelay: subprocess.Popen[bytes],
-                srelay_port: int) -> None:
+                srelay_port: int, extra: list[tuple[str, Waggle, str]] | None = None) -> None:
+    """``extra``: more waggles to measure, (label, waggle, the database its clients call)."""
     routes: list[tuple[str, int, list[bytes], Callable[[], list[int]]]] = [
         ("byte relay", srelay_port, call_mix(DB), lambda: [srelay.pid]),
         ("waggle, 1 worker", sw1.port, call_mix(DB), lambda: all_pids(sw1)),
         ("waggle, prefixed", spre.port, call_mix(PREFIX + DB), lambda: all_pids(spre)),
     ]
+    for label, w, db in extra or ():
+        routes.append((label, w.port, call_mix(db), lambda w=w: all_pids(w)))
     if sw2 is not None:
         routes.append(("waggle, 2 workers", sw2.port, call_mix(DB), lambda: all_pids(sw2)))
     verify_prefixed(spre)

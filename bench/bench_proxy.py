@@ -2,6 +2,7 @@
 
     python bench/bench_proxy.py [--metastore thrift://host:port] [--rounds 2000] [--big-rounds 40]
                                 [--partitions 3000] [--cpu-calls 2000] [--cpu-repeats 5] [--cpu-only]
+                                [--baseline TREE]
 
 Without ``--metastore`` a local Derby-backed Hive 2.3 metastore is started (Java 17 and pyspark needed).
 Two waggle instances run as subprocesses through the real CLI, both in front of that one metastore:
@@ -28,12 +29,14 @@ Then the CPU each server process spends per call (bench/cpu_cost.py: its CPU tim
 waggle's ratio to the relay. Targets: a relayed call (names unchanged) <= 1.3x the relay, a rewritten one
 (behind the prefix) <= 1.5x, and ``get_all_databases`` with one member, a merged listing of one, <= 1.3x too
 (it costs what a single-target call costs). Behind the prefix ``get_all_databases`` asks both members, so it
-is shown but has no target. ``--cpu-only`` skips the latency table.
+is shown but has no target. ``--cpu-only`` skips the latency table. ``--baseline TREE`` adds both waggles of
+another source tree (say, a ``git worktree`` of an earlier commit) to the CPU table, measured in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import socket
@@ -62,6 +65,8 @@ PREFIX = "bench_"
 PRIMARY = "primary (names unchanged)"
 PREFIXED = "behind a prefix (every name rewritten)"
 RELAY = "byte relay (no parsing)"
+BASE_PRIMARY = "baseline tree, primary"
+BASE_PREFIXED = "baseline tree, behind a prefix"
 
 
 def seed(host: str, port: int, partitions: int, warehouse: Path) -> None:
@@ -74,10 +79,10 @@ def seed(host: str, port: int, partitions: int, warehouse: Path) -> None:
         ensure_partitioned_table(c, DB, "parts", f"file://{warehouse}/{DB}.db/parts", partitions=partitions)
 
 
-def start_waggle(workdir: Path, uri: str, prefixed: bool, hive_version: str | None = None, member_extra: str = ""
-                 ) -> tuple[subprocess.Popen[bytes], int]:
+def start_waggle(workdir: Path, uri: str, prefixed: bool, hive_version: str | None = None, member_extra: str = "",
+                 root: Path = ROOT) -> tuple[subprocess.Popen[bytes], int]:
     """waggle in front of ``uri``; with ``prefixed``, also as member 'bench' (``member_extra``: more of its YAML,
-    indented by four spaces)."""
+    indented by four spaces). ``root``: the source tree whose waggle runs."""
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     server = f"port: {port}\nbind-address: 127.0.0.1\nendpoint.port: {free_port()}\n"
@@ -94,7 +99,7 @@ def start_waggle(workdir: Path, uri: str, prefixed: bool, hive_version: str | No
     proc = subprocess.Popen(
         [sys.executable, "-m", "waggle", "serve", "--server-config", str(workdir / "server.yml"),
          "--federation-config", str(workdir / "federation.yml")],
-        stdout=subprocess.DEVNULL, stderr=open(workdir / "waggle.log", "wb"), cwd=ROOT,
+        stdout=subprocess.DEVNULL, stderr=open(workdir / "waggle.log", "wb"), cwd=root,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -205,6 +210,8 @@ def main() -> int:
     ap.add_argument("--cpu-calls", type=int, default=2000, help="calls per CPU measurement")
     ap.add_argument("--cpu-repeats", type=int, default=5, help="CPU measurements per server (the best is kept)")
     ap.add_argument("--cpu-only", action="store_true", help="measure CPU per call only (no latency table)")
+    ap.add_argument("--baseline", metavar="TREE", help="also measure the CPU per call of another source tree's "
+                    "waggles (a checkout of an earlier commit), in the same run")
     args = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="waggle-bench-"))
     store = None
@@ -222,18 +229,29 @@ def main() -> int:
         procs.append(pref)
         relay, relay_port = start_relay(int(port))
         procs.append(relay)
-        with hms_client(host, int(port), timeout=600) as direct, \
-                hms_client("127.0.0.1", plain_port, timeout=600) as through, \
-                hms_client("127.0.0.1", pref_port, timeout=600) as through_prefix, \
-                hms_client("127.0.0.1", relay_port, timeout=600) as raw:
-            routes = [Route("direct", direct, DB), Route(PRIMARY, through, DB),
-                      Route(PREFIXED, through_prefix, PREFIX + DB), Route(RELAY, raw, DB)]
+        base_ports: list[int] = []
+        if args.baseline:
+            for label, prefixed in (("base-primary", False), ("base-prefixed", True)):
+                p, bport = start_waggle(workdir / label, uri, prefixed=prefixed, root=Path(args.baseline).resolve())
+                procs.append(p)
+                base_ports.append(bport)
+        with contextlib.ExitStack() as stack:
+            def client(p: int, h: str = "127.0.0.1") -> Any:
+                return stack.enter_context(hms_client(h, p, timeout=600))
+
+            routes = [Route("direct", client(int(port), host), DB), Route(PRIMARY, client(plain_port), DB),
+                      Route(PREFIXED, client(pref_port), PREFIX + DB), Route(RELAY, client(relay_port), DB)]
+            pids = [plain.pid, pref.pid, relay.pid]
+            if base_ports:
+                routes += [Route(BASE_PRIMARY, client(base_ports[0]), DB),
+                           Route(BASE_PREFIXED, client(base_ports[1]), PREFIX + DB)]
+                pids += [p.pid for p in procs[-2:]]
             for r in routes:
                 r.client.set_ugi(os.environ.get("USER", "bench"), [])
             verify(routes[0], routes[2])
             if not args.cpu_only:
-                run(routes, cases(args))
-            cpu(routes[1:], [plain.pid, pref.pid, relay.pid], args.cpu_calls, args.cpu_repeats)
+                run(routes[:4], cases(args))
+            cpu(routes[1:], pids, args.cpu_calls, args.cpu_repeats)
     finally:
         stop_processes(procs)
         if store:
@@ -290,11 +308,11 @@ def run(routes: list[Route], all_cases: list[Case]) -> None:
 def cpu(routes: list[Route], pids: list[int], calls: int, repeats: int) -> None:
     """CPU per call of each server process, and each waggle's ratio to the relay's."""
     servers = [cpu_cost.Server(r.label, pid, r.client, r.db) for r, pid in zip(routes, pids, strict=True)]
-    limits = {PRIMARY: 1.3, PREFIXED: 1.5}
+    limits = {PRIMARY: 1.3, PREFIXED: 1.5, BASE_PRIMARY: 1.3, BASE_PREFIXED: 1.5}
     measured: list[tuple[str, Callable[[Any, str], Any], tuple[str, ...]]] = [
         ("get_database", lambda c, db: c.get_database(db), ()),
         ("get_table", lambda c, db: c.get_table(db, "small"), ()),
-        ("get_all_databases", lambda c, db: c.get_all_databases(), (PREFIXED,)),  # two members behind the prefix
+        ("get_all_databases", lambda c, db: c.get_all_databases(), (PREFIXED, BASE_PREFIXED)),  # two members
     ]
     print(f"\nCPU per call of each server process, best of {repeats} runs of {calls} calls")
     print(f"{'call':<22}{'server':<40}{'us/call':>9}{'relay':>9}{'ratio':>8}   target")

@@ -302,3 +302,25 @@ def test_close_stops_the_reaper(deadlines: Deadlines) -> None:
         assert reaper.dead and pool._reaper is None and pool.idle_count() == 0
     finally:
         store.close()
+
+
+def test_using_idle_takes_only_an_idle_connection_and_a_free_slot():
+    """A one-member fan-out asks at once only when nothing can wait: an idle connection of the identity, a free
+    slot. Otherwise it takes nothing, opens nothing, and the bounded path asks."""
+    listener = Listener()
+    pool = pool_for(listener)
+    assert pool.using_idle(None, lambda conn: conn) is None
+    assert pool.opened == 0 and pool.busy == 0
+    a = pool.acquire(None)
+    pool.release(a)
+    got = pool.using_idle(None, lambda conn: (conn, pool.busy))
+    assert got == ((a, 1),) and pool.busy == 0 and pool.idle_count() == 1
+    pool.slots.limit = 0  # no slot free: nothing taken
+    assert pool.using_idle(None, lambda conn: conn) is None and pool.idle_count() == 1
+    pool.slots.limit = 16
+    while not listener.accepted:
+        pass
+    listener.accepted[0].close()  # the idle one went stale: closed, and nothing else opened
+    time.sleep(0.1)
+    assert pool.using_idle(None, lambda conn: conn) is None
+    assert pool.idle_count() == 0 and pool.opened == 1 and pool.busy == 0

@@ -97,3 +97,21 @@ def test_a_body_seen_before_is_spliced_alike_whatever_its_header():
     for seqid in (1, 2):
         raw = wire.encode("get_table", TMessageType.REPLY, seqid, view)
         assert splicer.splice_names(raw, T.get_table_result, prefix, LIMITS) is None
+
+
+def test_a_small_reply_seen_before_is_spliced_from_memory_for_its_own_header_and_mapping():
+    """The same body under another header (seqid) gets that header; another mapping gets its own names."""
+    splicer = Splicer(REWRITER)
+    table = ttypes.Table(tableName="t", dbName="sales", sd=ttypes.StorageDescriptor(location="file:/w/sales.db/t"))
+    wire = Wire(None, WireFormat(), LIMITS)  # type: ignore[arg-type]
+    first, second = (wire.encode("get_table", TMessageType.REPLY, seqid, T.get_table_result(success=table))
+                     for seqid in (7, 8))
+    for raw in (first, second, first):
+        spliced = splicer.splice_names(raw, T.get_table_result, prefix, LIMITS)
+        assert spliced is not None
+        header, got = decode_message(spliced, ProtocolKind.BINARY, T.get_table_result, LIMITS)
+        assert header.seqid == (8 if raw is second else 7) and got == full_path(raw, T.get_table_result)
+    other = splicer.splice_names(second, T.get_table_result, lambda name: "x_" + name, LIMITS)
+    assert other is not None
+    assert decode_message(other, ProtocolKind.BINARY, T.get_table_result, LIMITS)[1].success.dbName == "x_sales"
+    assert splicer.splice_names(first, T.get_table_result, lambda name: name, LIMITS) == first

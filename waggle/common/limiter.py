@@ -30,7 +30,7 @@ class Limiter:
 
     def acquire(self, timeout: float) -> bool:
         """Take a slot, waiting up to ``timeout`` seconds (first come, first served). False: none came free."""
-        if self.busy < self.limit and not self._waiters:
+        if self.busy < self._limit and not self._waiters:  # the usual case first (no property call)
             self.busy += 1
             return True
         deadline = time.monotonic() + timeout

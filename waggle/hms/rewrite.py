@@ -105,7 +105,16 @@ class Rewriter:
         if flat is not None:
             # Most calls' arguments are a few plain fields (get_table: dbname, tbl_name): read them directly,
             # without a rewrite walk and its callback (a third of a relayed call's planning).
-            return [db for _, db, _ in _flat_names(obj, flat)]
+            out: list[str] = []
+            for attr, qualified in flat:
+                value = getattr(obj, attr, None)
+                if value is None:
+                    continue
+                if not qualified:
+                    out.append(value)
+                elif "." in value:
+                    out.append(value.partition(".")[0])
+            return out
         walked: list[str] = []
 
         def collect(name: str) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from thrift.Thrift import TType
 
@@ -51,6 +51,8 @@ class Splicer:
         self._mirrors = specs.Mirrors(rewriter.plans)
         #: (result class, limits, a small reply's body) -> what _names_found found in it
         self._found: dict[tuple[type, Limits, bytes], tuple[tuple[tuple[int, str], int], ...] | None] = {}
+        #: (that key, the names found mapped) -> the body spliced, or None when it cannot be
+        self._spliced: dict[tuple[tuple[type, Limits, bytes], tuple[str, ...]], bytes | None] = {}
 
     def thin(self, cls: type) -> type | None:
         """The thin mirror of a generated struct class (None when nothing in it carries a name)."""
@@ -64,56 +66,54 @@ class Splicer:
     def splice_names(self, raw: bytes, result_class: type, fn: Callable[[str], str], limits: Limits
                      ) -> bytes | None:
         """``raw`` (a whole binary-protocol reply) with every database name mapped through ``fn``, or None
-        when the reply cannot be spliced safely (the caller then decodes, rewrites and encodes)."""
+        when the reply cannot be spliced safely (the caller then decodes, rewrites and encodes).
+
+        A small reply's body (what follows the message header, which alone changes from call to call) is
+        remembered with the names it holds, and with the body it becomes for the names they map to: the same
+        table or database is asked for over and over, and finding its names means decoding it (get_database
+        behind a prefix: 7 us to splice its reply, 2.5 us when the body was seen before; measured), then
+        counting and replacing their encodings."""
         mirror = self.thin_result(result_class)
         if mirror is None:
             return raw
-        found = self._names_found(raw, result_class, mirror, limits)
+        if len(raw) > _REMEMBERED_BODY_BYTES or raw[:2] != _STRICT_BINARY:
+            found = self._names_found(raw, result_class, mirror, limits)
+            if found is None:
+                return None
+            return _splice(raw, found, tuple(fn(name) for (_, name), _ in found))
+        start = 12 + _NAME_LENGTH.unpack_from(raw, 4)[0]
+        body = raw[start:]
+        key = (result_class, limits, body)
+        known = self._found.get(key, _UNKNOWN)
+        if known is _UNKNOWN:
+            known = self._names_found(raw, result_class, mirror, limits)
+            self._remember(self._found, key, known)
+        found = cast("tuple[tuple[tuple[int, str], int], ...] | None", known)
         if found is None:
             return None
-        replacements: dict[bytes, bytes] = {}
-        for (fid, name), count in found:
-            new = fn(name)
-            if new == name:
-                continue
-            if not _PLAIN.fullmatch(name):
-                return None
-            old_b, new_b = name.encode(), new.encode()
-            pattern = _STRING_FIELD.pack(TType.STRING, fid, len(old_b)) + old_b
-            if raw.count(pattern) != count:
-                return None
-            replacements[pattern] = _STRING_FIELD.pack(TType.STRING, fid, len(new_b)) + new_b
-        if not replacements:
-            return raw
-        if len(replacements) == 1:
-            (old, new_bytes), = replacements.items()
-            return raw.replace(old, new_bytes)
-        regex = re.compile(b"|".join(re.escape(p) for p in sorted(replacements, key=len, reverse=True)))
-        return regex.sub(lambda m: replacements[m.group(0)], raw)
+        names = tuple(fn(name) for (_, name), _ in found)
+        spliced = self._spliced.get((key, names), _UNKNOWN)
+        if spliced is _UNKNOWN:
+            spliced = _splice(body, found, names)
+            self._remember(self._spliced, (key, names), spliced)
+        done = cast("bytes | None", spliced)
+        if done is None:
+            return None
+        return raw if done is body else raw[:start] + done
+
+    @staticmethod
+    def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+        if len(memo) >= _REMEMBERED_BODIES:
+            memo.clear()
+        memo[key] = value
 
     def _names_found(self, raw: bytes, result_class: type, mirror: type, limits: Limits
                      ) -> tuple[tuple[tuple[int, str], int], ...] | None:
-        """Each (field id, name) in the reply and how often it occurs; None when a name is not plain.
-
-        A small reply's body (what follows the message header, which alone changes from call to call) is
-        remembered with what it holds: the same table or database is asked for over and over, and finding its
-        names means decoding it (get_database behind a prefix: 7 us to splice its reply, 2.5 us when the body
-        was seen before; measured)."""
-        key = None
-        if len(raw) <= _REMEMBERED_BODY_BYTES and raw[:2] == _STRICT_BINARY:
-            key = (result_class, limits, raw[12 + _NAME_LENGTH.unpack_from(raw, 4)[0]:])
-            known = self._found.get(key, _UNKNOWN)
-            if known is not _UNKNOWN:
-                return known  # type: ignore[return-value]
+        """Each (field id, name) in the reply and how often it occurs; None when a name is not plain."""
         _, obj = decode_message(raw, ProtocolKind.BINARY, mirror, limits)
         counts: dict[tuple[int, str], int] = {}  # a plain dict: a Counter costs more than a small splice
         plan = self.rewriter.plan(result_class)
-        found = tuple(counts.items()) if plan is not None and self._collect(obj, plan, counts) else None
-        if key is not None:
-            if len(self._found) >= _REMEMBERED_BODIES:
-                self._found.clear()
-            self._found[key] = found
-        return found
+        return tuple(counts.items()) if plan is not None and self._collect(obj, plan, counts) else None
 
     def _collect(self, obj: Any, plan: specs.Plan[DbField], found: dict[tuple[int, str], int]) -> bool:
         for f, field in plan.own:
@@ -138,3 +138,26 @@ class Splicer:
             assert walk.element is not None
             return all(self._descend(item, walk.element, found) for item in value)
         return False  # maps of name-bearing structs: rare, left to the full path
+
+
+def _splice(data: bytes, found: tuple[tuple[tuple[int, str], int], ...], names: tuple[str, ...]) -> bytes | None:
+    """``data`` with each name ``found`` (field id, name, occurrences) replaced by its ``names`` counterpart, in
+    one pass; None when a name is not plain or its encoding occurs other than exactly as often as the field."""
+    replacements: dict[bytes, bytes] = {}
+    for ((fid, name), count), new in zip(found, names, strict=True):
+        if new == name:
+            continue
+        if not _PLAIN.fullmatch(name):
+            return None
+        old_b, new_b = name.encode(), new.encode()
+        pattern = _STRING_FIELD.pack(TType.STRING, fid, len(old_b)) + old_b
+        if data.count(pattern) != count:
+            return None
+        replacements[pattern] = _STRING_FIELD.pack(TType.STRING, fid, len(new_b)) + new_b
+    if not replacements:
+        return data
+    if len(replacements) == 1:
+        (old, new_bytes), = replacements.items()
+        return data.replace(old, new_bytes)
+    regex = re.compile(b"|".join(re.escape(p) for p in sorted(replacements, key=len, reverse=True)))
+    return regex.sub(lambda m: replacements[m.group(0)], data)

@@ -202,10 +202,18 @@ class Wire:
         if rest:
             self._chunks = [rest]
             self._set_buffer(rest)
-        else:  # the usual case: nothing read ahead, and the exhausted buffer stays as it is until refilled
-            self._chunks = []
+        else:  # the usual case: nothing read ahead, so the message's first bytes are received here, at once
             if self._gevent:
                 _wait_readable(self.sock)
+            data = self.sock.recv(_RECV_SIZE)
+            if not data:
+                self._chunks = []
+                raise PeerClosed()
+            if len(data) > self.limits.max_message_bytes:
+                raise WireError(f"message exceeds the limit of {self.limits.max_message_bytes} bytes")
+            self._chunks = [data]
+            self._received = len(data)
+            self._set_buffer(data)
         if self._framed:
             size = _I32.unpack(self.read(4))[0]
             if size <= 0 or size > self.limits.max_message_bytes:
@@ -350,10 +358,10 @@ class Wire:
         body: bytes = self._encode(obj, specs.codec(obj.__class__))
         if self._compact:
             return _compact_header(name, mtype, seqid) + body
-        encoded = name.encode("utf-8")
-        return b"".join(
-            (_U32.pack(_STRICT_VERSION | mtype), _I32.pack(len(encoded)), encoded, _I32.pack(seqid), body)
-        )
+        head = _HEADS.get((name, mtype))
+        if head is None:
+            head = _strict_head(name, mtype)
+        return b"".join((head, _I32.pack(seqid), body))
 
     def send_raw(self, raw: bytes) -> None:
         if self._framed:
@@ -401,6 +409,19 @@ specs.declare(_AppError, (None, (1, TType.STRING, "message", "UTF8", None), (2, 
 
 def read_application_error(wire: Wire) -> TApplicationException:
     return wire.read_struct(_AppError).to_exception()  # type: ignore[no-any-return]
+
+
+#: the start of a strict binary header (version and type, the name's length and bytes) by (name, type), for the
+#: methods waggle knows; the seqid follows it
+_HEADS: dict[tuple[str, int], bytes] = {}
+
+
+def _strict_head(name: str, mtype: int) -> bytes:
+    encoded = name.encode("utf-8")
+    head = _U32.pack(_STRICT_VERSION | mtype) + _I32.pack(len(encoded)) + encoded
+    if len(_HEADS) < 4096:  # method names come from waggle's IDL, and a few unknown ones: a bound all the same
+        _HEADS[(name, mtype)] = head
+    return head
 
 
 def _uvarint(n: int) -> bytes:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 # The unpatched poll: a zero-timeout readiness check needs no trip through the gevent hub.
 _poll = monkey.get_original("select", "poll")
 _POLLIN = 0x001 | 0x008 | 0x010  # POLLIN | POLLERR | POLLHUP
+_REPLY = TMessageType.REPLY
 
 #: A client identity as given to ``set_ugi``: (user, groups). ``None`` means the client never called it.
 Identity = tuple[str, tuple[str, ...]]
@@ -114,15 +115,14 @@ class UpstreamConnection:
             raise UpstreamError(self.member, f"connection failed ({self.address}): {detail}") from exc
         finally:
             self._deadlines.done(self)
-        if header.mtype != TMessageType.REPLY:
+        if header.mtype != _REPLY:
             # A TApplicationException may mean the metastore lost its place in the stream ("Unrecognized type"
             # and the rest of the call read as a new one): never reuse this connection.
             self.broken = True
+            return Reply(header, raw_reply, -1, wire.streamed)
         if wire.streamed:
-            return Reply(header, raw_reply, wire.first_field if header.mtype == TMessageType.REPLY else -1,
-                         wire.streamed)
-        first = wire.first_field_id(raw_reply) if header.mtype == TMessageType.REPLY else -1
-        return Reply(header, raw_reply, first, 0)
+            return Reply(header, raw_reply, wire.first_field, wire.streamed)
+        return Reply(header, raw_reply, wire.first_field_id(raw_reply), 0)
 
     def exchange(self, name: str, args: Any, result_class: type, seqid: int = 0, timeout: float | None = None
                  ) -> Any:

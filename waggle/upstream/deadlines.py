@@ -16,6 +16,8 @@ import gevent
 
 from waggle.config.timing import DEADLINE_RESOLUTION_SECONDS
 
+_monotonic = time.monotonic
+
 
 class Watched(Protocol):
     deadline: float
@@ -31,7 +33,7 @@ class Deadlines:
         self._watchdog: gevent.Greenlet | None = None
 
     def watch(self, call: Watched, timeout: float) -> None:
-        call.deadline = time.monotonic() + timeout
+        call.deadline = _monotonic() + timeout
         self._in_flight.add(call)
         if self._watchdog is None:
             self._watchdog = gevent.spawn(self._run)

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from waggle.upstream.tunnel import Tunnel
 
 T = TypeVar("T")
+_ONEWAY = TMessageType.ONEWAY
+_monotonic = time.monotonic
 
 
 class UpstreamPool:
@@ -162,8 +164,10 @@ class UpstreamPool:
     def _checkout(self, identity: Identity | None) -> UpstreamConnection:
         idle = self._idle.get(identity)
         while idle:
-            conn = idle[-1]
-            self._take(conn)
+            conn = idle.pop()  # released last: what _take does, without its search of the deque
+            del self._lru[conn]
+            if not idle:
+                del self._idle[identity]
             if conn.is_reusable():
                 return conn
             conn.close()
@@ -183,12 +187,16 @@ class UpstreamPool:
         if cap <= 0:
             conn.close()
             return
-        while len(self._lru) >= cap:
-            oldest = next(iter(self._lru))  # of whichever identity: gone users do not pin the pool
+        lru = self._lru
+        while len(lru) >= cap:
+            oldest = next(iter(lru))  # of whichever identity: gone users do not pin the pool
             self._take(oldest)
             oldest.close()
-        self._idle.setdefault(conn.identity, deque()).append(conn)
-        self._lru[conn] = time.monotonic()
+        idle = self._idle.get(conn.identity)
+        if idle is None:
+            idle = self._idle[conn.identity] = deque()
+        idle.append(conn)
+        lru[conn] = _monotonic()
         if self._reaper is None and self.config.pool_idle_timeout_seconds > 0:
             self._reaper = gevent.spawn(self._reap)
 
@@ -224,7 +232,30 @@ class UpstreamPool:
         """``use`` a pooled connection for one call, and give it back. A call that ends in anything but an
         :class:`UpstreamError` (killed mid-call, an undecodable reply) leaves the connection out of step: it is
         not reused (an UpstreamError marked it itself when it had to)."""
-        conn = self.acquire(identity)
+        return self._lend(self.acquire(identity), use)
+
+    def using_idle(self, identity: Identity | None, use: Callable[[UpstreamConnection], T]) -> tuple[T] | None:
+        """:meth:`using`, when it can start at once: a slot is free and the identity has a reusable idle
+        connection. Otherwise None, and nothing was waited for, opened or taken (stale idle connections found on
+        the way are closed). The call itself is still bounded by its read timeout."""
+        slots = self.slots
+        if identity not in self._idle or slots.busy >= slots.limit or not slots.acquire(0):
+            return None
+        idle = self._idle.get(identity)
+        while idle:
+            conn = idle.pop()
+            del self._lru[conn]
+            if not idle:
+                del self._idle[identity]
+            if conn.is_reusable():
+                return (self._lend(conn, use),)
+            conn.close()
+            idle = self._idle.get(identity)
+        slots.release()
+        return None
+
+    def _lend(self, conn: UpstreamConnection, use: Callable[[UpstreamConnection], T]) -> T:
+        """``use`` an acquired connection for one call, then release it (see :meth:`using`)."""
         try:
             return use(conn)
         except UpstreamError:
@@ -254,7 +285,7 @@ class UpstreamPool:
         ``known``: the method is in waggle's IDL (an unknown oneway call may be answered anyway: its connection
         is not reused).
         """
-        oneway = header.mtype == TMessageType.ONEWAY
+        oneway = header.mtype == _ONEWAY
         upstream = self.acquire(identity)
         try:
             if raw is None or upstream.wire.format.protocol is not protocol:
