@@ -203,6 +203,16 @@ def test_readme_documents_every_setting():
 
 
 def test_example_configs_in_conf_pass(tmp_path):
-    for fed in sorted((ROOT / "conf").glob("*federation*.yml")):
-        server = ROOT / "conf" / "waggle-server.yml"
-        load(str(server), str(fed))
+    import yaml
+
+    server = ROOT / "conf" / "waggle-server.yml"
+    examples = sorted((ROOT / "conf").glob("*federation*.yml"))
+    assert examples, "no example federation file in conf/"
+    for fed in examples:
+        cfg = load(str(server), str(fed))
+        written = yaml.safe_load(fed.read_text())
+        assert cfg.federation.primary.name == written["primary-meta-store"]["name"], fed
+        assert [m.name for m in cfg.federation.federated] == \
+            [m["name"] for m in written.get("federated-meta-stores") or []], fed
+        assert cfg.server.port == yaml.safe_load(server.read_text())["port"]
+        assert cfg.warnings == (), f"{fed}: {cfg.warnings}"
