@@ -10,11 +10,14 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, WaggleProcess, federation_yaml
-from faults import SlowLink
 from thrift.protocol.TCompactProtocol import TCompactProtocolAccelerated
 from thrift.transport.TSocket import TSocket
 from thrift.transport.TTransport import TFramedTransport
+
+from tests.support.env import ROOT
+from tests.support.faults import SlowLink
+from tests.support.federation import federation_yaml
+from tests.support.proxy import WaggleProcess
 
 WAGGLE = [sys.executable, "-m", "waggle"]
 

@@ -9,35 +9,26 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SECURE_TOKEN_RENEW_SECONDS as RENEW_SECONDS
-from conftest import WaggleProcess, hive2_client, secure_waggle_process, wait_for
 from hmsclient.genthrift.hive_metastore import ttypes as t
-from sasl_clients import digest_client, gssapi_client
 from thrift.transport.TTransport import TTransportException
 
+from tests.support.audit import audit_line
+from tests.support.clients import hive2_client
+from tests.support.kerberos import SECURE_TOKEN_RENEW_SECONDS as RENEW_SECONDS
+from tests.support.kerberos import secure_waggle_process
+from tests.support.proxy import WaggleProcess
+from tests.support.sasl_clients import digest_client, gssapi_client
+from tests.support.waits import wait_for
 from waggle.security.tokens import decode_token, encode_token
 
 pytestmark = [pytest.mark.integration, pytest.mark.kerberos]
 REFUSED = (TTransportException, OSError, EOFError)
-
-
-def audit_line(store: Any, pattern: str, timeout: float = 10.0) -> str:
-    regex = re.compile(pattern)
-    deadline = time.monotonic() + timeout
-    while True:
-        for line in store.log_path.read_text(errors="replace").splitlines():
-            if " audit: " in line and regex.search(line):
-                return line
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no audit line matching {pattern!r} in {store.log_path}")
-        time.sleep(0.1)
 
 
 def refusal(waggle: Any, text: str, timeout: float = 10.0) -> str:
@@ -153,8 +144,7 @@ def test_a_forged_token_is_refused(secure_waggle, kdc, tmp_path):
 
 
 def test_a_client_of_an_untrusted_realm_is_refused(secure_waggle, kdc, tmp_path):
-    from conftest import PARTNER_REALM
-
+    from tests.support.kerberos import PARTNER_REALM
     from waggle.local.kdc import LocalKdc
 
     with LocalKdc(tmp_path / "partner", realm=PARTNER_REALM) as partner:
@@ -254,8 +244,7 @@ def test_a_token_from_one_replica_works_on_another_and_a_cancel_reaches_both(sec
 
 
 def test_a_client_of_a_trusted_realm_gets_in_under_its_mapped_name(kdc, primary, tmp_path):
-    from conftest import PARTNER_REALM
-
+    from tests.support.kerberos import PARTNER_REALM
     from waggle.local.kdc import LocalKdc
 
     server = ("configuration-properties:\n  hive.metastore.sasl.enabled: true\n"

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 import gevent
-from memory_metastore import Harness, MemoryMetastore, elapsed, encode_call, failure, wait_until
 from thrift.Thrift import TApplicationException
 
+from tests.support.memory_metastore import Harness, MemoryMetastore, elapsed, encode_call, failure, wait_until
 from waggle.common import metrics
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.hms.gen.hive_metastore.ttypes import (

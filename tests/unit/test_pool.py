@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import gevent
 import pytest
-from memory_metastore import MemoryMetastore
 
+from tests.support.memory_metastore import MemoryMetastore
 from waggle.common.metrics import REGISTRY
 from waggle.config.model import HostPort, Limits, MetastoreConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
