@@ -112,24 +112,21 @@ def test_a_token_from_waggle_logs_in_over_digest_md5(secure_waggle, kdc, kerberi
     assert event["user"] == "alice" and event["mechanism"] == "DIGEST-MD5"
 
 
-def test_renewed_tokens_live_on_and_cancelled_or_expired_ones_do_not(secure_waggle, kdc, tmp_path):
+def test_renewed_tokens_log_in_and_cancelled_ones_do_not(secure_waggle, kdc, tmp_path):
+    """Issued, renewed and cancelled through a running waggle. When tokens expire is decided on an injected
+    clock, through the same front door and token service, in tests/unit/test_token_logins.py."""
     with as_user(secure_waggle, kdc, "alice", tmp_path) as c:
         kept = c.get_delegation_token("alice", "alice")
-        lapsed = c.get_delegation_token("alice", "alice")
         cancelled = c.get_delegation_token("alice", "alice")
         c.cancel_delegation_token(cancelled)
-        time.sleep(RENEW_SECONDS / 2)
+        asked = time.time()
         until = c.renew_delegation_token(kept)
-        assert until > (time.time() + RENEW_SECONDS / 2) * 1000
+        assert (asked + RENEW_SECONDS) * 1000 - 1 <= until <= (time.time() + RENEW_SECONDS) * 1000 + 1
     with pytest.raises(REFUSED), digest_client("127.0.0.1", secure_waggle.port, cancelled) as d:
         d.get_all_databases()
     refusal(secure_waggle, "was cancelled")
-    time.sleep(RENEW_SECONDS / 2 + 1)
     with digest_client("127.0.0.1", secure_waggle.port, kept) as d:
         assert "default" in d.get_all_databases()
-    with pytest.raises(REFUSED), digest_client("127.0.0.1", secure_waggle.port, lapsed) as d:
-        d.get_all_databases()
-    refusal(secure_waggle, "expired at")
 
 
 def test_a_forged_token_is_refused(secure_waggle, kdc, tmp_path):

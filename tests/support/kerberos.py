@@ -12,7 +12,8 @@ KERBEROS_PRINCIPALS = ("waggle/localhost", "hive/localhost", "alice", "bob")
 #: a second realm that trusts the session's (and is trusted by it), for cross-realm tests
 PARTNER_REALM = "PARTNER.TEST"
 
-#: how long waggle's delegation tokens live unless renewed (short, so expiry is testable)
+#: how long waggle's delegation tokens live unless renewed (expiry itself is tested on an injected clock:
+#: tests/unit/test_token_logins.py)
 SECURE_TOKEN_RENEW_SECONDS = 6
 
 
