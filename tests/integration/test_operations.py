@@ -21,7 +21,8 @@ from thrift.Thrift import TApplicationException
 from tests.support.clients import encode_call, hive2_client
 from tests.support.faults import SlowLink
 from tests.support.federation import prefixed
-from tests.support.proxy import WaggleProcess
+from tests.support.proxy import WaggleProcess, listening
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -153,7 +154,7 @@ def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary,
         # 3. remove a member while a call to it is in flight: the call finishes on the old configuration
         link.delay = 2.0
         caller = TableCall(proxy, "tel_telemetry", "events")
-        time.sleep(0.8)  # past set_ugi-free connect: the get_table is waiting on the slow link now
+        wait_for(lambda: link.holding("get_table"), 10.0, "the get_table waiting on the slow link")
         proxy.federation_file.write_text(prefixed(primary.uri, ("analytics", analytics.uri, "analytics_")))
         wait_generation(proxy, 4)
         table = caller.result()
@@ -260,9 +261,12 @@ def test_http_side_after_real_traffic_and_reloads_on_demand(primary, analytics, 
         assert request(proxy, "/nope")[0] == 404
 
         # hot-reload: false: an edit waits for SIGHUP or the admin call
+        # (no watcher started: it would have logged config.watching before serving this HTTP call, since the
+        # start-up logged federation.loaded and then starts the watcher, or not, without yielding)
+        wait_for(lambda: proxy.events("federation.loaded"), 10.0, "the start-up logged")
         proxy.federation_file.write_text(prefixed(primary.uri, ("analytics", analytics.uri, "an_")))
-        time.sleep(1.5)
         assert admin_view(proxy)["generation"] == 1
+        assert not proxy.events("config.watching")
         assert request(proxy, "/api/admin/reload", "POST")[0] == 401
         assert request(proxy, "/api/admin/reload", "POST", token="wrong-token-0123456789")[0] == 401
         assert request(proxy, "/api/admin/reload", "GET", token=token)[0] == 405
@@ -300,7 +304,7 @@ def test_limits_shed_load_with_a_clear_error(primary, analytics, ops, federation
         for link in links:
             link.delay = 2.0
         first = TableCall(proxy, "analytics_sales", "orders")
-        time.sleep(0.5)
+        wait_for(lambda: links[0].holding("get_table"), 10.0, "the first call waiting on analytics")
         with proxy.client() as c:
             started = time.monotonic()
             with pytest.raises(ttypes.MetaException) as busy:
@@ -310,7 +314,7 @@ def test_limits_shed_load_with_a_clear_error(primary, analytics, ops, federation
             assert "limits.max-calls-per-metastore" in busy.value.message
             assert c.get_database("default").name == "default"  # other metastores are not affected
             second = TableCall(proxy, "ops_telemetry", "events")
-            time.sleep(0.5)  # two calls in flight now: the limit
+            wait_for(lambda: links[1].holding("get_table"), 10.0, "the second call waiting on ops")  # two in flight
             with pytest.raises(ttypes.MetaException) as overloaded:
                 c.get_database("default")
             assert "waggle is overloaded" in overloaded.value.message
@@ -340,16 +344,17 @@ def test_sigterm_fails_readiness_first_then_drains_a_slow_call(primary, analytic
             c.get_table("analytics_sales", "orders")
         link.delay = 4.0
         caller = TableCall(proxy, "analytics_sales", "orders")
-        time.sleep(0.5)
+        wait_for(lambda: link.holding("get_table"), 10.0, "the slow call waiting on analytics")
         assert proxy.proc is not None
         signalled = time.monotonic()
         proxy.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)
+        wait_for(lambda: request(proxy, "/readyz")[0] == 503, 10.0, "readiness failed")
         status, body = request(proxy, "/readyz")
         assert (status, body["ready"], body["reason"]) == (503, False, "stopping")
         with proxy.client() as c:  # within shutdown-delay: still served, so clients can move away
             assert c.get_database("default").name == "default"
-        time.sleep(max(0.0, signalled + 2.5 - time.monotonic()))
+        wait_for(lambda: not listening(proxy.port), 10.0, "the listener closed")
+        assert time.monotonic() - signalled >= 2.0  # not before shutdown-delay
         with pytest.raises(OSError):  # then the listener is closed
             socket.create_connection(("127.0.0.1", proxy.port), timeout=1).close()
         assert caller.result().tableName == "orders"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from hmsclient.genthrift.hive_metastore import ttypes as t
 
-from tests.support.audit import audit_count
+from tests.support.audit import audit_count, audit_line
 from tests.support.clients import hive2_client
 from tests.support.federation import federation_yaml
 from tests.support.proxy import WaggleProcess
@@ -128,7 +128,10 @@ def test_a_link_is_read_only_and_a_refused_write_never_reaches_the_remote(remote
         with pytest.raises(t.MetaException, match="read-only"):
             c.drop_table(name, "orders", False)
         assert c.get_table(name, "orders").tableName == "orders"
-    time.sleep(0.5)
+        marker = unique("marker")
+        with pytest.raises(t.NoSuchObjectException):
+            c.get_table(name, marker)  # reaches analytics after anything the refused calls could have sent
+    audit_line(analytics, rf"get_table : db=sales tbl={marker}\b")
     assert audit_count(analytics, "cmd=source:127.0.0.1 create_table") == before
     assert audit_count(analytics, "drop_table") == drops
 

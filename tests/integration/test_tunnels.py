@@ -341,7 +341,7 @@ def test_killed_hop_fails_calls_in_flight_naming_the_hop_and_waggle_recovers_by_
 
             t = threading.Thread(target=in_flight)
             t.start()
-            time.sleep(1.0)
+            wait_for(lambda: slow.holding("get_table"), 10.0, "the call waiting on the slow member")
             h1.kill()  # the bastion dies, with every SSH session through it
             t.join(30)
             slow.delay = 0.0

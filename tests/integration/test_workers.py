@@ -268,7 +268,7 @@ def test_sigterm_drains_every_worker(tmp_path: Path, primary: Any) -> None:
         threads = [threading.Thread(target=slow_call, args=(i, c)) for i, (_, c) in enumerate(conns)]
         for t in threads:
             t.start()
-        time.sleep(0.5)
+        wait_for(lambda: link.held("get_database") >= len(conns), 10.0, "every call reached the slow link")
         assert proxy.proc is not None
         proxy.proc.send_signal(signal.SIGTERM)
         for t in threads:

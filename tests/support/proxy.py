@@ -136,3 +136,12 @@ def owner(proxy: WaggleProcess, client: Any, pids: list[int]) -> int:
     inode = next(r[9] for r in rows
                  if int(r[1].split(":")[1], 16) == proxy.port and int(r[2].split(":")[1], 16) == local)
     return next(pid for pid in pids if inode in _socket_inodes(pid))
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts TCP connections on ``port`` of 127.0.0.1 now."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
