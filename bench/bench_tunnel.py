@@ -3,7 +3,7 @@
     python bench/bench_tunnel.py [--rounds 1000] [--big-rounds 20] [--partitions 3000] [--connects 20]
 
 Starts a local Derby-backed Hive 2.3 metastore (Java 17 and pyspark needed) and two real OpenSSH sshd hops on
-127.0.0.2 and 127.0.0.3 (tests/sshd.py; root and openssh-server needed). Routes, measured in random order
+127.0.0.2 and 127.0.0.3 (tests/support/sshd.py; root and openssh-server needed). Routes, measured in random order
 each round:
 
 * **direct**: the metastore itself;
@@ -32,15 +32,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_proxy import DB, PREFIX, Route, measure, pct, seed, start_waggle, stop_processes
-from sshd import Sshd, free_port_on, keygen, write_known_hosts
 from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
 from thrift.transport.TSocket import TSocket
 from thrift.transport.TTransport import TBufferedTransport
 
+from tests.support.sshd import Sshd, free_port_on, keygen, write_known_hosts
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.local.client import hms_client
 from waggle.local.metastore import LocalMetastore

@@ -1,6 +1,6 @@
 """Runs SQL steps in Spark 3.5 with Apache Iceberg's runtime, a catalog named ``lake`` on a metastore URI.
 
-Run by ``tests/iceberg_spark.py`` under ``.venv-iceberg-spark``'s Python (its own pyspark), with one argument: a
+Run by ``tests/support/iceberg_spark.py`` under ``.venv-iceberg-spark``'s Python (its own pyspark), with one argument: a
 JSON file holding ``uri``, ``warehouse``, ``jars`` and ``steps`` (pairs of name and SQL). Prints ``RESULT`` and a
 JSON object: per step, its rows (as strings) or its error, and its duration. A failed step does not stop the others.
 """

@@ -6,15 +6,18 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, WaggleProcess, federation_yaml
-from faults import SlowLink
 from thrift.protocol.TCompactProtocol import TCompactProtocolAccelerated
 from thrift.transport.TSocket import TSocket
 from thrift.transport.TTransport import TFramedTransport
+
+from tests.support.env import ROOT
+from tests.support.faults import SlowLink
+from tests.support.federation import federation_yaml
+from tests.support.proxy import WaggleProcess, listening
+from tests.support.waits import wait_for
 
 WAGGLE = [sys.executable, "-m", "waggle"]
 
@@ -93,10 +96,10 @@ def test_sigterm_lets_the_call_in_flight_finish_then_exits_zero(primary, tmp_pat
     try:
         t = threading.Thread(target=slow_call)
         t.start()
-        time.sleep(0.7)  # the call is now waiting on the slow link
+        wait_for(lambda: link.holding("get_all_databases"), 10.0, "the call waiting on the slow link")
         assert proxy.proc is not None
         proxy.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)
+        wait_for(lambda: not listening(proxy.port), 10.0, "the listener closed")
         with pytest.raises(OSError):  # no longer accepting
             import socket
 

@@ -9,8 +9,9 @@ import textwrap
 import time
 
 import pytest
-from conftest import ROOT, hive2_client, java_available, require
 
+from tests.support.clients import hive2_client
+from tests.support.env import ROOT, java_available, require
 from waggle.local.metastore import free_port
 
 pytestmark = pytest.mark.integration

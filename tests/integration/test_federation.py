@@ -11,8 +11,10 @@ import re
 import time
 
 import pytest
-from conftest import hive2_client
 from hmsclient.genthrift.hive_metastore import ttypes
+
+from tests.support.audit import audit_text
+from tests.support.clients import hive2_client
 
 
 def test_listings_merge_every_member_and_hide_what_is_hidden(waggle, primary):
@@ -94,10 +96,6 @@ def test_mapped_tables_hide_unlisted_tables_everywhere(waggle):
         assert meta == {"visits", "page_home"}
 
 
-def _audit(store) -> str:
-    return store.log_path.read_text(errors="replace")
-
-
 def _table(db: str, name: str, location: str) -> ttypes.Table:
     sd = ttypes.StorageDescriptor(
         cols=[ttypes.FieldSchema("id", "int", None)], location=location,
@@ -122,7 +120,7 @@ def test_refused_write_never_reaches_the_member(waggle, analytics, tmp_path):
         assert "orders" in c.get_all_tables("analytics_sales")
         assert len(c.get_partition_names("analytics_sales", "daily", -1)) == 5
     # the metastore's own audit log records every call it receives; none of these reached it
-    audit = _audit(analytics)
+    audit = audit_text(analytics)
     assert marker not in audit
     assert not re.search(r"cmd=drop_table : db=sales tbl=orders", audit)
 

@@ -27,13 +27,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from conftest import WaggleProcess, encode_call, federation_yaml, hive2_client
 from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore as T
 from hmsclient.genthrift.hive_metastore import ttypes
 from thrift.protocol.TBinaryProtocol import TBinaryProtocol
 from thrift.protocol.TProtocol import TProtocolException
 from thrift.Thrift import TMessageType, TType
 from thrift.transport.TTransport import TMemoryBuffer, TTransportException
+
+from tests.support.clients import encode_call, hive2_client
+from tests.support.federation import federation_yaml
+from tests.support.proxy import WaggleProcess
 
 pytestmark = pytest.mark.integration
 

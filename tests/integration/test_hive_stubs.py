@@ -1,4 +1,4 @@
-"""The Hive 3.1 / Hive 4 stub metastores (tests/hive_stubs.py) over a real Hive 2.3 metastore."""
+"""The Hive 3.1 / Hive 4 stub metastores (tests/support/hive_stubs.py) over a real Hive 2.3 metastore."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from conftest import hive2_client
-from hive_stubs import Hive4StubMetastore, Hive31StubMetastore, HiveStubMetastore, RecordingTransport
 from thrift.protocol.TBinaryProtocol import TBinaryProtocol
 from thrift.Thrift import TApplicationException, TMessageType
 from thrift.transport.TSocket import TSocket
 from thrift.transport.TTransport import TBufferedTransport, TMemoryBuffer
 
+from tests.support.clients import hive2_client
+from tests.support.hive_stubs import Hive4StubMetastore, Hive31StubMetastore, HiveStubMetastore, RecordingTransport
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.hms.gen.hive_metastore.ttypes import (
     GetCatalogRequest,

@@ -9,8 +9,10 @@ import uuid
 from typing import Any
 
 import pytest
-from conftest import hive2_client, require
 
+from tests.support.audit import audit_text
+from tests.support.clients import hive2_client
+from tests.support.env import require
 from waggle.hms.gen.hive_metastore.ttypes import ShowLocksRequest
 
 pytestmark = pytest.mark.integration
@@ -42,10 +44,6 @@ def _schema() -> Any:
 def _locks(store: Any) -> list[Any]:
     with hive2_client(store.port) as c:
         return list(c.show_locks(ShowLocksRequest()).locks or [])
-
-
-def _audit(store: Any) -> str:
-    return str(store.log_path.read_text(errors="replace"))
 
 
 def test_pyiceberg_on_the_primary_namespaces_tables_appends_schema_rename_drop(waggle, primary, tmp_path):
@@ -110,7 +108,7 @@ def test_a_read_only_member_refuses_iceberg_writes_before_its_metastore_sees_the
 
     cat = _catalog(waggle, tmp_path)
     name = f"ice_{uuid.uuid4().hex[:8]}"
-    before = len(_audit(analytics))
+    before = len(audit_text(analytics))
     with pytest.raises(Exception) as refused:
         cat.create_table(f"analytics_sales.{name}", schema=_schema())
     message = str(refused.value)
@@ -118,7 +116,7 @@ def test_a_read_only_member_refuses_iceberg_writes_before_its_metastore_sees_the
     with pytest.raises((CommitFailedException, Exception)) as namespace_refused:
         cat.create_namespace(f"analytics_{name}")
     assert "analytics" in str(namespace_refused.value)
-    reached = _audit(analytics)[before:]
+    reached = audit_text(analytics)[before:]
     assert name not in reached
     assert "create_table" not in reached and "create_database" not in reached
 
@@ -167,9 +165,10 @@ def test_lock_refusals_and_a_member_dying_under_a_lock_give_clear_errors(primary
     metastore, and its connection goes on serving. A refused lock is a lock NOT_ACQUIRED with the reason (Iceberg's
     Java client retries every error from ``lock`` for minutes); ``check_lock`` and ``unlock`` declare no
     MetaException, so a dead member's error is a TApplicationException carrying the message."""
-    from conftest import WaggleProcess, federation_yaml
     from thrift.Thrift import TApplicationException
 
+    from tests.support.federation import federation_yaml
+    from tests.support.proxy import WaggleProcess
     from waggle.hms.gen.hive_metastore import ttypes as t
     from waggle.local.client import hms_client
     from waggle.local.metastore import LocalMetastore

@@ -7,7 +7,10 @@ import uuid
 from typing import Any
 
 import pytest
-from conftest import WaggleProcess, hive2_client, java_available, require
+
+from tests.support.clients import hive2_client
+from tests.support.env import java_available, require
+from tests.support.proxy import WaggleProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 TABLE = f"spark_ice_{uuid.uuid4().hex[:6]}"
@@ -37,7 +40,7 @@ def _writes(db: str) -> list[tuple[str, str]]:
 @pytest.fixture(scope="module")
 def spark_run(waggle: WaggleProcess, primary: Any, analytics: Any, tmp_path_factory: pytest.TempPathFactory
               ) -> dict[str, Any]:
-    import iceberg_spark
+    from tests.support import iceberg_spark
 
     require(java_available(), "Java 17 is needed for Spark")
     require(iceberg_spark.available(), "Spark with Iceberg's runtime is not prepared (scripts/iceberg_spark.sh)")

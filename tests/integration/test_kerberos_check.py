@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, WaggleProcess
 
+from tests.support.env import ROOT
+from tests.support.proxy import WaggleProcess
 from waggle.security.check import KeytabError, keytab_principals
 
 pytestmark = [pytest.mark.integration, pytest.mark.kerberos]

@@ -10,32 +10,22 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import WaggleProcess, java_available, require, secure_waggle_process
+
+from tests.support.audit import audit_lines
+from tests.support.env import java_available, require
+from tests.support.kerberos import secure_waggle_process
+from tests.support.proxy import WaggleProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.kerberos]
 HERE = Path(__file__).resolve().parent
 SPARK_TIMEOUT = 150
-
-
-def audit_lines(store: Any, pattern: str, timeout: float = 10.0) -> list[str]:
-    """The metastore's audit lines matching ``pattern`` (waiting a little for the first one)."""
-    regex = re.compile(pattern)
-    deadline = time.monotonic() + timeout
-    while True:
-        found = [line for line in store.log_path.read_text(errors="replace").splitlines()
-                 if " audit: " in line and regex.search(line)]
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.1)
 
 
 def run_kerberized_spark(kdc: Any, waggle: WaggleProcess, work: Path, queries: list[str],

@@ -3,32 +3,19 @@ ticket cache, DIGEST-MD5 with a delegation token) whose callers the metastore's 
 
 from __future__ import annotations
 
-import re
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import hive2_client
 from hmsclient.genthrift.hive_metastore import ttypes as t
-from sasl_clients import HadoopToken, digest_client, gssapi_client
 from thrift.transport.TTransport import TTransportException
 
+from tests.support.audit import audit_line
+from tests.support.clients import hive2_client
+from tests.support.sasl_clients import HadoopToken, digest_client, gssapi_client
+
 pytestmark = [pytest.mark.integration, pytest.mark.kerberos]
-
-
-def audit_line(store: Any, pattern: str, timeout: float = 10.0) -> str:
-    """The metastore's first audit line matching ``pattern`` (written as the call starts; allow for buffering)."""
-    regex = re.compile(pattern)
-    deadline = time.monotonic() + timeout
-    while True:
-        for line in store.log_path.read_text(errors="replace").splitlines():
-            if " audit: " in line and regex.search(line):
-                return line
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no audit line matching {pattern!r} in {store.log_path}")
-        time.sleep(0.1)
 
 
 def ticket_cache(kdc: Any, name: str, tmp_path: Path) -> str:
@@ -99,8 +86,7 @@ def test_only_proxy_users_get_tokens_for_others(kerberized_metastore, kdc, tmp_p
 
 
 def test_a_user_of_a_trusted_realm_reaches_the_metastore(kerberized_metastore, kdc, tmp_path):
-    from conftest import PARTNER_REALM
-
+    from tests.support.kerberos import PARTNER_REALM
     from waggle.local.kdc import LocalKdc
 
     with LocalKdc(tmp_path / "partner", realm=PARTNER_REALM) as partner:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import hive2_client
 from hmsclient.genthrift.hive_metastore import ttypes as t
+
+from tests.support.clients import hive2_client
 
 pytestmark = pytest.mark.integration
 

@@ -6,9 +6,11 @@ import threading
 import time
 
 import pytest
-from conftest import WaggleProcess, federation_yaml, hive2_client
 from hmsclient.genthrift.hive_metastore import ttypes
 
+from tests.support.clients import hive2_client
+from tests.support.federation import federation_yaml
+from tests.support.proxy import WaggleProcess
 from waggle.local.metastore import LocalMetastore
 from waggle.local.seed import ensure_database, ensure_table
 
@@ -53,7 +55,7 @@ def _eventually(check, within: float, step: float = 0.2):
 
 
 def test_member_killed_mid_run_and_a_slow_member(primary, analytics, federation_data, tmp_path):
-    from faults import SlowLink
+    from tests.support.faults import SlowLink
 
     flaky = LocalMetastore(tmp_path / "flaky").start().wait_ready()
     slow = SlowLink(analytics.port, delay=3.0)

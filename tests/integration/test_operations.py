@@ -15,24 +15,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import WaggleProcess, encode_call, hive2_client
-from faults import SlowLink
 from hmsclient.genthrift.hive_metastore import ttypes
 from thrift.Thrift import TApplicationException
+
+from tests.support.clients import encode_call, hive2_client
+from tests.support.faults import SlowLink
+from tests.support.federation import prefixed
+from tests.support.proxy import WaggleProcess, listening
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.integration
 
 PREFIXED = "database-resolution: PREFIXED\nlogging:\n  format: json\n"
-
-
-def federation(primary_uri: str, *members: tuple[str, str, str], extra: str = "") -> str:
-    """A PREFIXED federation: the primary, then (name, uri, prefix) members."""
-    text = f"primary-meta-store:\n  name: primary\n  remote-meta-store-uris: {primary_uri}\n"
-    if members:
-        text += "federated-meta-stores:\n" + "".join(
-            f"- name: {name}\n  remote-meta-store-uris: {uri}\n  database-prefix: {prefix}\n"
-            for name, uri, prefix in members)
-    return text + extra
 
 
 class CallLoop(threading.Thread):
@@ -113,7 +107,7 @@ def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary,
                                                                           tmp_path):
     link = SlowLink(ops.port, delay=0)
     ops_uri = f"thrift://127.0.0.1:{link.port}"
-    proxy = WaggleProcess(tmp_path, federation(primary.uri), PREFIXED).start()
+    proxy = WaggleProcess(tmp_path, prefixed(primary.uri), PREFIXED).start()
     loops: list[CallLoop] = []
     stack = contextlib.ExitStack()
     try:
@@ -122,7 +116,7 @@ def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary,
         assert admin_view(proxy)["generation"] == 1
 
         # 1. add two federated members
-        proxy.federation_file.write_text(federation(primary.uri, ("analytics", analytics.uri, "analytics_"),
+        proxy.federation_file.write_text(prefixed(primary.uri, ("analytics", analytics.uri, "analytics_"),
                                                     ("ops", ops_uri, "ops_")))
         view = wait_generation(proxy, 2)
         assert [m["name"] for m in view["metastores"]] == ["primary", "analytics", "ops"]
@@ -136,7 +130,7 @@ def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary,
         assert added["keep_pools"] == ["primary"] and added["open_pools"] == ["analytics", "ops"]
 
         # 2. change a prefix: the same metastore, new names; every pool is kept
-        proxy.federation_file.write_text(federation(primary.uri, ("analytics", analytics.uri, "analytics_"),
+        proxy.federation_file.write_text(prefixed(primary.uri, ("analytics", analytics.uri, "analytics_"),
                                                     ("ops", ops_uri, "tel_")))
         wait_generation(proxy, 3)
         with proxy.client() as c:
@@ -160,8 +154,8 @@ def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary,
         # 3. remove a member while a call to it is in flight: the call finishes on the old configuration
         link.delay = 2.0
         caller = TableCall(proxy, "tel_telemetry", "events")
-        time.sleep(0.8)  # past set_ugi-free connect: the get_table is waiting on the slow link now
-        proxy.federation_file.write_text(federation(primary.uri, ("analytics", analytics.uri, "analytics_")))
+        wait_for(lambda: link.holding("get_table"), 10.0, "the get_table waiting on the slow link")
+        proxy.federation_file.write_text(prefixed(primary.uri, ("analytics", analytics.uri, "analytics_")))
         wait_generation(proxy, 4)
         table = caller.result()
         assert table.tableName == "events" and table.dbName == "tel_telemetry"
@@ -179,7 +173,7 @@ def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary,
             direct.unlock(ttypes.UnlockRequest(lockid=lock.lockid))
 
         # 4. an invalid edit is rejected, named, counted; the running configuration keeps serving
-        invalid = federation(primary.uri, ("analytics", analytics.uri, "analytics_"),
+        invalid = prefixed(primary.uri, ("analytics", analytics.uri, "analytics_"),
                              extra="  access-control-type: READ_SOMETIMES\n")
         proxy.federation_file.write_text(invalid)
         deadline = time.monotonic() + 20
@@ -222,7 +216,7 @@ def test_http_side_after_real_traffic_and_reloads_on_demand(primary, analytics, 
     token_file.write_text(token + "\n")
     gone = f"thrift://127.0.0.1:{free_port()}"  # nobody listens there
     members = (("analytics", analytics.uri, "analytics_"), ("gone", gone, "gone_"))
-    proxy = WaggleProcess(tmp_path, federation(primary.uri, *members),
+    proxy = WaggleProcess(tmp_path, prefixed(primary.uri, *members),
                           PREFIXED + f"hot-reload: false\ndown-member-retry: 1\nadmin:\n  token-file: {token_file}\n"
                           ).start()
     try:
@@ -267,9 +261,12 @@ def test_http_side_after_real_traffic_and_reloads_on_demand(primary, analytics, 
         assert request(proxy, "/nope")[0] == 404
 
         # hot-reload: false: an edit waits for SIGHUP or the admin call
-        proxy.federation_file.write_text(federation(primary.uri, ("analytics", analytics.uri, "an_")))
-        time.sleep(1.5)
+        # (no watcher started: it would have logged config.watching before serving this HTTP call, since the
+        # start-up logged federation.loaded and then starts the watcher, or not, without yielding)
+        wait_for(lambda: proxy.events("federation.loaded"), 10.0, "the start-up logged")
+        proxy.federation_file.write_text(prefixed(primary.uri, ("analytics", analytics.uri, "an_")))
         assert admin_view(proxy)["generation"] == 1
+        assert not proxy.events("config.watching")
         assert request(proxy, "/api/admin/reload", "POST")[0] == 401
         assert request(proxy, "/api/admin/reload", "POST", token="wrong-token-0123456789")[0] == 401
         assert request(proxy, "/api/admin/reload", "GET", token=token)[0] == 405
@@ -277,7 +274,7 @@ def test_http_side_after_real_traffic_and_reloads_on_demand(primary, analytics, 
         assert status == 200 and body == {"reloaded": True, "generation": 2, "problems": []}
         with proxy.client() as c:
             assert c.get_table("an_sales", "orders").dbName == "an_sales"
-        proxy.federation_file.write_text(federation(primary.uri, ("analytics", analytics.uri, "analytics_")))
+        proxy.federation_file.write_text(prefixed(primary.uri, ("analytics", analytics.uri, "analytics_")))
         assert proxy.proc is not None
         proxy.proc.send_signal(signal.SIGHUP)
         wait_generation(proxy, 3)
@@ -298,7 +295,7 @@ def test_limits_shed_load_with_a_clear_error(primary, analytics, ops, federation
     links = [SlowLink(analytics.port, delay=0), SlowLink(ops.port, delay=0)]
     members = (("analytics", f"thrift://127.0.0.1:{links[0].port}", "analytics_"),
                ("ops", f"thrift://127.0.0.1:{links[1].port}", "ops_"))
-    proxy = WaggleProcess(tmp_path, federation(primary.uri, *members), PREFIXED + (
+    proxy = WaggleProcess(tmp_path, prefixed(primary.uri, *members), PREFIXED + (
         "limits:\n  max-calls-per-metastore: 1\n  max-in-flight-calls: 2\n  queue-wait-ms: 200\n")).start()
     try:
         with proxy.client() as c:  # warm the pools
@@ -307,7 +304,7 @@ def test_limits_shed_load_with_a_clear_error(primary, analytics, ops, federation
         for link in links:
             link.delay = 2.0
         first = TableCall(proxy, "analytics_sales", "orders")
-        time.sleep(0.5)
+        wait_for(lambda: links[0].holding("get_table"), 10.0, "the first call waiting on analytics")
         with proxy.client() as c:
             started = time.monotonic()
             with pytest.raises(ttypes.MetaException) as busy:
@@ -317,7 +314,7 @@ def test_limits_shed_load_with_a_clear_error(primary, analytics, ops, federation
             assert "limits.max-calls-per-metastore" in busy.value.message
             assert c.get_database("default").name == "default"  # other metastores are not affected
             second = TableCall(proxy, "ops_telemetry", "events")
-            time.sleep(0.5)  # two calls in flight now: the limit
+            wait_for(lambda: links[1].holding("get_table"), 10.0, "the second call waiting on ops")  # two in flight
             with pytest.raises(ttypes.MetaException) as overloaded:
                 c.get_database("default")
             assert "waggle is overloaded" in overloaded.value.message
@@ -338,7 +335,7 @@ def test_limits_shed_load_with_a_clear_error(primary, analytics, ops, federation
 
 def test_sigterm_fails_readiness_first_then_drains_a_slow_call(primary, analytics, federation_data, tmp_path):
     link = SlowLink(analytics.port, delay=0)
-    proxy = WaggleProcess(tmp_path, federation(primary.uri, ("analytics", f"thrift://127.0.0.1:{link.port}",
+    proxy = WaggleProcess(tmp_path, prefixed(primary.uri, ("analytics", f"thrift://127.0.0.1:{link.port}",
                                                              "analytics_")),
                           PREFIXED + "shutdown-delay: 2\nthrift-server-stop-timeout-val-in-seconds: 20\n").start()
     try:
@@ -347,16 +344,17 @@ def test_sigterm_fails_readiness_first_then_drains_a_slow_call(primary, analytic
             c.get_table("analytics_sales", "orders")
         link.delay = 4.0
         caller = TableCall(proxy, "analytics_sales", "orders")
-        time.sleep(0.5)
+        wait_for(lambda: link.holding("get_table"), 10.0, "the slow call waiting on analytics")
         assert proxy.proc is not None
         signalled = time.monotonic()
         proxy.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)
+        wait_for(lambda: request(proxy, "/readyz")[0] == 503, 10.0, "readiness failed")
         status, body = request(proxy, "/readyz")
         assert (status, body["ready"], body["reason"]) == (503, False, "stopping")
         with proxy.client() as c:  # within shutdown-delay: still served, so clients can move away
             assert c.get_database("default").name == "default"
-        time.sleep(max(0.0, signalled + 2.5 - time.monotonic()))
+        wait_for(lambda: not listening(proxy.port), 10.0, "the listener closed")
+        assert time.monotonic() - signalled >= 2.0  # not before shutdown-delay
         with pytest.raises(OSError):  # then the listener is closed
             socket.create_connection(("127.0.0.1", proxy.port), timeout=1).close()
         assert caller.result().tableName == "orders"
@@ -381,7 +379,7 @@ def test_manual_federation_reloads_from_a_kubernetes_style_configmap_swap(primar
         (mount / "..data_tmp").symlink_to(f"..v{version}")
         os.replace(mount / "..data_tmp", mount / "..data")
 
-    publish(1, federation(primary.uri))
+    publish(1, prefixed(primary.uri))
     (mount / "federation.yml").symlink_to("..data/federation.yml")
     proxy = WaggleProcess(tmp_path, "", "logging:\n  format: json\n")  # MANUAL resolution
     proxy.federation_file = mount / "federation.yml"
@@ -391,7 +389,7 @@ def test_manual_federation_reloads_from_a_kubernetes_style_configmap_swap(primar
         loop.start()
         with proxy.client() as c, pytest.raises(ttypes.NoSuchObjectException):
             c.get_database("telemetry")
-        publish(2, federation(primary.uri, ("ops", ops.uri, "ops_")))
+        publish(2, prefixed(primary.uri, ("ops", ops.uri, "ops_")))
         wait_generation(proxy, 2)
         with proxy.client() as c:  # the new member's databases were listed before the swap
             assert c.get_database("telemetry").name == "telemetry"

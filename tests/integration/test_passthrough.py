@@ -7,13 +7,13 @@ import socket
 import time
 
 import pytest
-from conftest import hive2_client
 from hmsclient.genthrift.hive_metastore import ttypes
 from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
 from thrift.Thrift import TApplicationException, TMessageType
 from thrift.transport.TSocket import TSocket
 from thrift.transport.TTransport import TBufferedTransport
 
+from tests.support.clients import hive2_client
 from waggle.local.seed import ensure_database, ensure_partitioned_table, ensure_table
 
 pytestmark = pytest.mark.integration
@@ -179,8 +179,9 @@ def test_set_ugi_identity_reaches_the_metastore(primary, waggle, seeded):
 
 def test_upstream_connections_are_pooled_across_clients(primary, tmp_path):
     """40 short client connections, two identities: the metastore sees one connection per identity."""
-    from conftest import WaggleProcess, federation_yaml
-    from faults import SlowLink
+    from tests.support.faults import SlowLink
+    from tests.support.federation import federation_yaml
+    from tests.support.proxy import WaggleProcess
 
     link = SlowLink(primary.port, delay=0.0)  # a plain relay that counts the connections it accepts
     proxy = WaggleProcess(tmp_path, federation_yaml(f"thrift://127.0.0.1:{link.port}")).start()
@@ -232,7 +233,9 @@ def test_one_structured_log_line_per_call_at_debug(waggle, seeded):
 
 
 def test_connections_beyond_the_limit_are_refused_with_a_clear_error(primary, tmp_path):
-    from conftest import WaggleProcess, federation_yaml, wait_for
+    from tests.support.federation import federation_yaml
+    from tests.support.proxy import WaggleProcess
+    from tests.support.waits import wait_for
 
     proxy = WaggleProcess(tmp_path, federation_yaml(primary.uri), "max-connections: 1\n").start()
     try:

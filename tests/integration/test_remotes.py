@@ -17,8 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import WaggleProcess, hive2_client
 from hmsclient.genthrift.hive_metastore import ttypes as t
+
+from tests.support.audit import audit_count, audit_line
+from tests.support.clients import hive2_client
+from tests.support.federation import federation_yaml
+from tests.support.proxy import WaggleProcess
 
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).resolve().parent
@@ -33,13 +37,12 @@ logging:
 
 
 def federation(primary: Any, analytics: Any, ops: Any) -> str:
-    return (f"primary-meta-store:\n  name: primary\n  remote-meta-store-uris: {primary.uri}\n"
-            "  access-control-type: READ_AND_WRITE_AND_CREATE\n"
-            "federated-meta-stores:\n"
-            f"  - name: analytics\n    remote-meta-store-uris: {analytics.uri}\n"
-            f"  - name: ops\n    remote-meta-store-uris: {ops.uri}\n"
-            "    access-control-type: READ_AND_WRITE_ON_DATABASE_WHITELIST\n"
-            "    writable-database-white-list: [sales]\n    mapped-databases: [sales, scratch, linky]\n")
+    return federation_yaml(primary.uri,
+                           "federated-meta-stores:\n"
+                           f"  - name: analytics\n    remote-meta-store-uris: {analytics.uri}\n"
+                           f"  - name: ops\n    remote-meta-store-uris: {ops.uri}\n"
+                           "    access-control-type: READ_AND_WRITE_ON_DATABASE_WHITELIST\n"
+                           "    writable-database-white-list: [sales]\n    mapped-databases: [sales, scratch, linky]\n")
 
 
 @pytest.fixture(scope="module")
@@ -78,11 +81,6 @@ def spark_sql(waggle: Any, tmp_path: Path, *queries: str) -> list[list[list[str]
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, f"Spark failed:\n{done.stderr[-4000:]}\nwaggle:\n{waggle.log()[-3000:]}"
     return list(json.loads(lines[-1][len("RESULT "):]))
-
-
-def audit_count(store: Any, text: str) -> int:
-    return sum(1 for line in store.log_path.read_text(errors="replace").splitlines()
-               if " audit: " in line and text in line)
 
 
 @pytest.mark.spark
@@ -130,7 +128,10 @@ def test_a_link_is_read_only_and_a_refused_write_never_reaches_the_remote(remote
         with pytest.raises(t.MetaException, match="read-only"):
             c.drop_table(name, "orders", False)
         assert c.get_table(name, "orders").tableName == "orders"
-    time.sleep(0.5)
+        marker = unique("marker")
+        with pytest.raises(t.NoSuchObjectException):
+            c.get_table(name, marker)  # reaches analytics after anything the refused calls could have sent
+    audit_line(analytics, rf"get_table : db=sales tbl={marker}\b")
     assert audit_count(analytics, "cmd=source:127.0.0.1 create_table") == before
     assert audit_count(analytics, "drop_table") == drops
 

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import hive2_client
-from spark_sql_suite import run_suite
 
+from tests.integration.spark_sql_suite import run_suite
+from tests.support.clients import hive2_client
 from waggle.local.seed import ensure_database, ensure_table
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

@@ -20,9 +20,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import ROOT, federation_yaml, java_available, require
-from hive_stubs import HiveStubMetastore
 
+from tests.support.env import ROOT, java_available, require
+from tests.support.federation import federation_yaml
+from tests.support.hive_stubs import HiveStubMetastore
 from waggle.hms.methods import METHODS, Access
 from waggle.local.client import hms_client
 from waggle.local.seed import ensure_database, ensure_partitioned_table, ensure_table, ensure_view

@@ -10,10 +10,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import federation_yaml, java_available, require
-from hive_stubs import HiveStubMetastore
 from test_sync import SyncEnv, table_report
 
+from tests.support.env import java_available, require
+from tests.support.federation import federation_yaml
+from tests.support.hive_stubs import HiveStubMetastore
 from waggle.local.client import hms_client
 from waggle.local.seed import ensure_database
 
@@ -158,7 +159,7 @@ def test_a_copy_stands_alone_reruns_copy_only_new_files_and_bad_tables_fail_alon
 def test_a_copy_of_a_table_spark_wrote_with_position_deletes_stands_alone(env: SyncEnv, tmp_path: Path) -> None:
     """Spark with Iceberg's runtime writes the source (merge-on-read: deletes and updates leave position-delete
     files naming data files by absolute path); the copy reads the same rows once the source is deleted."""
-    import iceberg_spark
+    from tests.support import iceberg_spark
 
     require(java_available(), "Java 17 is needed for Spark")
     require(iceberg_spark.available(), "Spark with Iceberg's runtime is not prepared (scripts/iceberg_spark.sh)")

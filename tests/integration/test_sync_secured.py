@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, java_available, require
-from sshd import Sshd, free_port_on, keygen, sshd_available, write_known_hosts
-from tls_certs import Certs, make_certs
 
+from tests.support.env import ROOT, java_available, require
+from tests.support.sshd import Sshd, free_port_on, keygen, sshd_available, write_known_hosts
+from tests.support.tls_certs import Certs, make_certs
 from waggle.config.loader import load
 from waggle.local.metastore import KerberosSetup, LocalMetastore, TlsSetup
 from waggle.local.seed import ensure_database, ensure_partitioned_table, ensure_table

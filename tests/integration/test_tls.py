@@ -16,13 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import WaggleProcess, encode_call, federation_yaml, hive2_client, java_available, require
 from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore, ttypes
 from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
 from thrift.transport.TSocket import TSocket
 from thrift.transport.TTransport import TBufferedTransport, TTransportException
-from tls_certs import Certs, make_certs
 
+from tests.support.clients import encode_call, hive2_client
+from tests.support.env import java_available, require
+from tests.support.federation import federation_yaml
+from tests.support.proxy import WaggleProcess
+from tests.support.tls_certs import Certs, make_certs
+from tests.support.waits import wait_for
 from waggle.local.metastore import LocalMetastore, TlsSetup
 
 pytestmark = pytest.mark.integration
@@ -64,15 +68,6 @@ def refused(port: int, ca: Path | None, cert: Any = None) -> str:
     pytest.fail("the TLS client was served")
 
 
-def wait_for(check: Any, within: float = 10.0) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        found = check()
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.1)
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     return make_certs(tmp_path_factory.mktemp("certs"))
@@ -83,7 +78,7 @@ def tls_metastores(certs: Certs, tmp_path_factory: pytest.TempPathFactory) -> It
     """Two real Hive 2.3 metastores serving TLS, started in parallel: ``secure`` with a certificate for
     localhost and 127.0.0.1, ``elsewhere`` with one for metastore.elsewhere.test. Each holds ``tls_only``."""
     require(java_available(), "Java 17 is needed to run the local Hive metastores")
-    from tls_certs import pkcs12
+    from tests.support.tls_certs import pkcs12
 
     root = tmp_path_factory.mktemp("tls-metastores")
     elsewhere_keystore = pkcs12(certs.elsewhere, root / "elsewhere.p12", ca=certs.ca)
@@ -142,7 +137,7 @@ def test_front_door_refuses_a_client_that_trusts_another_ca(tls_waggle: WagglePr
     why = refused(tls_waggle.port, certs.other_ca)
     assert "CERTIFICATE_VERIFY_FAILED" in why
     events = wait_for(lambda: [e for e in tls_waggle.events("client.unauthenticated", since)
-                               if "UNKNOWN_CA" in e["reason"]])
+                               if "UNKNOWN_CA" in e["reason"]], 10.0, lambda: tls_waggle.log()[since:])
     assert events, tls_waggle.log()[since:]
     assert events[0]["reason"].startswith("TLS handshake failed"), events[0]
     assert (tls_waggle.metric("waggle_client_auth_failures_total", kind="tls") or 0.0) >= failures + 1
@@ -166,7 +161,7 @@ def test_front_door_gives_a_plain_client_nothing(tls_waggle: WaggleProcess) -> N
     assert not received or received[0] == 21, received[:40]
     with pytest.raises((TTransportException, OSError)), hive2_client(tls_waggle.port, timeout=10) as c:
         c.get_all_databases()
-    events = wait_for(lambda: tls_waggle.events("client.unauthenticated", since))
+    events = wait_for(lambda: tls_waggle.events("client.unauthenticated", since), 10.0)
     assert events and all(e["reason"].startswith("TLS handshake failed") for e in events), events
 
 
@@ -176,12 +171,12 @@ def test_mutual_tls_needs_a_client_certificate(primary: Any, certs: Certs, tmp_p
         since = len(proc.log())
         refused(proc.port, certs.ca)
         events = wait_for(lambda: [e for e in proc.events("client.unauthenticated", since)
-                                   if "CERTIFICATE" in e["reason"]])
+                                   if "CERTIFICATE" in e["reason"]], 10.0, lambda: proc.log()[since:])
         assert events, proc.log()[since:]
         with tls_client(proc.port, certs.ca, cert=certs.client) as c:
             assert "default" in c.get_all_databases()
         # a certificate from another CA is refused too
-        from tls_certs import issue, make_ca
+        from tests.support.tls_certs import issue, make_ca
 
         _, _, other_cert, other_key = make_ca(tmp_path, "stranger-ca")
         stranger = issue(tmp_path, "stranger", other_cert, other_key, "mallory", client=True)
@@ -263,7 +258,7 @@ def test_hive_use_ssl_key_without_a_certificate_is_an_error(primary: Any, tmp_pa
     import subprocess
     import sys
 
-    from conftest import ROOT
+    from tests.support.env import ROOT
 
     server = tmp_path / "server.yml"
     server.write_text("port: 0\nconfiguration-properties:\n  hive.metastore.use.SSL: true\n")

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import java_available, require
 
+from tests.support.env import java_available, require
 from waggle.local.metastore import java_executable, pyspark_jars_dir
 from waggle.security.digest import DigestClient, DigestServer
 from waggle.security.principals import AuthToLocal, NoMatchingRule

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, federation_yaml, java_available, require
 from thrift.transport.TTransport import TTransportException
 
+from tests.support.env import ROOT, java_available, require
+from tests.support.federation import federation_yaml
 from waggle.config.loader import load
 from waggle.config.model import ProtocolKind, TransportKind
 from waggle.local.client import hms_client

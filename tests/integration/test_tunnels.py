@@ -29,9 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, WaggleProcess, federation_yaml, hive2_client, java_available, owner, require, wait_for
-from faults import BlackHole, SlowLink
-from sshd import Sshd, free_port_on, keygen, sshd_available, write_known_hosts
+
+from tests.support.clients import hive2_client
+from tests.support.env import ROOT, java_available, require
+from tests.support.faults import BlackHole, SlowLink
+from tests.support.federation import federation_yaml
+from tests.support.proxy import WaggleProcess, owner
+from tests.support.sshd import Sshd, free_port_on, keygen, sshd_available, write_known_hosts
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).resolve().parent
@@ -148,8 +153,7 @@ def test_many_concurrent_clients_through_the_tunnel_while_the_primary_stays_fast
     """Clients in another process hammer the tunnelled member while this one times the primary."""
     load = textwrap.dedent(f"""\
         import sys, threading, time, json
-        sys.path.insert(0, {str(ROOT / 'tests')!r})
-        from conftest import hive2_client
+        from tests.support.clients import hive2_client  # run from the project root
         from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore  # imported once, not by 24 threads
         calls, errors = [0], []
         def run():
@@ -172,7 +176,7 @@ def test_many_concurrent_clients_through_the_tunnel_while_the_primary_stays_fast
             t0 = time.perf_counter()
             c.get_database("default")
             baseline.append(time.perf_counter() - t0)
-        loader = subprocess.Popen([sys.executable, "-c", load], stdout=subprocess.PIPE, text=True)
+        loader = subprocess.Popen([sys.executable, "-c", load], stdout=subprocess.PIPE, text=True, cwd=ROOT)
         time.sleep(1.0)  # the load is running
         loaded = []
         while loader.poll() is None and len(loaded) < 3000:
@@ -337,7 +341,7 @@ def test_killed_hop_fails_calls_in_flight_naming_the_hop_and_waggle_recovers_by_
 
             t = threading.Thread(target=in_flight)
             t.start()
-            time.sleep(1.0)
+            wait_for(lambda: slow.holding("get_table"), 10.0, "the call waiting on the slow member")
             h1.kill()  # the bastion dies, with every SSH session through it
             t.join(30)
             slow.delay = 0.0

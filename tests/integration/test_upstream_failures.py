@@ -6,10 +6,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import WaggleProcess, federation_yaml
-from faults import BlackHole, HangUp
 from hmsclient.genthrift.hive_metastore import ttypes
 
+from tests.support.faults import BlackHole, HangUp
+from tests.support.federation import federation_yaml
+from tests.support.proxy import WaggleProcess
 from waggle.local.metastore import LocalMetastore, free_port
 
 pytestmark = pytest.mark.integration
@@ -105,8 +106,9 @@ def test_metastore_killed_and_restarted(tmp_path):
 def test_metastore_failing_in_the_middle_of_a_streamed_reply_closes_only_that_client(tmp_path):
     """Half a reply has reached the client: it cannot be answered any more, so its connection is closed
     (Hive clients reconnect and retry); waggle goes on serving."""
-    from faults import TruncatedReply
     from thrift.transport.TTransport import TTransportException
+
+    from tests.support.faults import TruncatedReply
 
     peer = TruncatedReply()
     # PREFIXED: no database listing at start, which would find this metastore broken before the call

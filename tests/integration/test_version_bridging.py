@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CompatFederation, hive2_client, release_client
-from hive_stubs import RecordingTransport
 from thrift.protocol.TBinaryProtocol import TBinaryProtocol
 from thrift.Thrift import TApplicationException, TMessageType, TType
 from thrift.transport.TSocket import TSocket
 from thrift.transport.TTransport import TBufferedTransport
 
+from tests.support.clients import hive2_client, release_client
+from tests.support.compat import CompatFederation
+from tests.support.hive_stubs import RecordingTransport
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as W
 
 HERE = Path(__file__).resolve().parent

@@ -14,27 +14,25 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import WaggleProcess, hive2_client, owner, wait_for
-from faults import SlowLink
 from hmsclient.genthrift.hive_metastore import ttypes
+
+from tests.support.clients import hive2_client
+from tests.support.faults import SlowLink
+from tests.support.federation import prefixed
+from tests.support.proxy import WaggleProcess, owner
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.integration
 
 SERVER = "logging:\n  format: json\n"
 
 
-def federation(primary_uri: str, *members: tuple[str, str, str]) -> str:
-    text = f"primary-meta-store:\n  name: primary\n  remote-meta-store-uris: {primary_uri}\n" \
-           f"  access-control-type: READ_AND_WRITE_AND_CREATE\n"
-    if members:
-        text += "federated-meta-stores:\n" + "".join(
-            f"- name: {name}\n  remote-meta-store-uris: {uri}\n  database-prefix: {prefix}\n"
-            for name, uri, prefix in members)
-    return text
+federation = partial(prefixed, access="READ_AND_WRITE_AND_CREATE")
 
 
 def health(proxy: WaggleProcess) -> dict[str, Any]:
@@ -270,7 +268,7 @@ def test_sigterm_drains_every_worker(tmp_path: Path, primary: Any) -> None:
         threads = [threading.Thread(target=slow_call, args=(i, c)) for i, (_, c) in enumerate(conns)]
         for t in threads:
             t.start()
-        time.sleep(0.5)
+        wait_for(lambda: link.held("get_database") >= len(conns), 10.0, "every call reached the slow link")
         assert proxy.proc is not None
         proxy.proc.send_signal(signal.SIGTERM)
         for t in threads:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import encode_call
 from thrift.Thrift import TMessageType
 
+from tests.support.clients import encode_call
 from waggle.config.loader import ConfigError, load
 from waggle.hms.bridges import (
     BRIDGES,

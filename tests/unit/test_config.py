@@ -230,11 +230,17 @@ def test_readme_documents_every_setting():
         assert f"`{setting.key}`" in readme, f"README does not document {setting.key}"
 
 
-def test_example_configs_in_conf_pass():
+def test_example_configs_in_conf_pass(tmp_path):
+    import yaml
+
     server = ROOT / "conf" / "waggle-server.yml"
-    federations = sorted((ROOT / "conf").glob("*federation*.yml"))
-    assert federations, "no example federation file in conf/"
-    for fed in federations:
+    examples = sorted((ROOT / "conf").glob("*federation*.yml"))
+    assert examples, "no example federation file in conf/"
+    for fed in examples:
         cfg = load(str(server), str(fed))
-        assert cfg.warnings == (), f"{fed.name}: {cfg.warnings}"  # every key of the examples is implemented
-        assert cfg.federation.primary.name and cfg.federation.federated, fed.name
+        written = yaml.safe_load(fed.read_text())
+        assert cfg.federation.primary.name == written["primary-meta-store"]["name"], fed
+        assert [m.name for m in cfg.federation.federated] == \
+            [m["name"] for m in written.get("federated-meta-stores") or []], fed
+        assert cfg.server.port == yaml.safe_load(server.read_text())["port"]
+        assert cfg.warnings == (), f"{fed}: {cfg.warnings}"

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, require
+
+from tests.support.env import ROOT, require
 
 DOCKERFILE = ROOT / "Dockerfile"
 CHART = ROOT / "helm" / "waggle"

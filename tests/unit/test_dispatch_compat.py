@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from memory_metastore import HIVE2_MISSING, HIVE4_0_1_MISSING, Harness, MemoryMetastore
-
+from tests.support.memory_metastore import HIVE2_MISSING, HIVE4_0_1_MISSING, Harness, MemoryMetastore
 from waggle.hms.gen.hive_metastore.ttypes import GetDatabaseRequest, NoSuchObjectException
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from memory_metastore import Harness, MemoryMetastore, elapsed, failure
-
+from tests.support.memory_metastore import Harness, MemoryMetastore, elapsed, failure
 from waggle.hms.gen.hive_metastore.ttypes import MetaException, NoSuchObjectException
 
 FAN_OUT_TIMEOUT = 0.2  # seconds: the harness's fan-out-timeout

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from memory_metastore import Harness, MemoryMetastore, failure
 from thrift.Thrift import TApplicationException
 
+from tests.support.memory_metastore import Harness, MemoryMetastore, failure
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore.ttypes import Database, MetaException, NoSuchObjectException, Table
 

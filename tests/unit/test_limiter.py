@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gevent
 
+from tests.support.waits import wait_until
 from waggle.common.limiter import Limiter
 
 
@@ -28,7 +29,7 @@ def test_a_limit_resized_while_work_is_in_progress():
     assert limiter.acquire(0)
     assert not limiter.acquire(0.05)  # full: refused after the wait
     waiter = gevent.spawn(limiter.acquire, 5)
-    gevent.sleep(0.01)
+    wait_until(lambda: limiter._waiters)  # waiting now
     limiter.limit = 2  # raised by a reload: the one waiting fits now, without anyone releasing
     assert waiter.get(timeout=1) is True and limiter.busy == 2
     limiter.limit = 1  # lowered: the two admitted finish; nobody new until below it

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 
 import gevent
 import pytest
-from memory_metastore import MemoryMetastore
 
+from tests.support.memory_metastore import MemoryMetastore
+from tests.support.waits import wait_until
 from waggle.common.metrics import REGISTRY
 from waggle.config.model import HostPort, Limits, MetastoreConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
@@ -205,9 +206,10 @@ def test_idle_connections_beyond_the_recent_peak_are_closed_after_the_idle_timeo
         # the load drops to two callers: the burst's other connections go once unused for the timeout
         run_callers(pool, 2, seconds=4 * timeout)
         assert pool.idle_count() == 2 and pool.opened == 20  # the two callers' connections were never reopened
-        # no load at all: the reaper closes the rest, then ends
-        gevent.sleep(timeout + 0.5)
-        assert pool.idle_count() == 0 and pool._reaper is None
+        # no load at all: the reaper closes the rest once unused for the timeout, then ends
+        quiet = time.monotonic()
+        wait_until(lambda: pool.idle_count() == 0 and pool._reaper is None, timeout=10 * timeout)
+        assert time.monotonic() - quiet >= timeout * 0.9
         run_callers(pool, 3, calls=2)
         assert pool.opened == 23 and pool._reaper is not None
     finally:
@@ -220,7 +222,7 @@ def test_a_pool_without_an_idle_timeout_keeps_its_idle_connections(deadlines: De
     pool = memory_pool(store, deadlines, timeout=0)
     try:
         run_callers(pool, 5, calls=2)
-        gevent.sleep(0.1)
+        # no reaper was started (one would be from the first release): nothing is there to close them
         assert pool.idle_count() == 5 and pool._reaper is None
     finally:
         pool.close()

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tls_certs import Certs, Pair, issue, make_ca, make_certs
 
+from tests.support.tls_certs import Certs, Pair, issue, make_ca, make_certs
 from waggle.cli import main
 from waggle.config.check import tls_findings
 from waggle.config.loader import load

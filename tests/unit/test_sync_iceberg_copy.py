@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import require
 
+from tests.support.env import require
 from waggle.sync.iceberg import IcebergError, Relocation, copy_table, rewrite_metadata
 
 

@@ -106,7 +106,7 @@ client of one release (rows) meets a metastore of another (columns).
   `TApplicationException`.
 
 Each cell names its test: `{MATRIX_TEST}[<call>-<client>-<upstream>]`. In the tests the Hive 2.3 metastore
-is real; the Hive 3.1 and 4.x metastores are stubs around a real Hive 2.3 one (`tests/hive_stubs.py`), since
+is real; the Hive 3.1 and 4.x metastores are stubs around a real Hive 2.3 one (`tests/support/hive_stubs.py`), since
 neither runs locally.
 """
 

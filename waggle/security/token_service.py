@@ -174,10 +174,11 @@ def _key(identifier: bytes) -> str:
 
 
 def build(kerberos: KerberosServer, properties: Mapping[str, str], store: TokenStore,
-          random_key: bytes | None = None) -> TokenService:
+          random_key: bytes | None = None, clock: Callable[[], int] = now_ms) -> TokenService:
     """The token service of one configuration: keys from ``delegation-tokens.signing-key-file``, or a random
     key for this waggle alone (logged, since its tokens then work only here and only until a restart).
-    ``random_key``: that key, when a supervisor chose it for all its workers."""
+    ``random_key``: that key, when a supervisor chose it for all its workers. ``clock``: the time in
+    milliseconds since the epoch that issues, renewals and logins are judged at (the wall clock)."""
     if kerberos.token_key_file:
         keys = secrets_from_file(kerberos.token_key_file)
     else:
@@ -187,4 +188,4 @@ def build(kerberos: KerberosServer, properties: Mapping[str, str], store: TokenS
                         "waggle work only on it and only until it restarts")
     authority = TokenAuthority(keys, kerberos.token_max_lifetime_ms, kerberos.token_renew_interval_ms)
     mapper = AuthToLocal(kerberos.auth_to_local, kerberos.realm)
-    return TokenService(authority, store, ProxyUsers(properties), mapper.short_name)
+    return TokenService(authority, store, ProxyUsers(properties), mapper.short_name, clock)

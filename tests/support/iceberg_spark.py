@@ -10,10 +10,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-iceberg-spark"
 JARS = VENV / "iceberg-jars"
-STEPS = Path(__file__).resolve().parent / "integration" / "spark_iceberg_steps.py"
+STEPS = ROOT / "tests" / "integration" / "spark_iceberg_steps.py"
 
 
 def available() -> bool:

@@ -65,15 +65,32 @@ class HangUp(_Listener):
 
 
 class SlowLink(_Listener):
-    """A TCP relay to a real server that holds every reply back for ``delay`` seconds (changeable at any time)."""
+    """A TCP relay to a real server that holds every reply back for ``delay`` seconds (changeable at any time).
+    :meth:`holding` and :meth:`held` count the replies held back now and so far: a test waits on them to know
+    that a call is in flight."""
 
     def __init__(self, target_port: int, delay: float) -> None:
         self.target_port = target_port
         self.delay = delay
+        self._holding: list[bytes] = []  # the requests whose replies are held back now
+        self._held: list[bytes] = []  # every request whose reply was held back
+        self._lock = threading.Lock()
         super().__init__()
+
+    def holding(self, method: str = "") -> int:
+        """How many replies are held back now (to requests naming ``method``, if given: health checks call
+        ``getStatus`` through the link too)."""
+        with self._lock:
+            return sum(1 for request in self._holding if method.encode() in request)
+
+    def held(self, method: str = "") -> int:
+        """How many replies were held back so far (to requests naming ``method``, if given)."""
+        with self._lock:
+            return sum(1 for request in self._held if method.encode() in request)
 
     def handle(self, conn: socket.socket) -> None:
         upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        last = [b""]  # the latest request on this connection
 
         def pump(src: socket.socket, dst: socket.socket, replies: bool) -> None:
             try:
@@ -81,8 +98,18 @@ class SlowLink(_Listener):
                     data = src.recv(65536)
                     if not data:
                         break
-                    if replies and self.delay:
-                        time.sleep(self.delay)
+                    if not replies:
+                        last[0] = data
+                    elif self.delay:
+                        request = last[0]
+                        with self._lock:
+                            self._holding.append(request)
+                            self._held.append(request)
+                        try:
+                            time.sleep(self.delay)
+                        finally:
+                            with self._lock:
+                                self._holding.remove(request)
                     dst.sendall(data)
             except OSError:
                 pass

@@ -568,11 +568,3 @@ def harnesses(tmp_path: Path) -> Iterator[Callable[..., Harness]]:
     finally:
         for harness in built:
             harness.close()
-
-
-def wait_until(condition: Callable[[], Any], timeout: float = 2.0) -> None:
-    """Yield to the hub until ``condition()`` is true (fails after ``timeout`` seconds)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        gevent.sleep(0.002)
