@@ -143,7 +143,7 @@ class HttpEndpoint:
                 body["security"] = security
             return _answer(start_response, status, body)
         if path == "/readyz":
-            ready, reason = pod.ready() if pod is not None else self.runtime.ready()
+            ready, reason = pod.ready() if pod is not None else self.runtime.lifecycle.ready()
             return _answer(start_response, "200 OK" if ready else "503 Service Unavailable",
                            {"ready": ready, "reason": reason, "generation": self.runtime.routes.generation})
         if path == "/api/admin/federations":

@@ -25,6 +25,7 @@ from waggle.common.logging import get_logger
 from waggle.config.model import DatabaseResolution, MetastoreConfig, ServerConfig, WaggleConfig
 from waggle.hms.methods import LIST_ALL_DATABASES
 from waggle.hms.service import METHOD_IO
+from waggle.lifecycle import Lifecycle
 from waggle.remotes.connectors import ConnectorService
 from waggle.remotes.registry import LinkRegistry
 from waggle.remotes.service import LinksService
@@ -116,12 +117,8 @@ class Runtime:
         self.tunnels = {m.name: tunnel(m) for m in config.federation.members if m.tunnel is not None}
         pools = {m.name: self._pool(m, config.server, self.tunnels) for m in config.federation.members}
         self.health = health(config.federation.members, config.server, self.deadlines, self.tunnels, connector)
-        #: this process serves clients (False in a supervisor, whose workers do: it lists no databases)
-        self.serving = True
-        #: SIGTERM arrived: readiness fails (connections are still served until ``draining``)
-        self.stopping = False
-        #: connections end after their call in flight
-        self.draining = False
+        #: serving, stopping, draining; readiness
+        self.lifecycle = Lifecycle(self.health, lambda: self.config.federation.primary.name)
         #: Databases created through waggle under *_CREATE_ON_DATABASE_WHITELIST, per member (memory only).
         self.created: dict[str, set[str]] = {}
         self._refresher: gevent.Greenlet | None = None
@@ -180,15 +177,6 @@ class Runtime:
         """One debug line per successful call is built only when it will be written."""
         return self.config.server.log_level == "debug"
 
-    def ready(self) -> tuple[bool, str]:
-        """Readiness: a configuration is loaded, waggle is not stopping, and the primary answers."""
-        if self.stopping:
-            return False, "stopping"
-        primary = self.config.federation.primary.name
-        if not self.health.is_up(primary):
-            return False, self.health.down_message(primary)
-        return True, "ok"
-
     # -- MANUAL: which member owns each database ------------------------------------------------------------
     def refresh_databases(self) -> None:
         """List every member's databases (in parallel, bounded) and swap in a new map."""
@@ -245,7 +233,7 @@ class Runtime:
                     tunnel.start()
                 for name in plan.close_pools:
                     self.builder.listings.pop(name, None)  # a changed member is listed again
-                if server.database_resolution is DatabaseResolution.MANUAL and self.serving:
+                if server.database_resolution is DatabaseResolution.MANUAL and self.lifecycle.serving:
                     self._list_members(config, {**old.pools, **opened_pools},
                                        {n for n in members if n not in self.builder.listings})
                 planner = self.builder.planner(config)
@@ -301,7 +289,7 @@ class Runtime:
         """Background work: tunnels, health checks, and in MANUAL mode the first database map (before serving).
         Without ``serving`` (a supervisor, whose workers serve), only the tunnels, health checks and security
         watch."""
-        self.serving = serving
+        self.lifecycle.serving = serving
         self.guard.start(self.config)
         for tunnel in self.tunnels.values():
             tunnel.start()

@@ -122,14 +122,14 @@ class WaggleServer:
     def stop(self, grace_seconds: float, delay_seconds: float = 0.0) -> None:
         """Fail readiness, keep serving for ``delay_seconds``, stop accepting, let calls in flight finish within
         ``grace_seconds``, then close everything."""
-        if self.runtime.stopping:
+        lifecycle = self.runtime.lifecycle
+        if not lifecycle.stop():
             return  # a second SIGTERM: the first one's schedule stands
-        self.runtime.stopping = True
         log.info("server.stopping", delay_seconds=delay_seconds, grace_seconds=grace_seconds,
                  connections=len(self._connections))
         if delay_seconds > 0:
             gevent.sleep(delay_seconds)
-        self.runtime.draining = True
+        lifecycle.drain()
         self._server.close()
         log.info("server.draining", connections=len(self._connections),
                  busy=sum(1 for c in self._connections.values() if not c.idle))
