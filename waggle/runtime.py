@@ -26,6 +26,7 @@ from waggle.config.model import DatabaseResolution, MetastoreConfig, ServerConfi
 from waggle.hms.methods import LIST_ALL_DATABASES
 from waggle.hms.service import METHOD_IO
 from waggle.lifecycle import Lifecycle
+from waggle.loops import Loop, Loops
 from waggle.remotes.connectors import ConnectorService
 from waggle.remotes.registry import LinkRegistry
 from waggle.remotes.service import LinksService
@@ -121,7 +122,6 @@ class Runtime:
         self.lifecycle = Lifecycle(self.health, lambda: self.config.federation.primary.name)
         #: Databases created through waggle under *_CREATE_ON_DATABASE_WHITELIST, per member (memory only).
         self.created: dict[str, set[str]] = {}
-        self._refresher: gevent.Greenlet | None = None
         #: one reload, or one MANUAL refresh, at a time
         self._reloading = gevent.lock.Semaphore()
         #: remote databases: which primary databases are links, and Hive 4 data connectors
@@ -133,6 +133,12 @@ class Runtime:
         #: links and data connectors at run time: learned, reread, served (each change a new routes snapshot)
         self.remotes = LinksService(self.links, self.records, self.builder, self,
                                     lambda member: self._pool(member, self.config.server, {}))
+        #: the background loops: MANUAL database listings, remote databases' links and data connectors
+        self.loops = Loops([
+            Loop("federation.refresh_failed", self._refresh_manual, lambda: self.config.server.database_refresh_seconds,
+                 wait_first=True),
+            Loop("links.refresh_failed", self.remotes.refresh, self.remotes.refresh_seconds),
+        ])
         #: client calls being answered (bounded by limits.max-in-flight-calls)
         self.call_slots = Limiter(config.server.load.max_in_flight_calls)
         # read when scraped: an increment and a decrement per call (gevent-locked) measured 0.8 to 1.1 us
@@ -298,23 +304,14 @@ class Runtime:
             return
         if self.manual:
             self.refresh_databases()
-        self._refresher = gevent.spawn(self._refresh_loop)
-        self.remotes.start()
+        self.loops.start()
 
-    def _refresh_loop(self) -> None:
-        while True:
-            gevent.sleep(self.config.server.database_refresh_seconds)
-            if not self.manual:
-                continue  # a reload may switch the mode either way
-            try:
-                self.refresh_databases()
-            except Exception as exc:  # never let the loop die
-                log.error("federation.refresh_failed", error=repr(exc))
+    def _refresh_manual(self) -> None:
+        if self.manual:  # a reload may switch the mode either way
+            self.refresh_databases()
 
     def close(self) -> None:
-        if self._refresher is not None:
-            self._refresher.kill(block=False)
-        self.remotes.close()
+        self.loops.close()
         self.health.close()
         self.guard.close()
         for pool in self.routes.pools.values():
