@@ -138,7 +138,7 @@ class HttpEndpoint:
                 body["workers"] = workers = pod.statuses()
                 if not any(w["alive"] for w in workers):
                     body["status"], status = "no worker is alive", "503 Service Unavailable"
-            security = self.runtime.security_watch.view()
+            security = self.runtime.guard.watch.view()
             if security:
                 body["security"] = security
             return _answer(start_response, status, body)

@@ -23,8 +23,6 @@ from waggle.common import metrics
 from waggle.common.limiter import Limiter
 from waggle.common.logging import get_logger
 from waggle.config.model import DatabaseResolution, MetastoreConfig, ServerConfig, WaggleConfig
-from waggle.hms.methods import LIST_ALL_DATABASES
-from waggle.hms.service import METHOD_IO
 from waggle.lifecycle import Lifecycle
 from waggle.loops import Loop, Loops
 from waggle.remotes.connectors import ConnectorService
@@ -32,12 +30,9 @@ from waggle.remotes.registry import LinkRegistry
 from waggle.remotes.service import LinksService
 from waggle.routes import PlannerBuilder, Routes
 from waggle.routing.federation import Planner
-from waggle.security.frontdoor import FrontDoor
-from waggle.security.gss import KerberosLogin
-from waggle.security.status import SecurityWatch
 from waggle.security.token_service import TokenService
 from waggle.server.guard import Guard
-from waggle.upstream.client import Connector, UpstreamError, connect
+from waggle.upstream.client import Connector, connect
 from waggle.upstream.deadlines import Deadlines
 from waggle.upstream.health import Health
 from waggle.upstream.pool import UpstreamPool
@@ -149,22 +144,10 @@ class Runtime:
                             server.load.max_calls_per_metastore, server.load.queue_wait_seconds, self.connector,
                             self.credentials)
 
-    # -- security (see waggle.server.guard) --
-    @property
-    def login(self) -> KerberosLogin | None:
-        return self.guard.login
-
     @property
     def tokens(self) -> TokenService | None:
+        """waggle's delegation tokens (the guard's), as the handlers of token calls read them."""
         return self.guard.tokens
-
-    @property
-    def front_door(self) -> FrontDoor | None:
-        return self.guard.front_door
-
-    @property
-    def security_watch(self) -> SecurityWatch:
-        return self.guard.watch
 
     @property
     def config(self) -> WaggleConfig:
@@ -187,34 +170,8 @@ class Runtime:
     def refresh_databases(self) -> None:
         """List every member's databases (in parallel, bounded) and swap in a new map."""
         with self._reloading:  # never a listing of a pool that a reload is replacing
-            self._list_members(self.routes.config, self.routes.pools)
+            self.builder.list_members(self.routes.config, self.routes.pools, self.health)
             self.routes = replace(self.routes, planner=self.builder.planner(self.routes.config))
-
-    def _list_members(self, config: WaggleConfig, pools: Mapping[str, UpstreamPool],
-                      names: set[str] | None = None) -> None:
-        """List members' databases into the builder's ``listings``: ``names`` (new ones, whatever their last health), or
-        every member that is up."""
-        wanted = [m.name for m in config.federation.members
-                  if (m.name in names if names is not None else self.health.is_up(m.name))]
-        jobs = {name: gevent.spawn(self._list_databases, config.server, pools[name]) for name in wanted}
-        gevent.joinall(list(jobs.values()))
-        for name, job in jobs.items():
-            if job.successful():
-                self.builder.listings[name] = job.value
-            else:
-                # keep its last listing: calls naming its databases then fail fast, naming it
-                log.warning("federation.listing_failed", member=name, error=str(job.exception))
-
-    def _list_databases(self, server: ServerConfig, pool: UpstreamPool) -> list[str]:
-        timeout = (server.fan_out_timeout_ms + pool.config.latency_ms) / 1000.0
-        try:
-            io = METHOD_IO[LIST_ALL_DATABASES.name]
-            assert io.result is not None
-            result = pool.invoke(None, io.name, io.args(), io.result, timeout=timeout)
-        except UpstreamError as exc:
-            self.health.call_failed(pool.name, exc)
-            raise
-        return [str(db) for db in result.success or ()]
 
     # -- reload -----------------------------------------------------------------------------------------------
     def reload(self, config: WaggleConfig) -> ReloadPlan:
@@ -240,8 +197,8 @@ class Runtime:
                 for name in plan.close_pools:
                     self.builder.listings.pop(name, None)  # a changed member is listed again
                 if server.database_resolution is DatabaseResolution.MANUAL and self.lifecycle.serving:
-                    self._list_members(config, {**old.pools, **opened_pools},
-                                       {n for n in members if n not in self.builder.listings})
+                    self.builder.list_members(config, {**old.pools, **opened_pools}, self.health,
+                                              {n for n in members if n not in self.builder.listings})
                 planner = self.builder.planner(config)
             except BaseException:
                 for tunnel in opened_tunnels.values():

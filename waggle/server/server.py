@@ -82,7 +82,7 @@ class WaggleServer:
 
     def _handle(self, sock: socket.socket, peer: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        door = self.runtime.front_door
+        door = self.runtime.guard.front_door
         if door is None:
             conn = ClientDriver(sock, peer, self.runtime)
         else:
