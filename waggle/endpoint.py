@@ -52,7 +52,7 @@ def member_states(runtime: Runtime) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, st in list(runtime.health.status.items()):
         entry: dict[str, Any] = {"up": st.up, "since": _iso(st.since), "reason": st.reason or None}
-        tunnel = runtime.tunnels.get(name)
+        tunnel = runtime.metastores.tunnels.get(name)
         if tunnel is not None:
             entry["tunnel"] = tunnel.describe()
         out[name] = entry

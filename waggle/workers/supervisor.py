@@ -102,7 +102,7 @@ class Supervisor:
     def _hook_tunnels(self) -> dict[str, list[dict[str, Any]]]:
         """Pass every tunnel's events on to the workers; returns the state of the tunnels hooked now."""
         new: dict[str, list[dict[str, Any]]] = {}
-        for name, tunnel in self.runtime.tunnels.items():
+        for name, tunnel in self.runtime.metastores.tunnels.items():
             if id(tunnel) not in self._hooked:
                 self._hooked.add(id(tunnel))
                 tunnel.listeners.append(functools.partial(self._send_tunnel, name, tunnel))
@@ -110,7 +110,7 @@ class Supervisor:
         return new
 
     def _send_tunnel(self, name: str, tunnel: Tunnel, event: dict[str, Any]) -> None:
-        if self.runtime.tunnels.get(name) is tunnel:  # not one a reload replaced, now closing
+        if self.runtime.metastores.tunnels.get(name) is tunnel:  # not one a reload replaced, now closing
             self._broadcast("tunnel", (name, event))
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
@@ -148,7 +148,7 @@ class Supervisor:
         handle.channel.send("start", Start(
             index, self.count, self.port, runtime.config, runtime.routes.generation, self.token_key,
             {name: status_of(st) for name, st in runtime.health.status.items()},
-            {name: tunnel.snapshot() for name, tunnel in runtime.tunnels.items()}))
+            {name: tunnel.snapshot() for name, tunnel in runtime.metastores.tunnels.items()}))
         gevent.spawn(self._listen, handle)
         gevent.spawn(self._watch, handle)
         return handle

@@ -80,7 +80,7 @@ class Worker:
             pass
 
     def _tunnel_event(self, name: str, event: dict[str, Any]) -> None:
-        tunnel = self.runtime.tunnels.get(name)
+        tunnel = self.runtime.metastores.tunnels.get(name)
         if isinstance(tunnel, FollowedTunnel):
             tunnel.follow(event)
 
