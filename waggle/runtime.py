@@ -28,7 +28,6 @@ from waggle.remotes.connectors import ConnectorService
 from waggle.remotes.registry import LinkRegistry
 from waggle.remotes.service import LinksService
 from waggle.routes import PlannerBuilder, Routes
-from waggle.routing.federation import Planner
 from waggle.security.token_service import TokenService
 from waggle.server.guard import Guard
 from waggle.upstream.client import Connector, connect
@@ -86,10 +85,6 @@ class Runtime:
     @property
     def config(self) -> WaggleConfig:
         return self.routes.config
-
-    @property
-    def planner(self) -> Planner:
-        return self.routes.planner
 
     @property
     def manual(self) -> bool:
