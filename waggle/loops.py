@@ -9,6 +9,11 @@ work. What a round does stays with its owner; this module only runs them:
   loop waits first);
 - remote databases: the links and data connectors reread from the primary
   (:meth:`waggle.remotes.service.LinksService.refresh`).
+
+The health checks (one loop per metastore, :class:`waggle.upstream.health.Health`) and the watch on ticket
+renewal and certificate expiry (:class:`waggle.security.status.SecurityWatch`) keep loops of their own (a
+health check also wakes when a call fails, and a supervisor runs both without serving);
+:meth:`waggle.runtime.Runtime.start` and ``close`` start and stop them beside these.
 """
 
 from __future__ import annotations

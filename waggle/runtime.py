@@ -35,6 +35,7 @@ from waggle.upstream.health import Health
 from waggle.upstream.token_store import MetastoreTokenStore
 from waggle.upstream.tunnel import Tunnel
 
+#: what a reload decides lives with the metastores' side; named here too, beside :meth:`Runtime.reload`
 __all__ = ["ReloadPlan", "Runtime", "plan_reload"]
 
 
@@ -50,6 +51,7 @@ class Runtime:
         self.guard = Guard(config, self.records, token_key)
         #: the metastores' side: connections, SSH tunnels, pools, health checks
         self.metastores = Metastores(config, self.guard.credentials, connector, tunnel, health)
+        #: the metastores' health (the same object for the runtime's life: the call path reads it here)
         self.health = self.metastores.health
         #: serving, stopping, draining; readiness
         self.lifecycle = Lifecycle(self.health, lambda: self.config.federation.primary.name)
