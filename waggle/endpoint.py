@@ -52,7 +52,7 @@ def member_states(runtime: Runtime) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, st in list(runtime.health.status.items()):
         entry: dict[str, Any] = {"up": st.up, "since": _iso(st.since), "reason": st.reason or None}
-        tunnel = runtime.tunnels.get(name)
+        tunnel = runtime.metastores.tunnels.get(name)
         if tunnel is not None:
             entry["tunnel"] = tunnel.describe()
         out[name] = entry
@@ -138,12 +138,12 @@ class HttpEndpoint:
                 body["workers"] = workers = pod.statuses()
                 if not any(w["alive"] for w in workers):
                     body["status"], status = "no worker is alive", "503 Service Unavailable"
-            security = self.runtime.security_watch.view()
+            security = self.runtime.guard.watch.view()
             if security:
                 body["security"] = security
             return _answer(start_response, status, body)
         if path == "/readyz":
-            ready, reason = pod.ready() if pod is not None else self.runtime.ready()
+            ready, reason = pod.ready() if pod is not None else self.runtime.lifecycle.ready()
             return _answer(start_response, "200 OK" if ready else "503 Service Unavailable",
                            {"ready": ready, "reason": reason, "generation": self.runtime.routes.generation})
         if path == "/api/admin/federations":

@@ -35,7 +35,8 @@ from waggle.config.check import admin_token
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import WaggleConfig
 from waggle.config.timing import RELOAD_POLL_SECONDS, RELOAD_RETRY_SECONDS
-from waggle.runtime import Runtime, plan_reload
+from waggle.metastores import plan_reload
+from waggle.runtime import Runtime
 
 log = get_logger("waggle.config")
 

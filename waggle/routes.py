@@ -14,17 +14,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import gevent
+
 from waggle.call.memo import Memo
 from waggle.call.values import Capabilities
 from waggle.common.logging import get_logger
-from waggle.config.model import DatabaseResolution, MetastoreConfig, WaggleConfig
+from waggle.config.model import DatabaseResolution, MetastoreConfig, ServerConfig, WaggleConfig
+from waggle.hms.methods import LIST_ALL_DATABASES
+from waggle.hms.service import METHOD_IO
 from waggle.remotes.links import Link
 from waggle.remotes.registry import LinkRegistry
 from waggle.remotes.tables import TableLink
 from waggle.routing.databases import DatabaseMap, LinkedMap, ManualMap, PrefixedMap
 from waggle.routing.federation import Planner
+from waggle.upstream.client import UpstreamError
 
 if TYPE_CHECKING:
+    from waggle.upstream.health import Health
     from waggle.upstream.pool import UpstreamPool
 
 log = get_logger("waggle.federation")
@@ -79,7 +85,8 @@ class Routes:
 
 class PlannerBuilder:
     """Builds the planner of a routes snapshot: the database map of a configuration (PREFIXED: the prefixes;
-    MANUAL: the members' last listings, clashes reported once each) with the links served now over it."""
+    MANUAL: the members' last listings, clashes reported once each) with the links served now over it. In MANUAL
+    mode it also lists the members (:meth:`list_members`)."""
 
     def __init__(self, links: LinkRegistry) -> None:
         self.links = links
@@ -109,3 +116,31 @@ class PlannerBuilder:
         outside.update({m.name: m for m, table in self.links.active_tables(config).values()
                         if table.link.uri is not None})
         return Planner(federation, mode, dbmap, config.server.remotes.read_only, tuple(outside.values()))
+
+    # -- MANUAL: the members' listings -------------------------------------------------------------------------
+    def list_members(self, config: WaggleConfig, pools: Mapping[str, UpstreamPool], health: Health,
+                     names: set[str] | None = None) -> None:
+        """List members' databases (in parallel) into ``listings``: ``names`` (new ones, whatever their last
+        health), or every member that is up."""
+        wanted = [m.name for m in config.federation.members
+                  if (m.name in names if names is not None else health.is_up(m.name))]
+        jobs = {name: gevent.spawn(_list_databases, config.server, pools[name], health) for name in wanted}
+        gevent.joinall(list(jobs.values()))
+        for name, job in jobs.items():
+            if job.successful():
+                self.listings[name] = job.value
+            else:
+                # keep its last listing: calls naming its databases then fail fast, naming it
+                log.warning("federation.listing_failed", member=name, error=str(job.exception))
+
+
+def _list_databases(server: ServerConfig, pool: UpstreamPool, health: Health) -> list[str]:
+    timeout = (server.fan_out_timeout_ms + pool.config.latency_ms) / 1000.0
+    try:
+        io = METHOD_IO[LIST_ALL_DATABASES.name]
+        assert io.result is not None
+        result = pool.invoke(None, io.name, io.args(), io.result, timeout=timeout)
+    except UpstreamError as exc:
+        health.call_failed(pool.name, exc)
+        raise
+    return [str(db) for db in result.success or ()]

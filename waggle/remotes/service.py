@@ -1,14 +1,12 @@
 """Remote databases at run time: the links and data connectors read from the primary, the pools of the
-metastores that URI links name, and the loop that rereads them. Each change serves a new routes snapshot (a
-new planner over the same configuration and pools)."""
+metastores that URI links name, and one round of rereading them (:mod:`waggle.loops` runs the rounds). Each
+change serves a new routes snapshot (a new planner over the same configuration and pools)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
-
-import gevent
 
 from waggle.common import metrics
 from waggle.common.logging import get_logger
@@ -42,7 +40,6 @@ class LinksService:
         self._make_pool = make_pool
         #: pools of the metastores that URI links name (they are no federation members)
         self._uri_pools: dict[str, UpstreamPool] = {}
-        self._task: gevent.Greenlet | None = None
 
     def link_pool(self, member: MetastoreConfig) -> UpstreamPool:
         """The pool of a link's metastore: a federation member's, or one kept for a URI link's metastore."""
@@ -91,24 +88,18 @@ class LinksService:
         for member, count in counts.items():
             metrics.LINKS.labels(member).set(count)
 
-    # -- the background loop ---------------------------------------------------------------------------------
-    def start(self) -> None:
-        self._task = gevent.spawn(self._loop)
+    # -- one round of the links loop (waggle.loops) ----------------------------------------------------------
+    def refresh(self) -> None:
+        """Reread the data connectors and the links from the primary, and serve the links if they changed."""
+        if not self._holder.routes.config.server.remotes.enabled:
+            return
+        try:
+            self.registry.load_connectors(self._records)
+            if self.registry.refresh(self._holder.routes.primary):
+                self.relink()
+        except UpstreamError as exc:
+            log.info("links.refresh_failed", error=str(exc))
 
-    def close(self) -> None:
-        if self._task is not None:
-            self._task.kill(block=False)
-
-    def _loop(self) -> None:
-        while True:
-            policy = self._holder.routes.config.server.remotes
-            if policy.enabled:
-                try:
-                    self.registry.load_connectors(self._records)
-                    if self.registry.refresh(self._holder.routes.primary):
-                        self.relink()
-                except UpstreamError as exc:
-                    log.info("links.refresh_failed", error=str(exc))
-                except Exception as exc:  # never let the loop die
-                    log.error("links.refresh_failed", error=repr(exc))
-            gevent.sleep(policy.refresh_seconds)
+    def refresh_seconds(self) -> float:
+        """The wait between two rounds (``remote-databases.refresh-seconds``)."""
+        return self._holder.routes.config.server.remotes.refresh_seconds

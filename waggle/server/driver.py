@@ -95,8 +95,9 @@ class ClientDriver:
     def serve(self) -> None:
         structlog.contextvars.bind_contextvars(conn=self.conn_id, peer=self.peer)
         wire = self.wire
+        lifecycle = self.runtime.lifecycle
         try:
-            while not self.runtime.draining:
+            while not lifecycle.draining:
                 self.idle = True
                 try:
                     header = wire.read_begin()

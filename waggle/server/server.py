@@ -82,7 +82,7 @@ class WaggleServer:
 
     def _handle(self, sock: socket.socket, peer: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        door = self.runtime.front_door
+        door = self.runtime.guard.front_door
         if door is None:
             conn = ClientDriver(sock, peer, self.runtime)
         else:
@@ -122,14 +122,14 @@ class WaggleServer:
     def stop(self, grace_seconds: float, delay_seconds: float = 0.0) -> None:
         """Fail readiness, keep serving for ``delay_seconds``, stop accepting, let calls in flight finish within
         ``grace_seconds``, then close everything."""
-        if self.runtime.stopping:
+        lifecycle = self.runtime.lifecycle
+        if not lifecycle.stop():
             return  # a second SIGTERM: the first one's schedule stands
-        self.runtime.stopping = True
         log.info("server.stopping", delay_seconds=delay_seconds, grace_seconds=grace_seconds,
                  connections=len(self._connections))
         if delay_seconds > 0:
             gevent.sleep(delay_seconds)
-        self.runtime.draining = True
+        lifecycle.drain()
         self._server.close()
         log.info("server.draining", connections=len(self._connections),
                  busy=sum(1 for c in self._connections.values() if not c.idle))

@@ -102,7 +102,7 @@ class Supervisor:
     def _hook_tunnels(self) -> dict[str, list[dict[str, Any]]]:
         """Pass every tunnel's events on to the workers; returns the state of the tunnels hooked now."""
         new: dict[str, list[dict[str, Any]]] = {}
-        for name, tunnel in self.runtime.tunnels.items():
+        for name, tunnel in self.runtime.metastores.tunnels.items():
             if id(tunnel) not in self._hooked:
                 self._hooked.add(id(tunnel))
                 tunnel.listeners.append(functools.partial(self._send_tunnel, name, tunnel))
@@ -110,7 +110,7 @@ class Supervisor:
         return new
 
     def _send_tunnel(self, name: str, tunnel: Tunnel, event: dict[str, Any]) -> None:
-        if self.runtime.tunnels.get(name) is tunnel:  # not one a reload replaced, now closing
+        if self.runtime.metastores.tunnels.get(name) is tunnel:  # not one a reload replaced, now closing
             self._broadcast("tunnel", (name, event))
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
@@ -148,7 +148,7 @@ class Supervisor:
         handle.channel.send("start", Start(
             index, self.count, self.port, runtime.config, runtime.routes.generation, self.token_key,
             {name: status_of(st) for name, st in runtime.health.status.items()},
-            {name: tunnel.snapshot() for name, tunnel in runtime.tunnels.items()}))
+            {name: tunnel.snapshot() for name, tunnel in runtime.metastores.tunnels.items()}))
         gevent.spawn(self._listen, handle)
         gevent.spawn(self._watch, handle)
         return handle
@@ -187,7 +187,7 @@ class Supervisor:
         self._count_workers()
         for answer in handle.asked.values():
             answer.set(None)
-        if self.runtime.stopping:
+        if self.runtime.lifecycle.stopping:
             return
         how = f"signal {-code}" if code < 0 else f"code {code}"
         served = time.monotonic() - handle.started
@@ -199,12 +199,12 @@ class Supervisor:
         log.error("worker.exited", worker=handle.index, pid=handle.pid, exit=how, served_seconds=round(served, 1),
                   restart_in_seconds=delay)
         gevent.sleep(delay)
-        if not self.runtime.stopping:
+        if not self.runtime.lifecycle.stopping:
             self._spawn(handle.index)
 
     def _poll(self) -> None:
         """Keep every worker's counters fresh, so that one that dies takes few counts with it."""
-        while not self.runtime.stopping:
+        while not self.runtime.lifecycle.stopping:
             gevent.sleep(WORKER_POLL_SECONDS)
             try:
                 self.statuses(with_metrics=True)
@@ -217,9 +217,8 @@ class Supervisor:
     def stop(self, grace_seconds: float, delay_seconds: float = 0.0) -> None:
         """Fail readiness at once, tell every worker to drain (``delay_seconds``, then ``grace_seconds``), wait
         for them, then stop the shared parts."""
-        if self.runtime.stopping:
+        if not self.runtime.lifecycle.stop():
             return
-        self.runtime.stopping = True
         log.info("server.stopping", delay_seconds=delay_seconds, grace_seconds=grace_seconds, workers=self.count)
         self._broadcast("stop", (delay_seconds, grace_seconds))
         deadline = time.monotonic() + delay_seconds + grace_seconds + DRAIN_KILL_SECONDS + 5.0
@@ -302,7 +301,7 @@ class Supervisor:
         return self.collector.exposition([h.metrics for h in self._live() if h.metrics])
 
     def ready(self) -> tuple[bool, str]:
-        ready, reason = self.runtime.ready()
+        ready, reason = self.runtime.lifecycle.ready()
         if not ready:
             return ready, reason
         if not any(h.ready.is_set() and not h.failed for h in self._live()):

@@ -80,7 +80,7 @@ class Worker:
             pass
 
     def _tunnel_event(self, name: str, event: dict[str, Any]) -> None:
-        tunnel = self.runtime.tunnels.get(name)
+        tunnel = self.runtime.metastores.tunnels.get(name)
         if isinstance(tunnel, FollowedTunnel):
             tunnel.follow(event)
 
@@ -100,7 +100,7 @@ class Worker:
             try:
                 kind, body = self.channel.receive()
             except ChannelClosed:
-                if not self.runtime.stopping:
+                if not self.runtime.lifecycle.stopping:
                     log.warning("worker.orphaned", detail="the supervisor is gone: draining")
                     self.drain(0.0)
                 return
@@ -132,7 +132,7 @@ class Worker:
 
     def status(self, with_metrics: bool) -> dict[str, Any]:
         routes = self.runtime.routes
-        ready, reason = self.runtime.ready()
+        ready, reason = self.runtime.lifecycle.ready()
         status = {
             "pid": os.getpid(), "index": self.index, "generation": self.generation, "ready": ready,
             "reason": reason, "connections": self.server.connections,
