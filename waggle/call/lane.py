@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from waggle.call.fields import value_at
 from waggle.call.plan import REWRITER
-from waggle.call.values import Call, Kind, MemberHealth, Send
+from waggle.call.values import Call, Capabilities, Kind, MemberHealth, Send
 from waggle.config.model import MetastoreConfig, TransportKind, WireFormat
 from waggle.hms.methods import Access, MethodSpec, Route
 from waggle.hms.service import MethodIO
@@ -43,7 +43,10 @@ if TYPE_CHECKING:
 class Lane:
     """How calls of one method are relayed plainly under one routes snapshot (see the module's notes)."""
 
-    __slots__ = ("bridge", "catalog_fields", "io", "name", "routes", "spec")
+    __slots__ = ("_chosen", "bridge", "catalog_fields", "io", "name", "routes", "spec")
+
+    #: names remembered per lane (they are the clients')
+    LIMIT = 4096
 
     def __init__(self, routes: Routes, spec: MethodSpec, io: MethodIO) -> None:
         self.routes = routes
@@ -53,29 +56,46 @@ class Lane:
         #: the method has a bridge: each call asks the member's capabilities whether it needs it
         self.bridge = spec.bridge is not None
         self.catalog_fields = spec.catalog_fields
+        #: what the names of a call decide for good under this snapshot (a read's decision depends on the method
+        #: and its names alone): its member, that member's capabilities, and whether a name is catalog-qualified;
+        #: None where the names alone rule the lane out
+        self._chosen: dict[tuple[str, ...], tuple[MetastoreConfig, Capabilities, bool] | None] = {}
 
     def member(self, args: Any, health: MemberHealth, client: WireFormat) -> MetastoreConfig | None:
         """The member a call with ``args`` is relayed to unchanged, by a client speaking ``client``; None when
         the call needs the full plan (or is answered without a metastore: refused, or its member down)."""
-        routes = self.routes
         names = REWRITER.names_in(args)
-        decision = routes.memo.reads.decide(routes.planner, self.spec, names)
-        if decision.refusal is not None or decision.rewrite_request or decision.link is not None:
+        key = tuple(names)
+        chosen = self._chosen.get(key, _UNDECIDED)
+        if chosen is _UNDECIDED:
+            chosen = self._choose(names)
+            if len(self._chosen) >= self.LIMIT:
+                self._chosen = {}
+            self._chosen[key] = chosen
+        if chosen is None:
             return None
-        member = decision.member
+        member, caps, qualified = cast("tuple[MetastoreConfig, Capabilities, bool]", chosen)
         wire = member.wire
-        if not (wire is client or wire == client) or not routes.planner.naming(member).identity:
+        if not (wire is client or wire == client):
             return None
-        caps = routes.caps.get(member.name)
-        if caps is None:
-            return None
-        if caps.catalogs is not True and self._names_catalog(names, args):
+        if caps.catalogs is not True and (qualified or (self.catalog_fields and self._catalog_field(args))):
             return None  # a catalog to ask about, refuse, strip or fill: the plan decides
         if self.bridge and caps.bridges(self.name, args):
             return None
         if not health.is_up(member.name):
             return None  # answered as down by the plan, without waiting
         return member
+
+    def _choose(self, names: list[str]) -> tuple[MetastoreConfig, Capabilities, bool] | None:
+        routes = self.routes
+        decision = routes.memo.reads.decide(routes.planner, self.spec, names)
+        if decision.refusal is not None or decision.rewrite_request or decision.link is not None:
+            return None
+        member = decision.member
+        caps = routes.caps.get(member.name)
+        if caps is None or not routes.planner.naming(member).identity:
+            return None
+        return member, caps, any(name.startswith("@") for name in names)
 
     def send(self, call: Call, member: MetastoreConfig) -> Send:
         """The plan :func:`~waggle.call.plan.plan` makes of ``call`` when :meth:`member` chose ``member`` for it
@@ -87,15 +107,11 @@ class Lane:
                     decision, False, routes.config.server.upstream_limits, None, False,
                     client.transport is TransportKind.BUFFERED)
 
-    def _names_catalog(self, names: list[str], args: Any) -> bool:
-        for name in names:
-            if name.startswith("@"):
+    def _catalog_field(self, args: Any) -> bool:
+        for path in self.catalog_fields:
+            value = value_at(args, path)
+            if isinstance(value, str) and value:
                 return True
-        if self.catalog_fields:
-            for path in self.catalog_fields:
-                value = value_at(args, path)
-                if isinstance(value, str) and value:
-                    return True
         return False
 
 
