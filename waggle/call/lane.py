@@ -27,17 +27,31 @@ when it is a success; any other reply (an exception, a declared error) is finish
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from waggle.call.fields import value_at
-from waggle.call.plan import REWRITER
+from waggle.call.plan import REWRITER, member_args, reply_changes
 from waggle.call.values import Call, Capabilities, Kind, MemberHealth, Send
 from waggle.config.model import MetastoreConfig, TransportKind, WireFormat
 from waggle.hms.methods import Access, MethodSpec, Route
 from waggle.hms.service import MethodIO
+from waggle.routing.federation import Decision, Naming
 
 if TYPE_CHECKING:
     from waggle.routes import Routes
+
+
+class Choice(NamedTuple):
+    """What a call's names decide for good under a snapshot: where it goes and whether its names change."""
+
+    member: MetastoreConfig
+    caps: Capabilities
+    #: a name is catalog-qualified (``@cat#db``): whether the member knows catalogs is asked per call
+    qualified: bool
+    #: the member spells the call's names differently: the request is sent in its names, the reply rewritten
+    renamed: bool
+    naming: Naming
+    decision: Decision
 
 
 class Lane:
@@ -59,11 +73,12 @@ class Lane:
         #: what the names of a call decide for good under this snapshot (a read's decision depends on the method
         #: and its names alone): its member, that member's capabilities, and whether a name is catalog-qualified;
         #: None where the names alone rule the lane out
-        self._chosen: dict[tuple[str, ...], tuple[MetastoreConfig, Capabilities, bool] | None] = {}
+        self._chosen: dict[tuple[str, ...], Choice | None] = {}
 
-    def member(self, args: Any, health: MemberHealth, client: WireFormat) -> MetastoreConfig | None:
-        """The member a call with ``args`` is relayed to unchanged, by a client speaking ``client``; None when
-        the call needs the full plan (or is answered without a metastore: refused, or its member down)."""
+    def choose(self, args: Any, health: MemberHealth, client: WireFormat) -> Choice | None:
+        """The member a call with ``args`` goes to, by a client speaking ``client``, as it came or in the member's
+        names (:attr:`Choice.renamed`); None when the call needs the full plan (or is answered without a
+        metastore: refused, or its member down)."""
         names = REWRITER.names_in(args)
         key = tuple(names)
         chosen = self._chosen.get(key, _UNDECIDED)
@@ -74,38 +89,48 @@ class Lane:
             self._chosen[key] = chosen
         if chosen is None:
             return None
-        member, caps, qualified = cast("tuple[MetastoreConfig, Capabilities, bool]", chosen)
+        choice = cast("Choice", chosen)
+        member, caps = choice.member, choice.caps
         wire = member.wire
         if not (wire is client or wire == client):
             return None
-        if caps.catalogs is not True and (qualified or (self.catalog_fields and self._catalog_field(args))):
+        if caps.catalogs is not True and (choice.qualified or (self.catalog_fields and self._catalog_field(args))):
             return None  # a catalog to ask about, refuse, strip or fill: the plan decides
         if self.bridge and caps.bridges(self.name, args):
             return None
         if not health.is_up(member.name):
             return None  # answered as down by the plan, without waiting
-        return member
+        return choice
 
-    def _choose(self, names: list[str]) -> tuple[MetastoreConfig, Capabilities, bool] | None:
+    def _choose(self, names: list[str]) -> Choice | None:
         routes = self.routes
         decision = routes.memo.reads.decide(routes.planner, self.spec, names)
-        if decision.refusal is not None or decision.rewrite_request or decision.link is not None:
+        if decision.refusal is not None or decision.link is not None:
             return None
         member = decision.member
         caps = routes.caps.get(member.name)
-        if caps is None or not routes.planner.naming(member).identity:
+        naming = routes.planner.naming(member)
+        if caps is None or (not naming.identity) != decision.rewrite_request:
             return None
-        return member, caps, any(name.startswith("@") for name in names)
+        return Choice(member, caps, any(name.startswith("@") for name in names), decision.rewrite_request, naming,
+                      decision)
 
-    def send(self, call: Call, member: MetastoreConfig) -> Send:
-        """The plan :func:`~waggle.call.plan.plan` makes of ``call`` when :meth:`member` chose ``member`` for it
-        (a plain relayed ``Send``): what the full core finishes a reply with when it is not a plain success."""
-        routes = self.routes
-        decision = routes.memo.reads.decide(routes.planner, self.spec, REWRITER.names_in(call.args))
+    def send(self, call: Call, choice: Choice) -> Send:
+        """The plan :func:`~waggle.call.plan.plan` makes of ``call`` when :meth:`choose` made ``choice`` for it:
+        a relayed ``Send`` (what the full core finishes a reply with when it is not a plain success), or one
+        in the member's names (what the driver sends, and the core finishes)."""
+        routes, member, naming, decision = self.routes, choice.member, choice.naming, choice.decision
+        limits = routes.config.server.upstream_limits
         client = call.wire
-        return Send(Kind.SEND, call, member.name, member, call.args, call.raw, routes.planner.naming(member),
-                    decision, False, routes.config.server.upstream_limits, None, False,
-                    client.transport is TransportKind.BUFFERED)
+        if not choice.renamed:
+            return Send(Kind.SEND, call, member.name, member, call.args, call.raw, naming, decision, False, limits,
+                        None, False, client.transport is TransportKind.BUFFERED)
+        args = member_args(routes, naming, call.args)
+        result = self.io.result
+        assert result is not None
+        _, rewrite_reply = reply_changes(result, naming, decision, None)
+        return Send(Kind.SEND, call, member.name, member, args, None, naming, decision, False, limits, None,
+                    rewrite_reply, not rewrite_reply and client.transport is TransportKind.BUFFERED)
 
     def _catalog_field(self, args: Any) -> bool:
         for path in self.catalog_fields:

@@ -23,7 +23,7 @@ import structlog
 from thrift.Thrift import TMessageType
 
 from waggle.call import finish, merge
-from waggle.call.lane import Lane, lane_for
+from waggle.call.lane import Choice, Lane, lane_for
 from waggle.call.plan import plan
 from waggle.call.values import (
     Answer,
@@ -40,7 +40,7 @@ from waggle.call.values import (
 )
 from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
-from waggle.config.model import MetastoreConfig, ProtocolKind, TransportKind
+from waggle.config.model import ProtocolKind, TransportKind
 from waggle.hms.bridges import MethodMissing, Wrap
 from waggle.hms.methods import METHODS, MethodSpec, database_of
 from waggle.hms.service import METHOD_IO, MethodIO
@@ -179,17 +179,22 @@ class ClientDriver:
             routes = runtime.routes
             lane = lane_for(routes, name, spec, io)
             if lane is not None:
-                member = lane.member(args, runtime.health, wire.format)
-                if member is not None:
-                    self._relay(header, args, raw, routes, lane, member, started)
+                choice = lane.choose(args, runtime.health, wire.format)
+                if choice is not None:
+                    if choice.renamed:  # planned by the lane, sent and finished as planned
+                        step = lane.send(Call(header, spec, io, args, raw, self.session, wire.format), choice)
+                        self._finish(header, args, started, self._send(step, started, routes.pools[step.metastore],
+                                                                       routes))
+                    else:
+                        self._relay(header, args, raw, routes, lane, choice, started)
                     return
         self._answer(Call(header, spec, io, args, raw, self.session, wire.format))
 
-    def _relay(self, header: Header, args: Any, raw: bytes, routes: Routes, lane: Lane, member: MetastoreConfig,
+    def _relay(self, header: Header, args: Any, raw: bytes, routes: Routes, lane: Lane, choice: Choice,
                started: float) -> None:
         """A plain relay: the call's bytes to ``member``, a successful reply's bytes back, and one record. Any
         other reply is finished by the core, from the plan it makes of the call (:meth:`Lane.send`)."""
-        pool = routes.pools[member.name]
+        pool = routes.pools[choice.member.name]
         wire = self.wire
         name = header.name
         try:
@@ -206,12 +211,12 @@ class ClientDriver:
         if reply.header.mtype == TMessageType.REPLY and reply.first_field <= 0:
             if reply.raw is not None:
                 wire.send_raw(reply.raw)  # relayed byte for byte (or the rest of a streamed reply)
-            if self.runtime.log_calls:
+            if routes.config.server.log_level == "debug":  # as Runtime.log_calls
                 self._record(name, args, started, Answer(reply.raw, "ok", pool.name))
             else:
                 metrics.observe_call(name, pool.name, time.perf_counter() - started, None)
             return
-        step = lane.send(Call(header, lane.spec, lane.io, args, raw, self.session, wire.format), member)
+        step = lane.send(Call(header, lane.spec, lane.io, args, raw, self.session, wire.format), choice)
         self._finish(header, args, started, self._replied(step, reply, pool))
 
     def _answer(self, call: Call) -> None:
