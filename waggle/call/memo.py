@@ -66,12 +66,30 @@ class ReadDecisions:
         return decision
 
 
+class BySnapshot(Generic[T]):
+    """Values by method name, kept for the one routes snapshot they were decided under (a snapshot made by
+    ``replace`` shares its predecessor's memo, so the snapshot itself is checked)."""
+
+    __slots__ = ("_by_name", "_routes")
+
+    def __init__(self) -> None:
+        self._routes: object = None
+        self._by_name: dict[str, T] = {}
+
+    def of(self, routes: object) -> dict[str, T]:
+        if routes is not self._routes:
+            self._routes, self._by_name = routes, {}
+        return self._by_name
+
+
 class Memo:
     """Everything the core remembers for one routes snapshot."""
 
-    __slots__ = ("member_names", "reads", "shown")
+    __slots__ = ("lanes", "member_names", "reads", "shown")
 
     def __init__(self) -> None:
+        #: the plain relays decided per method (:mod:`waggle.call.lane`)
+        self.lanes: BySnapshot[object] = BySnapshot()
         #: the planner's decisions for reads
         self.reads = ReadDecisions()
         #: a client's name as a member knows it

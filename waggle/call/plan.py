@@ -97,18 +97,25 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
     raw: bytes | None = call.raw
     args = call.args
     if decision.rewrite_request or strip:
-        known = routes.memo.member_names.of(naming)
-
-        def to_member(name: str) -> str:
-            out = known.get(name)
-            if out is None:
-                out = known[name] = naming.to_member(name)
-            return out
-
-        args = copied_along(args, REWRITER.plan(type(args)))  # the call's own arguments stay as they came
-        REWRITER.rewrite(args, (lambda n: strip_catalog(to_member(n))) if strip else to_member)
+        args = member_args(routes, naming, args, strip)
         raw = None
     return _to(Kind.SEND, call, routes, health, member, naming, decision, raw, fill, args)
+
+
+def member_args(routes: Routes, naming: Naming, args: Any, strip: bool = False) -> Any:
+    """A copy of a call's ``args`` in the names ``naming``'s member knows (catalogs stripped with ``strip``);
+    the call's own arguments stay as they came."""
+    known = routes.memo.member_names.of(naming)
+
+    def to_member(name: str) -> str:
+        out = known.get(name)
+        if out is None:
+            out = known[name] = naming.to_member(name)
+        return out
+
+    args = copied_along(args, REWRITER.plan(type(args)))
+    REWRITER.rewrite(args, (lambda n: strip_catalog(to_member(n))) if strip else to_member)
+    return args
 
 
 def _to(kind: Kind, call: Call, routes: Routes, health: MemberHealth, member: MetastoreConfig, naming: Naming,

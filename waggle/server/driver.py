@@ -23,6 +23,7 @@ import structlog
 from thrift.Thrift import TMessageType
 
 from waggle.call import finish, merge
+from waggle.call.lane import Choice, Lane, lane_for
 from waggle.call.plan import plan
 from waggle.call.values import (
     Answer,
@@ -39,10 +40,10 @@ from waggle.call.values import (
 )
 from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
-from waggle.config.model import ProtocolKind
+from waggle.config.model import ProtocolKind, TransportKind
 from waggle.hms.bridges import MethodMissing, Wrap
 from waggle.hms.methods import METHODS, MethodSpec, database_of
-from waggle.hms.service import METHOD_IO
+from waggle.hms.service import METHOD_IO, MethodIO
 from waggle.hms.wire import Header, PeerClosed, Wire, WireError
 from waggle.routes import Routes
 from waggle.runtime import Runtime
@@ -139,7 +140,7 @@ class ClientDriver:
             raise WireError(f"expected a call, got message type {mtype} for '{header.name}'")
         spec = METHODS.get(header.name)
         if spec is not None and spec.never_shed:
-            self._answer(self._read(header, spec))
+            self._read(header, spec)
             return
         runtime = self.runtime
         slots = runtime.call_slots
@@ -153,11 +154,13 @@ class ClientDriver:
                 f"(limits.max-in-flight-calls); try again shortly", self.wire, "shed", "-"))
             return
         try:  # counted in waggle_calls_in_flight while it holds its slot (read from call_slots when scraped)
-            self._answer(self._read(header, spec))
+            self._read(header, spec)
         finally:
             slots.release()
 
-    def _read(self, header: Header, spec: MethodSpec | None) -> Call:
+    def _read(self, header: Header, spec: MethodSpec | None) -> None:
+        """Read the call's arguments, then relay it plainly (:mod:`waggle.call.lane`) or answer it through the
+        full core."""
         wire = self.wire
         name = header.name
         io = METHOD_IO.get(name)
@@ -171,7 +174,51 @@ class ClientDriver:
                                 f", but the method is {'oneway' if io.result is None else 'not oneway'}")
             args = wire.read_struct(io.args)
         raw = wire.read_end()
-        return Call(header, spec, io, args, raw, self.session, wire.format)
+        if io is not None:
+            started = time.perf_counter()
+            runtime = self.runtime
+            routes = runtime.routes
+            lane = lane_for(routes, name, spec, io)
+            if lane is not None:
+                choice = lane.choose(args, runtime.health, wire.format)
+                if choice is not None:
+                    if choice.renamed:  # planned by the lane, sent and finished as planned
+                        step = lane.send(Call(header, spec, io, args, raw, self.session, wire.format), choice)
+                        self._finish(header, args, started, self._send(step, started, routes.pools[step.metastore],
+                                                                       routes))
+                    else:
+                        self._relay(header, args, raw, routes, lane, choice, started)
+                    return
+        self._answer(Call(header, spec, io, args, raw, self.session, wire.format))
+
+    def _relay(self, header: Header, args: Any, raw: bytes, routes: Routes, lane: Lane, choice: Choice,
+               started: float) -> None:
+        """A plain relay: the call's bytes to ``member``, a successful reply's bytes back, and one record. Any
+        other reply is finished by the core, from the plan it makes of the call (:meth:`Lane.send`)."""
+        pool = routes.pools[choice.member.name]
+        wire = self.wire
+        name = header.name
+        try:
+            reply = pool.forward(self.session.identity, header, args, raw, wire.format.protocol,
+                                 self._sink if wire.format.transport is TransportKind.BUFFERED else None,
+                                 routes.config.server.stream_after_bytes)
+        except ClientGone:
+            metrics.observe_call(name, pool.name, time.perf_counter() - started, "client")
+            raise
+        except UpstreamError as exc:
+            self._finish(header, args, started, self._failed(header, lane.io, pool, exc, started))
+            return
+        assert reply is not None  # not oneway
+        if reply.header.mtype == TMessageType.REPLY and reply.first_field <= 0:
+            if reply.raw is not None:
+                wire.send_raw(reply.raw)  # relayed byte for byte (or the rest of a streamed reply)
+            if routes.config.server.log_level == "debug":  # as Runtime.log_calls
+                self._record(name, args, started, Answer(reply.raw, "ok", pool.name))
+            else:
+                metrics.observe_call(name, pool.name, time.perf_counter() - started, None)
+            return
+        step = lane.send(Call(header, lane.spec, lane.io, args, raw, self.session, wire.format), choice)
+        self._finish(header, args, started, self._replied(step, reply, pool))
 
     def _answer(self, call: Call) -> None:
         started = time.perf_counter()
@@ -234,12 +281,7 @@ class ClientDriver:
         """Send a call that its plan sends (the plan asked whether the member bridges it, and whether it is up,
         just now, without I/O since); a member that turns out not to have the method is answered through its
         bridge."""
-        pool = routes.pools[step.metastore]
-        answer = self._send(step, started, pool, routes)
-        if answer.bridge_instead:
-            pool.caps.learn_missing(step.call.name)
-            answer = self._bridge(step, pool)
-        return answer
+        return self._send(step, started, routes.pools[step.metastore], routes)
 
     def _learn_catalogs(self, routes: Routes, need: NeedCatalogs) -> None:
         health, pools = self.runtime.health, [routes.pools[name] for name in need.members]
@@ -262,17 +304,30 @@ class ClientDriver:
             metrics.observe_call(_label(call.name), pool.name, time.perf_counter() - started, "client")
             raise
         except UpstreamError as exc:
-            self.runtime.health.call_failed(pool.name, exc)
-            if exc.partial_reply_sent:
-                log.warning("call.failed_mid_reply", method=call.name, metastore=pool.name, error=exc.detail)
-                metrics.observe_call(_label(call.name), pool.name, time.perf_counter() - started, "upstream")
-                raise _Abandon() from exc
-            return finish.failure(call.header, call.io, str(exc), self.wire,
-                                  "shed" if isinstance(exc, Overloaded) else "upstream_error", pool.name,
-                                  error=exc.detail)
+            return self._failed(call.header, call.io, pool, exc, started)
+        return self._replied(step, reply, pool)
+
+    def _failed(self, header: Header, io: MethodIO | None, pool: UpstreamPool, exc: UpstreamError, started: float
+                ) -> Answer:
+        """The answer to a call whose metastore failed it (or the end of the connection, half a reply sent)."""
+        self.runtime.health.call_failed(pool.name, exc)
+        if exc.partial_reply_sent:
+            log.warning("call.failed_mid_reply", method=header.name, metastore=pool.name, error=exc.detail)
+            metrics.observe_call(_label(header.name), pool.name, time.perf_counter() - started, "upstream")
+            raise _Abandon() from exc
+        return finish.failure(header, io, str(exc), self.wire,
+                              "shed" if isinstance(exc, Overloaded) else "upstream_error", pool.name,
+                              error=exc.detail)
+
+    def _replied(self, step: Send, reply: Reply | None, pool: UpstreamPool) -> Answer:
+        """The answer to a metastore's reply, with what it leaves behind applied; a member that turns out not to
+        have the method is answered through its bridge."""
         answer = finish.reply(step, reply, self.wire)
         if answer.settled is not None:
             self._settle(answer.settled)
+        if answer.bridge_instead:
+            pool.caps.learn_missing(step.call.name)
+            answer = self._bridge(step, pool)
         return answer
 
     def _settle(self, settled: Settled) -> None:
