@@ -10,6 +10,7 @@ import pytest
 import yaml
 from thrift.Thrift import TMessageType
 
+from tests.support.health import PlainHealth
 from waggle.call import finish, merge
 from waggle.call.plan import plan
 from waggle.call.values import Answer, Call, FanOut, Kind, Learned, NeedCatalogs, Refusal, Send, Session, Settled
@@ -40,25 +41,12 @@ FEDERATION = {
 
 
 @dataclass
-class Health:
-    """Which members are down (plain values: the planner reads health as it reads everything else)."""
-
-    down: set[str] = field(default_factory=set)
-
-    def is_up(self, name: str) -> bool:
-        return name not in self.down
-
-    def down_message(self, name: str) -> str:
-        return f"metastore '{name}' is down"
-
-
-@dataclass
 class Core:
     """What the core plans from: a configuration, its routes snapshot, the members' health, the whitelist."""
 
     config: WaggleConfig
     routes: Routes
-    health: Health = field(default_factory=Health)
+    health: PlainHealth = field(default_factory=PlainHealth)
     created: dict[str, set[str]] = field(default_factory=dict)
 
 

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from thrift.Thrift import TMessageType, TType
 
+from tests.support.health import PlainHealth
 from waggle.call import finish
 from waggle.call.fields import replaced
 from waggle.call.lane import lane_for
@@ -45,20 +46,9 @@ DATABASES = ("sales", "fed_sales", "ro_web", "fedonly", "web", "@hive#sales", "@
 
 
 @dataclass
-class Health:
-    down: set[str] = field(default_factory=set)
-
-    def is_up(self, name: str) -> bool:
-        return name not in self.down
-
-    def down_message(self, name: str) -> str:
-        return f"metastore '{name}' is down"
-
-
-@dataclass
 class Snapshot:
     routes: Routes
-    health: Health = field(default_factory=Health)
+    health: PlainHealth = field(default_factory=PlainHealth)
 
 
 def _routes(root: Path, mode: str, members: list[dict[str, Any]], caps: Callable[[Capabilities], None] | None = None,
@@ -100,9 +90,9 @@ def _snapshots(root: Path) -> dict[str, Snapshot]:
         "manual": Snapshot(_routes(at("manual"), "MANUAL", [{k: v for k, v in m.items() if k != "database-prefix"}
                                                             for m in MEMBERS])),
         "links": Snapshot(replace(prefixed, registry=LinkRegistry())),
-        "primary-down": Snapshot(prefixed, Health({"main"})),
+        "primary-down": Snapshot(prefixed, PlainHealth({"main"})),
         "member-down": Snapshot(_routes(at("down"), "MANUAL", [{k: v for k, v in m.items() if k != "database-prefix"}
-                                                               for m in MEMBERS]), Health({"fed"})),
+                                                               for m in MEMBERS]), PlainHealth({"fed"})),
         "lacking": Snapshot(_routes(at("lacking"), "PREFIXED", MEMBERS, _lacking)),
         "catalogs-unknown": Snapshot(_routes(at("unknown"), "PREFIXED", MEMBERS,
                                              lambda c: setattr(c, "catalogs", None))),
