@@ -15,6 +15,7 @@ import pytest
 from thrift.transport.TTransport import TTransportException
 
 from tests.support.sasl_clients import digest_client
+from tests.support.tokens import Clock, MemoryStore
 from waggle.config.model import KerberosServer, Limits, ServerSecurity
 from waggle.security import token_service
 from waggle.security.frontdoor import Authenticated, FrontDoor, Refused
@@ -22,33 +23,6 @@ from waggle.security.gss import KerberosLogin
 
 RENEW_MS = 6_000
 MAX_LIFETIME_MS = 60_000
-
-
-class Clock:
-    """Milliseconds since the epoch, moved only by the test."""
-
-    def __init__(self) -> None:
-        self.now = 1_700_000_000_000
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, ms: int) -> None:
-        self.now += ms
-
-
-class MemoryStore:
-    def __init__(self) -> None:
-        self.records: dict[str, str] = {}
-
-    def put(self, key: str, value: str) -> None:
-        self.records[key] = value
-
-    def get(self, key: str) -> str | None:
-        return self.records.get(key)
-
-    def remove(self, key: str) -> bool:
-        return self.records.pop(key, None) is not None
 
 
 @dataclass

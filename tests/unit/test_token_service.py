@@ -6,33 +6,12 @@ import base64
 
 import pytest
 
+from tests.support.tokens import Clock, MemoryStore
 from waggle.security.principals import AuthToLocal
 from waggle.security.token_service import ProxyUsers, TokenRefused, TokenService
 from waggle.security.tokens import TokenAuthority, decode_token
 
 KEYS = {1: b"k" * 32}
-
-
-class MemoryStore:
-    def __init__(self) -> None:
-        self.records: dict[str, str] = {}
-
-    def put(self, key: str, value: str) -> None:
-        self.records[key] = value
-
-    def get(self, key: str) -> str | None:
-        return self.records.get(key)
-
-    def remove(self, key: str) -> bool:
-        return self.records.pop(key, None) is not None
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def service(store: MemoryStore | None = None, clock: Clock | None = None,
