@@ -49,7 +49,7 @@ def _workers(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from waggle.config.sync_settings import Sync
+    from waggle.config.sync_settings import Sync, SyncJob
 
     parser = argparse.ArgumentParser(prog="waggle", description="A federating Hive Metastore proxy.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     _kerberos_args(sync)
     sync.add_argument("--source", metavar="NAME", help="the federated metastore to read from")
     sync.add_argument("--tables", metavar="DB.TABLE[,DB.TABLE...]", help="tables, each part a regex")
-    sync.add_argument("--mode", choices=["mirror", "copy"], default="mirror",
+    sync.add_argument("--mode", choices=["mirror", "copy"], default=SyncJob.MODE.default,
                       help="mirror: metadata pointing at the source's data; copy: copy the data files too")
     sync.add_argument("--target-database", metavar="DB", help="target database (default: the source's name)")
     sync.add_argument("--partition-filter", metavar="EXPR", help="only partitions matching this Hive filter")

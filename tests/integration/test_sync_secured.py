@@ -179,8 +179,7 @@ def test_mirror_and_copy_from_a_kerberized_member_through_a_hop_logged_in_from_t
     assert statuses(report) == {"krb_mirror.events": "ok", "krb_mirror.people": "ok"}, report
     mirrored = home_partitions(estate, "krb_mirror", "events")
     assert len(mirrored) == PARTITIONS
-    assert all(p.sd.location.startswith(f"file:{estate.far.warehouse}") or
-               str(estate.far.warehouse) in p.sd.location for p in mirrored)  # a mirror points at the source's data
+    assert all(str(estate.far.warehouse) in p.sd.location for p in mirrored)  # a mirror points at the source's data
     assert len(estate.hop.forwards()) > forwards_before  # the source was read through the hop
 
     code, report, out = estate.sync("--source", "far", "--tables", f"{SRC}.events", "--mode", "copy",

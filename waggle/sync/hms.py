@@ -247,10 +247,3 @@ def connections(member: MetastoreConfig, count: int, credentials: UpstreamCreden
     with clients(member, count, credentials, timeout) as opened:
         yield [Metastore(c.client, throttle) for c in opened]
 
-
-@contextmanager
-def connect(member: MetastoreConfig, credentials: UpstreamCredentials | None = None, timeout: float = 600.0,
-            throttle: WriteThrottle | None = None) -> Iterator[Metastore]:
-    """One connection to a federation member (see :func:`connections`)."""
-    with connections(member, 1, credentials, timeout, throttle) as (metastore,):
-        yield metastore

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
@@ -97,31 +96,36 @@ class SocketTransport(TTransportBase):  # type: ignore[misc]
         pass
 
 
-@dataclass(frozen=True)
-class Reached:
-    """How one connection reached its metastore, in words for ``waggle check --connect``."""
-
-    address: HostPort
-    tunnel: bool
-    tls: bool
-    #: "GSSAPI as alice@REALM to hive/host@REALM (qop auth)", or None without Kerberos
-    login: str | None
-
-    def describe(self) -> str:
-        parts = [f"{self.address}" + (" through its SSH tunnel" if self.tunnel else "")]
-        if self.tls:
-            parts.append("TLS")
-        parts.append(f"Kerberos {self.login}" if self.login else "no Kerberos")
-        return ", ".join(parts)
-
-
 class MetastoreClient:
-    """One open connection: ``client`` is Thrift's generated client, ``reached`` how it got there."""
+    """One open connection: ``client`` is Thrift's generated client over ``sock``, the connection to
+    ``member`` at ``address`` (its own address even through a tunnel), secured as ``credentials`` logged in."""
 
-    def __init__(self, client: Any, transport: Any, reached: Reached) -> None:
+    def __init__(self, client: Any, transport: Any, member: MetastoreConfig, address: HostPort, tunnel: bool,
+                 sock: Any, credentials: UpstreamCredentials | None) -> None:
         self.client = client
         self.transport = transport
-        self.reached = reached
+        self.member = member
+        self.address = address
+        self.tunnel = tunnel
+        self.sock = sock
+        self.credentials = credentials
+
+    def describe(self) -> str:
+        """How it reached its metastore, in words for ``waggle check --connect``."""
+        parts = [f"{self.address}" + (" through its SSH tunnel" if self.tunnel else "")]
+        if self.member.security.tls is not None:
+            parts.append("TLS")
+        mechanism = getattr(self.sock, "mechanism", None)  # a SASL socket: Kerberos
+        login = self.credentials.login if self.credentials is not None else None
+        if mechanism is not None and login is not None:
+            try:
+                who = login.principal
+            except SaslError:
+                who = "?"
+            parts.append(f"Kerberos GSSAPI as {who} to {mechanism.service_principal} (qop {mechanism.qop})")
+        else:
+            parts.append("no Kerberos")
+        return ", ".join(parts)
 
     def close(self) -> None:
         self.transport.close()
@@ -139,21 +143,13 @@ def _open(member: MetastoreConfig, addresses: tuple[HostPort, ...], host: str | 
     except SecurityFailed as exc:
         raise MetastoreUnavailable(member.name, str(exc)) from None
     secured.settimeout(timeout)
-    login = None
-    mechanism = getattr(secured, "mechanism", None)
-    if mechanism is not None and credentials is not None and credentials.login is not None:
-        try:
-            who = credentials.login.principal
-        except SaslError:
-            who = "?"
-        login = f"GSSAPI as {who} to {mechanism.service_principal} (qop {mechanism.qop})"
-    reached = Reached(HostPort(host, member.uris[0].port) if host else address, host is not None,
-                      member.security.tls is not None, login)
     raw = SocketTransport(secured)
     transport = TFramedTransport(raw) if member.wire.transport is TransportKind.FRAMED else TBufferedTransport(raw)
     protocol = TCompactProtocolAccelerated if member.wire.protocol is ProtocolKind.COMPACT \
         else TBinaryProtocolAccelerated
-    return MetastoreClient(ThriftHiveMetastore.Client(protocol(transport)), transport, reached)
+    shown = HostPort(host, member.uris[0].port) if host else address
+    return MetastoreClient(ThriftHiveMetastore.Client(protocol(transport)), transport, member, shown,
+                           host is not None, secured, credentials)
 
 
 @contextlib.contextmanager
@@ -204,4 +200,4 @@ def reach(member: MetastoreConfig, credentials: UpstreamCredentials | None, time
     words (``waggle check --connect``). Raises :class:`MetastoreUnavailable` or the call's own error."""
     with clients(member, 1, credentials, timeout) as (conn,):
         count = len(conn.client.get_all_databases())
-        return f"{conn.reached.describe()}; {count} database(s)"
+        return f"{conn.describe()}; {count} database(s)"
