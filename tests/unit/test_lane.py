@@ -165,7 +165,7 @@ def test_a_lane_relays_exactly_where_the_plan_is_a_plain_relay(tmp_path: Path) -
                 if choice is None:
                     continue
                 where = f"{label}: {method} {call.args!r:.200}"
-                assert lane is not None and lane.send(call, choice) == step, where
+                assert lane is not None and lane.send(call, choice, health) == step, where
                 assert isinstance(step, Send) and step.kind is Kind.SEND and not step.bridge, where
                 assert step.fill is None and step.link is None and step.table_link is None, where
                 assert step.wire == call.wire and step.naming is not None, where

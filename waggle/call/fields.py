@@ -24,6 +24,15 @@ def value_at(obj: Any, path: Path) -> Any:
     return obj
 
 
+def catalog_field(args: Any, paths: Iterable[Path]) -> str | None:
+    """The catalog a request struct names in one of its catalog fields (the method table's ``catalog_fields``)."""
+    for path in paths:
+        value = value_at(args, path)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
 def replaced(obj: Any, changes: Iterable[tuple[Path, Any]]) -> Any:
     """A copy of ``obj`` with the value at each path replaced (the structs along the paths are copied; a path
     whose parent is missing is skipped)."""

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from waggle.call.fields import value_at
-from waggle.call.plan import REWRITER, member_args, reply_changes
+from waggle.call.fields import catalog_field
+from waggle.call.plan import REWRITER, member_args, send_plan
 from waggle.call.values import Call, Capabilities, Kind, MemberHealth, Send
-from waggle.config.model import MetastoreConfig, TransportKind, WireFormat
+from waggle.config.model import MetastoreConfig, WireFormat
 from waggle.hms.methods import Access, MethodSpec, Route
 from waggle.hms.service import MethodIO
 from waggle.routing.federation import Decision, Naming
@@ -94,7 +94,8 @@ class Lane:
         wire = member.wire
         if not (wire is client or wire == client):
             return None
-        if caps.catalogs is not True and (choice.qualified or (self.catalog_fields and self._catalog_field(args))):
+        if caps.catalogs is not True and (choice.qualified or (self.catalog_fields and
+                                                               catalog_field(args, self.catalog_fields) is not None)):
             return None  # a catalog to ask about, refuse, strip or fill: the plan decides
         if self.bridge and caps.bridges(self.name, args):
             return None
@@ -115,30 +116,19 @@ class Lane:
         return Choice(member, caps, any(name.startswith("@") for name in names), decision.rewrite_request, naming,
                       decision)
 
-    def send(self, call: Call, choice: Choice) -> Send:
-        """The plan :func:`~waggle.call.plan.plan` makes of ``call`` when :meth:`choose` made ``choice`` for it:
-        a relayed ``Send`` (what the full core finishes a reply with when it is not a plain success), or one
-        in the member's names (what the driver sends, and the core finishes)."""
-        routes, member, naming, decision = self.routes, choice.member, choice.naming, choice.decision
-        limits = routes.config.server.upstream_limits
-        client = call.wire
-        if not choice.renamed:
-            return Send(Kind.SEND, call, member.name, member, call.args, call.raw, naming, decision, False, limits,
-                        None, False, client.transport is TransportKind.BUFFERED)
-        args = member_args(routes, naming, call.args)
-        result = self.io.result
-        assert result is not None
-        _, rewrite_reply = reply_changes(result, naming, decision, None)
-        return Send(Kind.SEND, call, member.name, member, args, None, naming, decision, False, limits, None,
-                    rewrite_reply, not rewrite_reply and client.transport is TransportKind.BUFFERED)
-
-    def _catalog_field(self, args: Any) -> bool:
-        for path in self.catalog_fields:
-            value = value_at(args, path)
-            if isinstance(value, str) and value:
-                return True
-        return False
-
+    def send(self, call: Call, choice: Choice, health: MemberHealth) -> Send:
+        """The plan :func:`~waggle.call.plan.plan` makes of ``call`` when :meth:`choose` made ``choice`` for it,
+        made by the same function: a relayed ``Send`` (what the full core finishes a reply with when it is not a
+        plain success), or one in the member's names (what the driver sends, and the core finishes)."""
+        routes = self.routes
+        if choice.renamed:
+            args, raw = member_args(routes, choice.naming, call.args), None
+        else:
+            args, raw = call.args, call.raw
+        step = send_plan(Kind.SEND, call, routes, health, choice.member, choice.naming, choice.decision, raw, None,
+                         args)
+        assert isinstance(step, Send), "the lane chose a member that is up"
+        return step
 
 def lane_of(routes: Routes, spec: MethodSpec | None, io: MethodIO | None) -> Lane | None:
     """The lane of a method under ``routes``, or None when its calls are always planned in full."""

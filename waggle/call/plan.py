@@ -14,7 +14,7 @@ from collections.abc import Mapping, Set
 from typing import TYPE_CHECKING, Any
 
 from waggle.call import merge
-from waggle.call.fields import copied_along, table_refs, value_at
+from waggle.call.fields import catalog_field, copied_along, table_refs, value_at
 from waggle.call.values import Call, Kind, Learned, MemberHealth, NeedCatalogs, NeedLinks, Plan, Refusal, Send
 from waggle.config.model import MetastoreConfig, TransportKind
 from waggle.hms.bridges import DEFAULT_CATALOG, strip_catalog
@@ -99,7 +99,7 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
     if decision.rewrite_request or strip:
         args = member_args(routes, naming, args, strip)
         raw = None
-    return _to(Kind.SEND, call, routes, health, member, naming, decision, raw, fill, args)
+    return send_plan(Kind.SEND, call, routes, health, member, naming, decision, raw, fill, args)
 
 
 def member_args(routes: Routes, naming: Naming, args: Any, strip: bool = False) -> Any:
@@ -118,7 +118,7 @@ def member_args(routes: Routes, naming: Naming, args: Any, strip: bool = False) 
     return args
 
 
-def _to(kind: Kind, call: Call, routes: Routes, health: MemberHealth, member: MetastoreConfig, naming: Naming,
+def send_plan(kind: Kind, call: Call, routes: Routes, health: MemberHealth, member: MetastoreConfig, naming: Naming,
         decision: Decision | None, raw: bytes | None, fill: str | None, args: Any, link: Link | None = None,
         table_link: TableLink | None = None) -> Send | Refusal:
     """The plan of a call sent to ``member`` (or, for Kind.LINK, answered by waggle, which may send it on)."""
@@ -181,11 +181,7 @@ def _catalog_named(names: list[str], args: Any, spec: MethodSpec) -> str | None:
             catalog = parse(name).catalog
             if catalog:
                 return catalog
-    for path in spec.catalog_fields:
-        value = value_at(args, path)
-        if isinstance(value, str) and value:
-            return value
-    return None
+    return catalog_field(args, spec.catalog_fields)
 
 
 def _unknown(call: Call, routes: Routes, health: MemberHealth) -> Send | Refusal:
@@ -197,8 +193,8 @@ def _unknown(call: Call, routes: Routes, health: MemberHealth) -> Send | Refusal
         return Refusal(Kind.REFUSE, call, planner.primary.name,
                        f"Invalid method name: '{call.name}' (waggle does not know this method, and it names "
                        f"{foreign}; waggle cannot route it)", unknown_method=True, foreign=foreign)
-    return _to(Kind.SEND, call, routes, health, planner.primary, planner.naming(planner.primary), None, call.raw,
-               None, None)
+    return send_plan(Kind.SEND, call, routes, health, planner.primary, planner.naming(planner.primary), None,
+                     call.raw, None, None)
 
 
 def _foreign_database(first: str | None, strings: list[str], planner: Planner) -> str | None:
@@ -227,7 +223,7 @@ def _remote(call: Call, spec: MethodSpec, routes: Routes, health: MemberHealth, 
     if isinstance(step, remotes.Store):  # the primary keeps (or drops) the link or the stub
         planner = routes.planner
         args, raw = (call.args, call.raw) if step.args is None else (step.args, None)
-        return _to(Kind.LINK, call, routes, health, planner.primary, planner.naming(planner.primary),
-                   Decision(planner.primary), raw, None, args, step.link, step.table)
-    return _to(Kind.SEND, call, routes, health, step.member, routes.planner.naming(step.member), Decision(step.member),
-               None, None, step.args, table_link=step.table)
+        return send_plan(Kind.LINK, call, routes, health, planner.primary, planner.naming(planner.primary),
+                         Decision(planner.primary), raw, None, args, step.link, step.table)
+    return send_plan(Kind.SEND, call, routes, health, step.member, routes.planner.naming(step.member),
+                     Decision(step.member), None, None, step.args, table_link=step.table)

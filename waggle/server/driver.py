@@ -91,7 +91,7 @@ class ClientDriver:
         #: when the call being answered arrived (perf_counter), and the routes it was planned with (set for the
         #: handlers of self-answered calls)
         self.started = 0.0
-        self.routes = runtime.routes
+        self.routes: Routes | None = None
 
     def serve(self) -> None:
         structlog.contextvars.bind_contextvars(conn=self.conn_id, peer=self.peer)
@@ -183,7 +183,8 @@ class ClientDriver:
                 choice = lane.choose(args, runtime.health, wire.format)
                 if choice is not None:
                     if choice.renamed:  # planned by the lane, sent and finished as planned
-                        step = lane.send(Call(header, spec, io, args, raw, self.session, wire.format), choice)
+                        step = lane.send(Call(header, spec, io, args, raw, self.session, wire.format), choice,
+                                         runtime.health)
                         self._finish(header, args, started, self._send(step, started, routes.pools[step.metastore],
                                                                        routes))
                     else:
@@ -212,12 +213,13 @@ class ClientDriver:
         if reply.header.mtype == TMessageType.REPLY and reply.first_field <= 0:
             if reply.raw is not None:
                 wire.send_raw(reply.raw)  # relayed byte for byte (or the rest of a streamed reply)
-            if routes.config.server.log_level == "debug":  # as Runtime.log_calls
+            if self.runtime.log_calls:
                 self._record(name, args, started, Answer(reply.raw, "ok", pool.name))
             else:
                 metrics.observe_call(name, pool.name, time.perf_counter() - started, None)
             return
-        step = lane.send(Call(header, lane.spec, lane.io, args, raw, self.session, wire.format), choice)
+        step = lane.send(Call(header, lane.spec, lane.io, args, raw, self.session, wire.format), choice,
+                         self.runtime.health)
         self._finish(header, args, started, self._replied(step, reply, pool))
 
     def _answer(self, call: Call) -> None:
@@ -226,7 +228,8 @@ class ClientDriver:
         routes = runtime.routes  # one configuration and map for the whole call, even if a reload swaps them
         step = plan(call, routes, runtime.health, runtime.created)
         if isinstance(step, Send) and step.kind is Kind.SEND:  # the common case, first: a call relayed to one member
-            self._finish(call.header, call.args, started, self._send_planned(step, started, routes))
+            answer = self._send(step, started, routes.pools[step.metastore], routes)
+            self._finish(call.header, call.args, started, answer)
             return
         learned = Learned()
         while isinstance(step, (NeedCatalogs, NeedLinks)):
@@ -254,16 +257,20 @@ class ClientDriver:
             handler = HANDLERS.get(step.kind)
             if handler is not None:
                 self.started, self.routes = started, routes
-                answer = handler(self, step)
+                try:
+                    answer = handler(self, step)
+                finally:
+                    self.routes = None  # no snapshot outlives its call
             elif step.kind is Kind.BRIDGE:
                 answer = self._bridge(step, routes.pools[step.metastore])
             else:
-                answer = self._send_planned(step, started, routes)
+                answer = self._send(step, started, routes.pools[step.metastore], routes)
         self._finish(call.header, call.args, started, answer)
 
     # -- what the handlers of self-answered calls use (the driver is their Desk) -------------------------------
     def pool(self, name: str) -> UpstreamPool:
         """The pool of metastore ``name`` in the routes the call being answered was planned with."""
+        assert self.routes is not None, "only while a self-answered call is handled"
         return self.routes.pools[name]
 
     def send(self, step: Send) -> Answer:
@@ -274,14 +281,11 @@ class ClientDriver:
                                   "member_down", step.metastore)
         if step.bridge:
             return self._bridge(step, self.pool(step.metastore))
-        return self._send_planned(step, self.started, self.routes)
+        pool = self.pool(step.metastore)
+        assert self.routes is not None
+        return self._send(step, self.started, pool, self.routes)
 
     # -- the plan's I/O ------------------------------------------------------------------------------------
-    def _send_planned(self, step: Send, started: float, routes: Routes) -> Answer:
-        """Send a call that its plan sends (the plan asked whether the member bridges it, and whether it is up,
-        just now, without I/O since); a member that turns out not to have the method is answered through its
-        bridge."""
-        return self._send(step, started, routes.pools[step.metastore], routes)
 
     def _learn_catalogs(self, routes: Routes, need: NeedCatalogs) -> None:
         health, pools = self.runtime.health, [routes.pools[name] for name in need.members]

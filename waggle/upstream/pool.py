@@ -162,6 +162,10 @@ class UpstreamPool:
         return conn
 
     def _checkout(self, identity: Identity | None) -> UpstreamConnection:
+        return self._pop_idle(identity) or self._open(identity)
+
+    def _pop_idle(self, identity: Identity | None) -> UpstreamConnection | None:
+        """The identity's reusable idle connection released last (stale ones found on the way are closed)."""
         idle = self._idle.get(identity)
         while idle:
             conn = idle.pop()  # released last: what _take does, without its search of the deque
@@ -172,7 +176,7 @@ class UpstreamPool:
                 return conn
             conn.close()
             idle = self._idle.get(identity)
-        return self._open(identity)
+        return None
 
     def release(self, conn: UpstreamConnection) -> None:
         """Give back a connection from :meth:`acquire`."""
@@ -241,18 +245,11 @@ class UpstreamPool:
         slots = self.slots
         if identity not in self._idle or slots.busy >= slots.limit or not slots.acquire(0):
             return None
-        idle = self._idle.get(identity)
-        while idle:
-            conn = idle.pop()
-            del self._lru[conn]
-            if not idle:
-                del self._idle[identity]
-            if conn.is_reusable():
-                return (self._lend(conn, use),)
-            conn.close()
-            idle = self._idle.get(identity)
-        slots.release()
-        return None
+        conn = self._pop_idle(identity)
+        if conn is None:
+            slots.release()
+            return None
+        return (self._lend(conn, use),)
 
     def _lend(self, conn: UpstreamConnection, use: Callable[[UpstreamConnection], T]) -> T:
         """``use`` an acquired connection for one call, then release it (see :meth:`using`)."""
