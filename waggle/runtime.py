@@ -28,15 +28,11 @@ from waggle.remotes.connectors import ConnectorService
 from waggle.remotes.registry import LinkRegistry
 from waggle.remotes.service import LinksService
 from waggle.routes import PlannerBuilder, Routes
-from waggle.security.token_service import TokenService
 from waggle.server.guard import Guard
 from waggle.upstream.client import Connector, connect
 from waggle.upstream.health import Health
 from waggle.upstream.token_store import MetastoreTokenStore
 from waggle.upstream.tunnel import Tunnel
-
-#: what a reload decides lives with the metastores' side; named here too, beside :meth:`Runtime.reload`
-__all__ = ["ReloadPlan", "Runtime", "plan_reload"]
 
 
 class Runtime:
@@ -78,11 +74,6 @@ class Runtime:
         self.call_slots = Limiter(config.server.load.max_in_flight_calls)
         # read when scraped: an increment and a decrement per call (gevent-locked) measured 0.8 to 1.1 us
         metrics.CALLS_IN_FLIGHT.set_function(lambda: self.call_slots.busy)
-
-    @property
-    def tokens(self) -> TokenService | None:
-        """waggle's delegation tokens (the guard's), as the handlers of token calls read them."""
-        return self.guard.tokens
 
     @property
     def config(self) -> WaggleConfig:

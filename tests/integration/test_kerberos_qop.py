@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from waggle.config.hive_values import parse_qop
 from waggle.security import sasl
-from waggle.security.gss import GssapiClient, GssapiServer, KerberosLogin, parse_qop
+from waggle.security.gss import GssapiClient, GssapiServer, KerberosLogin
 
 pytestmark = [pytest.mark.integration, pytest.mark.kerberos]
 

@@ -9,6 +9,7 @@ import pytest
 from thrift.Thrift import TMessageType
 
 from tests.support.clients import encode_call
+from waggle.config.hive_values import parse_version
 from waggle.config.loader import ConfigError, load
 from waggle.hms.bridges import (
     BRIDGES,
@@ -16,7 +17,6 @@ from waggle.hms.bridges import (
     bridges_call,
     carry,
     missing_in,
-    parse_version,
     strip_catalog,
 )
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H

@@ -3,20 +3,10 @@ first, and closing ends every loop."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
-import gevent
 from structlog.testing import capture_logs
 
+from tests.support.waits import wait_until
 from waggle.loops import Loop, Loops
-
-
-def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never held"
-        gevent.sleep(0.001)
 
 
 def test_a_failing_round_is_logged_and_the_loop_goes_on() -> None:
@@ -30,7 +20,7 @@ def test_a_failing_round_is_logged_and_the_loop_goes_on() -> None:
     loops = Loops([Loop("thing.refresh_failed", work, lambda: 0.001)])
     with capture_logs() as logs:
         loops.start()
-        _until(lambda: len(rounds) >= 3)
+        wait_until(lambda: len(rounds) >= 3, timeout=5.0)
         loops.close()
     assert [e for e in logs if e["event"] == "thing.refresh_failed"] == [
         {"event": "thing.refresh_failed", "error": "ValueError('the primary is away')", "log_level": "error"}]
@@ -47,7 +37,7 @@ def test_a_loop_that_waits_first_does_its_first_round_after_the_wait() -> None:
     loops = Loops([Loop("x.failed", lambda: events.append("round"), seconds, wait_first=True),
                    Loop("y.failed", lambda: events.append("other"), lambda: 0.001)])
     loops.start()
-    _until(lambda: events.count("round") >= 2)
+    wait_until(lambda: events.count("round") >= 2, timeout=5.0)
     loops.close()
     mine = [e for e in events if e != "other"]
     assert mine[:4] == ["wait", "round", "wait", "round"]
@@ -60,4 +50,4 @@ def test_closing_ends_every_loop() -> None:
     tasks = list(loops._tasks)
     assert len(tasks) == 2
     loops.close()
-    _until(lambda: all(t.dead for t in tasks))
+    wait_until(lambda: all(t.dead for t in tasks), timeout=5.0)

@@ -22,10 +22,15 @@ FEDERATION = {"primary-meta-store": {"name": "main", "remote-meta-store-uris": "
 
 
 @dataclass
-class Tokens:
-    """What a handler reads of the runtime for a token call: no token service (no Kerberos front door)."""
+class Guard:
+    """What a handler reads of waggle's security for a token call: no token service (no Kerberos front door)."""
 
     tokens: Any = None
+
+
+@dataclass
+class Runtime:
+    guard: Guard = field(default_factory=Guard)
 
 
 @dataclass
@@ -33,7 +38,7 @@ class Desk:
     """A connection as a handler sees it, with nothing behind it: sending or asking a pool fails the test."""
 
     config: WaggleConfig
-    runtime: Any = field(default_factory=Tokens)
+    runtime: Any = field(default_factory=Runtime)
     session: Session = field(default_factory=Session)
     peer: str = "10.0.0.1:5000"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from waggle.config.loader import load
 from waggle.config.model import WaggleConfig
-from waggle.runtime import plan_reload
+from waggle.metastores import plan_reload
 
 TUNNEL = ("  metastore-tunnel:\n    route: ec2-user@bastion -> hadoop@10.0.0.7\n    private-keys: /keys/id\n"
           "    known-hosts: /keys/known_hosts\n")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from waggle.config.hive_values import expand_host
 from waggle.security.principals import (
     AuthToLocal,
     NoMatchingRule,
     Principal,
     PrincipalError,
     RuleError,
-    expand_host,
 )
 
 

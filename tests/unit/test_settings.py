@@ -69,7 +69,7 @@ SERVER_VALUES: dict[str, Callable[[ServerConfig], object]] = {
     "tls.certificate-file": lambda s: s.security.tls.certificate_file if s.security.tls else None,
     "tls.key-file": lambda s: s.security.tls.key_file if s.security.tls else None,
     "tls.client-ca-file": lambda s: s.security.tls.client_ca_file if s.security.tls else None,
-    "kerberos.trusted-realms": lambda s: ",".join(s.security.kerberos.trusted_realms) if s.security.kerberos else "",
+    "kerberos.trusted-realms": lambda s: s.security.kerberos.trusted_realms if s.security.kerberos else (),
     "delegation-tokens.signing-key-file": lambda s: s.security.kerberos.token_key_file if s.security.kerberos else None,
     "remote-databases.enabled": lambda s: s.remotes.enabled,
     "remote-databases.access": lambda s: "READ_ONLY" if s.remotes.read_only else "READ_AND_WRITE",

@@ -36,10 +36,6 @@ def seconds(value: int, unit: str = "SECONDS") -> float:
     return value * TIME_UNITS[unit]
 
 
-def _comma_list(text: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in text.split(",") if x.strip())
-
-
 def _ms_to_seconds(ms: int) -> float:
     return ms / 1000.0
 
@@ -106,7 +102,7 @@ class KerberosServer:
     sasl: bool = True
     qops: tuple[str, ...] = setting_field(HS.PROTECTION)
     auth_to_local: str = setting_field(HS.AUTH_TO_LOCAL)
-    trusted_realms: tuple[str, ...] = setting_field(S.KERBEROS_TRUSTED_REALMS, _comma_list)
+    trusted_realms: tuple[str, ...] = setting_field(S.KERBEROS_TRUSTED_REALMS)
     #: delegation tokens: the signing-key file (None: a random key per process) and lifetimes
     token_key_file: str | None = setting_field(S.TOKEN_SIGNING_KEY_FILE)
     token_renew_interval_ms: int = setting_field(HS.RENEW_INTERVAL)

@@ -34,7 +34,7 @@ def parse_server_security(r: Reader) -> ServerSecurity:
     if principal is not None and "@" not in principal:
         p.fail(principal_key.key, principal_text, "expected a principal with a realm, e.g. hive/_HOST@REALM")
         principal = None
-    realms = tuple(x.strip() for x in r.get(S.KERBEROS_TRUSTED_REALMS).split(",") if x.strip())
+    realms = r.get(S.KERBEROS_TRUSTED_REALMS)
     key_file = r.get(S.TOKEN_SIGNING_KEY_FILE)
     qops, rules = p.get(HS.PROTECTION), p.get(HS.AUTH_TO_LOCAL)
     renew, lifetime = p.get(HS.RENEW_INTERVAL), p.get(HS.MAX_LIFETIME)

@@ -177,7 +177,7 @@ class Server:
         "PEM CA bundle: when set, every client must present a certificate it signed (mutual TLS).",
     )
     KERBEROS_TRUSTED_REALMS = SERVER.add(
-        "kerberos.trusted-realms", "", string(),
+        "kerberos.trusted-realms", (), names(),
         "Comma-separated realms, besides waggle's own, whose principals may connect (their KDCs must trust "
         "each other). A principal of any other realm is refused (waggle addition).", "none",
     )

@@ -27,9 +27,7 @@ from typing import Any, Protocol
 
 from thrift.Thrift import TApplicationException
 
-from waggle.config.hive_values import OLDEST
-from waggle.config.hive_values import Version as Version
-from waggle.config.hive_values import parse_version as parse_version
+from waggle.config.hive_values import OLDEST, Version
 from waggle.hms import specs
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T

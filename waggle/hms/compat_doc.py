@@ -12,7 +12,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from waggle.hms.bridges import _ALL, HIVE_3, HIVE_4, Version
+from waggle.config.hive_values import Version
+from waggle.hms.bridges import _ALL, HIVE_3, HIVE_4
 
 # -- the compatibility matrix ---------------------------------------------------------------------------------
 #: The releases in the matrix, each represented by one concrete version.

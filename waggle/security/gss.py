@@ -24,7 +24,6 @@ import gssapi
 from gssapi.raw.misc import GSSError
 
 from waggle.config.hive_values import QOP_BITS
-from waggle.config.hive_values import parse_qop as parse_qop
 from waggle.security.sasl import SaslError
 
 MAX_BUFFER = 0xFFFFFF

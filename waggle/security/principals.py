@@ -15,8 +15,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from waggle.config.hive_values import expand_host as expand_host
-
 _PRINCIPAL = re.compile(r"([^/@]+)(?:/([^/@]+))?(?:@([^/@]+))?")
 _RULE = re.compile(
     r"\s*((DEFAULT)|(RULE:\[(\d*):([^\]]*)\](\(([^)]*)\))?(s/([^/]*)/([^/]*)/(g)?)?))/?(L)?"

@@ -51,7 +51,7 @@ def tokens(desk: Desk, step: Send) -> Answer:
     """A delegation-token call, answered by waggle's token service (the front door logs clients in)."""
     call = step.call
     assert call.spec is not None and call.spec.token is not None
-    op, who, service = call.spec.token.op, desk.session.authenticated, desk.runtime.tokens
+    op, who, service = call.spec.token.op, desk.session.authenticated, desk.runtime.guard.tokens
     args = [str(getattr(call.args, name, None) or "") for name in call.spec.token.args]
     value: object = None
     try:

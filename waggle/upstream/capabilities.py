@@ -20,10 +20,11 @@ from typing import Any
 from gevent.lock import Semaphore
 
 from waggle.common.logging import get_logger
+from waggle.config.hive_values import Version, parse_version
 from waggle.config.model import MetastoreConfig
 from waggle.config.timing import PROBE_RETRY_SECONDS
 from waggle.hms import bridges
-from waggle.hms.bridges import BRIDGES, Version
+from waggle.hms.bridges import BRIDGES
 
 log = get_logger("waggle.compat")
 
@@ -35,7 +36,7 @@ class Capabilities:
 
     def __init__(self, member: MetastoreConfig) -> None:
         self.member = member.name
-        self.version: Version | None = bridges.parse_version(member.hive_version)
+        self.version: Version | None = parse_version(member.hive_version)
         #: methods this metastore does not have (bridged ones from the hint, then any it answered UNKNOWN_METHOD)
         self.missing: set[str] = set(bridges.missing_in(self.version))
         #: understands ``@cat#db``: True (Hive 3+), False (Hive 2), None (not known yet)

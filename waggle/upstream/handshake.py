@@ -22,10 +22,10 @@ import ssl
 import time
 from typing import Any
 
+from waggle.config.hive_values import expand_host
 from waggle.config.model import HostPort, MetastoreConfig, TlsClient
 from waggle.security.digest import DigestClient, DigestError
 from waggle.security.gss import GssapiClient, Initiator
-from waggle.security.principals import expand_host
 from waggle.security.sasl import SaslError, SaslSocket, initiate
 from waggle.security.tokens import TokenError, decode_token
 
