@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import gevent
@@ -62,18 +62,14 @@ class Routes:
     @classmethod
     def build(cls, config: WaggleConfig, pools: Mapping[str, UpstreamPool], planner: Planner,
               generation: int, registry: LinkRegistry | None = None) -> Routes:
-        links = {name: link for name, (_, link) in registry.active(config).items()} if registry else {}
-        tables = registry.active_tables(config) if registry else {}
-        return cls(config, pools, planner, generation, time.time(),
-                   any(m.mapped_tables is not None for m in config.federation.members), links,
-                   registry if config.server.remotes.enabled else None, tables,
-                   caps={name: pool.caps for name, pool in pools.items()})
+        return replace(cls.of(config, planner, {name: pool.caps for name, pool in pools.items()}, registry),
+                       pools=pools, generation=generation, loaded_at=time.time())
 
     @classmethod
     def of(cls, config: WaggleConfig, planner: Planner, caps: Mapping[str, Capabilities],
            registry: LinkRegistry | None = None) -> Routes:
         """Routes without pools (nothing can be sent): what the call core needs to plan, from plain values."""
-        links = {name: link for name, (_, link) in registry.active(config).items()} if registry else {}
+        links = registry.served(config) if registry else {}
         tables = registry.active_tables(config) if registry else {}
         return cls(config, {}, planner, 1, 0.0, any(m.mapped_tables is not None for m in config.federation.members),
                    links, registry if config.server.remotes.enabled else None, tables, caps=caps)

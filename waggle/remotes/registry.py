@@ -175,6 +175,10 @@ class LinkRegistry:
         self.learn(primary, names)
         return self.stored != before or changed_tables
 
+    def served(self, config: WaggleConfig) -> dict[str, Link]:
+        """The links the policy allows now, by name (see :meth:`active`)."""
+        return {name: link for name, (_, link) in self.active(config).items()}
+
     def active(self, config: WaggleConfig) -> dict[str, tuple[MetastoreConfig, Link]]:
         """The links the policy allows now, with their members; the others are reported once and left out."""
         policy, federation = config.server.remotes, config.federation

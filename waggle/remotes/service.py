@@ -77,7 +77,7 @@ class LinksService:
     def relink(self) -> None:
         """Serve the registry's links now: a new planner over the same configuration and pools."""
         routes = self._holder.routes
-        links = {name: link for name, (_, link) in self.registry.active(routes.config).items()}
+        links = self.registry.served(routes.config)
         self._holder.routes = self.with_uri_pools(replace(
             routes, planner=self._builder.planner(routes.config), links=links,
             tables=self.registry.active_tables(routes.config)))
