@@ -51,8 +51,9 @@ from thrift.transport.TTransport import TBufferedTransport, TTransportBase, TTra
 
 from bench.cpu_cost import cpu_seconds
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
+from waggle.local.jvm import free_port
 from waggle.local.kdc import LocalKdc
-from waggle.local.metastore import LocalMetastore, free_port
+from waggle.local.metastore import LocalMetastore
 from waggle.security.gss import GssapiClient
 from waggle.security.sasl import SaslSocket, initiate
 

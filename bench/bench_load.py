@@ -73,7 +73,8 @@ from bench.cpu_cost import cpu_seconds
 from bench.thrift_bytes import is_success, message_end
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.local.client import hms_client
-from waggle.local.metastore import LocalMetastore, free_port
+from waggle.local.jvm import free_port
+from waggle.local.metastore import LocalMetastore
 
 DB = "bench_db"
 TABLE = "small"

@@ -56,7 +56,8 @@ import cpu_cost
 
 from waggle.hms.gen.hive_metastore import ttypes
 from waggle.local.client import hms_client
-from waggle.local.metastore import LocalMetastore, free_port
+from waggle.local.jvm import free_port
+from waggle.local.metastore import LocalMetastore
 from waggle.local.seed import ensure_partitioned_table
 
 DB = "bench_db"

@@ -61,7 +61,8 @@ sys.path.insert(0, str(ROOT))
 
 from waggle.hms.gen.hive_metastore import ttypes
 from waggle.local.client import hms_client
-from waggle.local.metastore import LocalMetastore, java_executable, pyspark_jars_dir
+from waggle.local.jvm import java_executable, pyspark_jars_dir
+from waggle.local.metastore import LocalMetastore
 from waggle.local.seed import ensure_database, ensure_partitioned_table, ensure_table, text_sd
 
 SRC_DB = "bench_src"

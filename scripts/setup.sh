@@ -62,6 +62,8 @@ if [ "${1:-}" = "--test" ]; then
 else
   .venv/bin/python -m pip install -q -e ".[iceberg]"
 fi
+# waggle's notification log listener, compiled against pyspark's Hive jars: local metastores write events with it.
+.venv/bin/python -m waggle.local.listener >/dev/null
 # Bytecode for waggle's own modules, written even where PYTHONDONTWRITEBYTECODE is set: without it every
 # waggle process compiles the 4 MB of generated Thrift code at start (about 1 s, and 125 MB more memory).
 .venv/bin/python -m compileall -q -j 0 waggle >/dev/null

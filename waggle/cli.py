@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="waggle", description="A federating Hive Metastore proxy.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="{serve,check,sync,demo}")
+    sub = parser.add_subparsers(dest="command", metavar="{serve,check,sync,demo,metastore}")
     serve = sub.add_parser("serve", help="serve the HMS Thrift API in front of the configured metastores")
     _config_args(serve)
     serve.add_argument("--workers", metavar="N", type=_workers,
@@ -95,6 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
                       f"(default: the sync file's max-writes-per-second, else {Sync.MAX_WRITES_PER_SECOND.default})")
     sync.add_argument("--report", metavar="FILE", help="also write the report as JSON")
     sync.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
+    metastore = sub.add_parser("metastore", help="run one local Hive 2.3 metastore for development (Java 17), "
+                               "writing notification events as production ones do")
+    metastore.add_argument("--port", type=int, default=9083, help="its Thrift port (default 9083)")
+    metastore.add_argument("--dir", default=None, help="where it keeps its files; reuse it to keep the tables "
+                           "(default: a new temporary directory)")
+    metastore.add_argument("--events-ttl", metavar="SECONDS", type=int, default=None,
+                           help="seconds notification events are kept (Hive's default: 86400)")
+    metastore.add_argument("--no-events", action="store_true", help="write no notification events")
     demo = sub.add_parser("demo", help="start two local metastores with sample data and waggle in front")
     demo.add_argument("--port", type=int, default=48869, help="waggle's Thrift port (default 48869)")
     demo.add_argument("--workdir", default=None, help="where the metastores keep their files (default: a temp dir)")
@@ -194,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
         return _check(args)
     if args.command == "sync":
         return _sync(args)
+    if args.command == "metastore":
+        from waggle.local.dev import run_metastore
+
+        return run_metastore(args.dir, args.port, not args.no_events, args.events_ttl)
     if args.command in ("serve", "demo", "_worker"):
         # prometheus_client first: its metrics then take plain thread locks, which an increment (that never
         # yields) holds for no time, instead of gevent's (0.7 us more per counted call, measured)

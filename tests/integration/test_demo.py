@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.clients import hive2_client
 from tests.support.env import ROOT, java_available, require
-from waggle.local.metastore import free_port
+from waggle.local.jvm import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -209,7 +209,7 @@ def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary,
 
 
 def test_http_side_after_real_traffic_and_reloads_on_demand(primary, analytics, federation_data, tmp_path):
-    from waggle.local.metastore import free_port
+    from waggle.local.jvm import free_port
 
     token = "s3cret-admin-token-0123456789"
     token_file = tmp_path / "admin-token"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.env import java_available, require
-from waggle.local.metastore import java_executable, pyspark_jars_dir
+from waggle.local.jvm import java_executable, pyspark_jars_dir
 from waggle.security.digest import DigestClient, DigestServer
 from waggle.security.principals import AuthToLocal, NoMatchingRule
 from waggle.security.tokens import KIND, TokenAuthority, TokenIdentifier, decode_token

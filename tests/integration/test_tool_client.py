@@ -78,7 +78,7 @@ def test_a_framed_compact_member_is_reached_and_mirrored(framed_compact: LocalMe
 
 
 def test_an_unreachable_member_is_an_error_naming_it(primary: Any, tmp_path: Path) -> None:
-    from waggle.local.metastore import free_port
+    from waggle.local.jvm import free_port
 
     fed = tmp_path / "federation.yml"
     dead = free_port()

@@ -11,7 +11,8 @@ from hmsclient.genthrift.hive_metastore import ttypes
 from tests.support.faults import BlackHole, HangUp
 from tests.support.federation import federation_yaml
 from tests.support.proxy import WaggleProcess
-from waggle.local.metastore import LocalMetastore, free_port
+from waggle.local.jvm import free_port
+from waggle.local.metastore import LocalMetastore
 
 pytestmark = pytest.mark.integration
 

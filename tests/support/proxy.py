@@ -18,7 +18,7 @@ from tests.support.env import ROOT
 class WaggleProcess:
     def __init__(self, workdir: Path, federation_yaml: str, server_yaml: str = "", args: tuple[str, ...] = ()) -> None:
         """``args``: more ``waggle serve`` arguments (``--workers 2``)."""
-        from waggle.local.metastore import free_port
+        from waggle.local.jvm import free_port
 
         self.args = args
         workdir.mkdir(parents=True, exist_ok=True)

@@ -28,39 +28,10 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from waggle.config.model import ProtocolKind, TransportKind, WireFormat
+from waggle.local.jvm import LocalMetastoreError, cache_dir, free_port, java_executable, pyspark_jars_dir
+from waggle.local.listener import CLEANER_INTERVAL_KEY, LISTENER_CLASS, LISTENERS_KEY, TTL_KEY, listener_jar
 
 METASTORE_MAIN = "org.apache.hadoop.hive.metastore.HiveMetaStore"
-
-
-class LocalMetastoreError(RuntimeError):
-    """A local metastore could not be started."""
-
-
-def pyspark_jars_dir() -> Path:
-    try:
-        import pyspark
-    except ImportError as exc:  # pragma: no cover - pyspark is a core dependency
-        raise LocalMetastoreError("pyspark is not installed; it provides the Hive metastore jars") from exc
-    jars = Path(pyspark.__file__).parent / "jars"
-    if not any(jars.glob("hive-metastore-*.jar")):
-        raise LocalMetastoreError(f"no hive-metastore jar under {jars}")
-    return jars
-
-
-def java_executable() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and (Path(java_home) / "bin" / "java").exists():
-        return str(Path(java_home) / "bin" / "java")
-    found = shutil.which("java")
-    if not found:
-        raise LocalMetastoreError("no Java runtime found: install Java 17 (JAVA_HOME or java on PATH)")
-    return found
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 # Warnings to the log, plus the metastore's audit trail (one line per call with the caller's ugi).
@@ -182,6 +153,12 @@ class LocalMetastore:
     kerberos: KerberosSetup | None = None
     #: TLS on the Thrift port (``hive.metastore.use.SSL``)
     tls: TlsSetup | None = None
+    #: write notification events as production metastores do (waggle's listener, :mod:`waggle.local.listener`)
+    notifications: bool = True
+    #: seconds an event is kept (``hive.metastore.event.db.listener.timetolive``; Hive's default: 86400)
+    event_ttl: int | None = None
+    #: seconds between the listener's deletions of expired events (Hive's: 60)
+    event_cleaner_interval: int | None = None
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
@@ -234,10 +211,18 @@ class LocalMetastore:
             (conf / "core-site.xml").write_text(_site_xml(self.kerberos.core_site()))
         if self.tls is not None:
             props.update(self.tls.hive_site())
+        jars = [str(pyspark_jars_dir() / "*")]
+        if self.notifications:
+            jars.append(str(listener_jar()))
+            props[LISTENERS_KEY] = LISTENER_CLASS
+            if self.event_ttl is not None:
+                props[TTL_KEY] = f"{self.event_ttl}s"
+            if self.event_cleaner_interval is not None:
+                props[CLEANER_INTERVAL_KEY] = str(self.event_cleaner_interval)
         props.update(self.extra_conf)
         (conf / "hive-site.xml").write_text(_site_xml(props))
         (conf / "hive-log4j2.properties").write_text(_LOG4J2 + (_LOG4J2_KERBEROS if self.kerberos else ""))
-        classpath = f"{conf}{os.pathsep}{pyspark_jars_dir()}/*"
+        classpath = os.pathsep.join([str(conf), *jars])
         cmd = [
             java_executable(),
             f"-Xmx{self.heap}",
@@ -398,10 +383,8 @@ def start_metastores(workdirs: list[Path], timeout: float = 180.0) -> list[Local
 
 def template_dir() -> Path:
     """Where the prepared template lives: per Hive release, under ``WAGGLE_CACHE_DIR`` or the user's cache."""
-    base = os.environ.get("WAGGLE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "waggle")
     release = next(pyspark_jars_dir().glob("hive-metastore-*.jar")).stem
-    return Path(base) / f"template-{release}"
+    return cache_dir() / f"template-{release}"
 
 
 def prepare_template(timeout: float = 180.0) -> Path:
