@@ -480,14 +480,18 @@ def test_sync_cronjob(chart: Any, helm: Any) -> None:
     (sync,) = spec["containers"]
     assert sync["image"] == "waggle-sync:0.1.0"
     assert sync["command"] + sync["args"] == ["waggle", "sync", "--config", "/etc/waggle/sync/sync.yml",
-                                              "--no-progress"]
+                                              "--server-config", "/etc/waggle/waggle-server.yml", "--no-progress"]
     assert sync["securityContext"] == r.container()["securityContext"]
     env = {e["name"]: e["value"] for e in sync["env"]}
     assert env["HOME"] == env["SPARK_LOCAL_DIRS"] == "/tmp"
     assert "-Djava.io.tmpdir=/tmp" in env["JAVA_TOOL_OPTIONS"]
     mounts = _mounts(sync)
-    assert {p: m["name"] for p, m in mounts.items()} == {
-        "/etc/waggle": "config", "/etc/waggle/sync": "sync", "/etc/waggle/ssh": "ssh", "/tmp": "tmp"}
+    assert {p: m["name"] for p, m in mounts.items()} == {  # the Secrets the proxy reaches metastores with
+        "/etc/waggle": "config", "/etc/waggle/sync": "sync", "/etc/waggle/ssh": "ssh", "/tmp": "tmp",
+        "/etc/waggle/kerberos": "kerberos", "/etc/waggle/krb5": "krb5", "/etc/waggle/tls": "tls",
+        "/etc/waggle/secrets/metastore-ca": "secret-metastore-ca"}
+    assert all(m["readOnly"] for p, m in mounts.items() if p != "/tmp")
+    assert env["KRB5_CONFIG"] == "/etc/waggle/krb5/krb5.conf"
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["config"]["configMap"]["name"] == FULLNAME
     assert volumes["ssh"]["secret"] == {"secretName": f"{FULLNAME}-ssh", "defaultMode": 256}
@@ -502,6 +506,30 @@ def test_sync_cronjob(chart: Any, helm: Any) -> None:
     assert "federation-config: /x.yml" in own.all("ConfigMap")[-1]["data"]["sync.yml"]
     with pytest.raises(helm.HelmError, match=r"sync\.config\.jobs"):
         Rendered(chart, {"sync": {"enabled": True}})
+
+
+def test_sync_follower_deployment(chart: Any) -> None:
+    """sync.follow.enabled: a one-pod Deployment running `waggle sync --follow` instead of the CronJob, probed on
+    its own /healthz, with the sync file mounted as a directory (edits reach the running follower)."""
+    values = {**ALL_ON, "sync": {**ALL_ON["sync"], "follow": {"enabled": True}}}
+    r = Rendered(chart, values)
+    assert r.all("CronJob") == []
+    follower = next(d for d in r.all("Deployment") if d["metadata"]["name"] == f"{FULLNAME}-sync")
+    assert follower["spec"]["replicas"] == 1 and follower["spec"]["strategy"] == {"type": "Recreate"}
+    assert follower["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "sync"
+    pod = follower["spec"]["template"]
+    assert not r.one("Service")["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    (sync,) = pod["spec"]["containers"]
+    assert sync["command"] + sync["args"][:2] == ["waggle", "sync", "--follow"]
+    assert sync["args"][2:4] == ["--config", "/etc/waggle/sync/sync.yml"]
+    assert sync["ports"] == [{"name": "http", "containerPort": 9184, "protocol": "TCP"}]
+    assert sync["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    mounts = _mounts(sync)
+    assert "subPath" not in mounts["/etc/waggle/sync"] and mounts["/etc/waggle/kerberos"]["readOnly"]
+    sync_map = next(d for d in r.all("ConfigMap") if d["metadata"]["name"] == f"{FULLNAME}-sync")
+    assert yaml.safe_load(sync_map["data"]["sync.yml"])["http-port"] == 9184
+    proxy = next(d for d in r.all("Deployment") if d["metadata"]["name"] == FULLNAME)
+    assert proxy["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "proxy"
 
 
 def test_the_sync_file_is_accepted_by_waggle(chart: Any, tmp_path: Path) -> None:

@@ -279,20 +279,8 @@ class LocalMetastore:
         Hive 2.3's ``alter_database`` ignores a new location, so this is one SQL update with Derby's own tool.
         """
         location = f"file:{self.warehouse}".replace("'", "''")
-        script = self.workdir / "conf" / "own-default-database.sql"
-        script.write_text(f"UPDATE APP.DBS SET DB_LOCATION_URI = '{location}' WHERE NAME = 'default';\n")
-        jars = pyspark_jars_dir()
-        classpath = os.pathsep.join(str(j) for pattern in ("derby-*.jar", "derbytools-*.jar", "derbyshared-*.jar")
-                                    for j in jars.glob(pattern))
-        done = subprocess.run(
-            [java_executable(), "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", f"-Dderby.system.home={self.workdir}",
-             f"-Dij.connection.metastore=jdbc:derby:;databaseName={database}", "-cp", classpath,
-             "org.apache.derby.tools.ij", str(script)],
-            capture_output=True, text=True, cwd=self.workdir, stdin=subprocess.DEVNULL, timeout=120,
-        )
-        if done.returncode != 0 or "1 row inserted/updated/deleted" not in done.stdout:
-            raise LocalMetastoreError(f"could not set the default database's location in {database}:\n"
-                                      f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
+        _derby_sql(database, f"UPDATE APP.DBS SET DB_LOCATION_URI = '{location}' WHERE NAME = 'default';\n",
+                   "1 row inserted/updated/deleted", "set the default database's location")
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -368,6 +356,39 @@ def _tls_probe(host: str, port: int, context: ssl.SSLContext, timeout: float) ->
         transport.close()
 
 
+def _derby_sql(database: Path, script: str, expect: str, what: str) -> None:
+    """Run SQL on a stopped metastore's Derby database with Derby's own tool; fail unless it prints ``expect``."""
+    jars = pyspark_jars_dir()
+    classpath = os.pathsep.join(str(j) for pattern in ("derby-*.jar", "derbytools-*.jar", "derbyshared-*.jar")
+                                for j in jars.glob(pattern))
+    file = database.parent / f"{database.name}.sql"
+    file.write_text(script)
+    try:
+        done = subprocess.run(
+            [java_executable(), "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+             f"-Dderby.system.home={database.parent}", f"-Dij.connection.metastore=jdbc:derby:;databaseName={database}",
+             "-cp", classpath, "org.apache.derby.tools.ij", str(file)],
+            capture_output=True, text=True, cwd=database.parent, stdin=subprocess.DEVNULL, timeout=120,
+        )
+    finally:
+        file.unlink(missing_ok=True)
+    if done.returncode != 0 or expect not in done.stdout or "ERROR" in done.stdout:
+        raise LocalMetastoreError(f"could not {what} in {database}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+
+
+#: The notification log's tables as Hive's own Derby schema script (``hive-schema-2.3.0.derby.sql``) makes them.
+#: Left to DataNucleus, the message would be a LONG VARCHAR of at most 32,700 characters, and a change whose
+#: message is longer (an ``add_partitions`` of a few hundred partitions) would fail.
+_NOTIFICATION_TABLES = """CREATE TABLE APP.NOTIFICATION_LOG (NL_ID BIGINT NOT NULL, DB_NAME VARCHAR(128),
+ EVENT_ID BIGINT NOT NULL, EVENT_TIME INTEGER NOT NULL, EVENT_TYPE VARCHAR(32) NOT NULL, MESSAGE CLOB,
+ TBL_NAME VARCHAR(256), MESSAGE_FORMAT VARCHAR(16));
+ALTER TABLE APP.NOTIFICATION_LOG ADD CONSTRAINT NOTIFICATION_LOG_PK PRIMARY KEY (NL_ID);
+CREATE TABLE APP.NOTIFICATION_SEQUENCE (NNI_ID BIGINT NOT NULL, NEXT_EVENT_ID BIGINT NOT NULL);
+ALTER TABLE APP.NOTIFICATION_SEQUENCE ADD CONSTRAINT NOTIFICATION_SEQUENCE_PK PRIMARY KEY (NNI_ID);
+SELECT COUNT(*) AS NOTIFICATION_TABLES FROM SYS.SYSTABLES WHERE TABLENAME LIKE 'NOTIFICATION_%';
+"""
+
+
 def start_metastores(workdirs: list[Path], timeout: float = 180.0) -> list[LocalMetastore]:
     """Start several metastores in parallel and wait until all of them serve."""
     stores = [LocalMetastore(workdir=d).start() for d in workdirs]
@@ -381,10 +402,14 @@ def start_metastores(workdirs: list[Path], timeout: float = 180.0) -> list[Local
     return stores
 
 
+#: bumped when what the template holds changes (2: the notification log's tables, as Hive's schema makes them)
+TEMPLATE_VERSION = 2
+
+
 def template_dir() -> Path:
     """Where the prepared template lives: per Hive release, under ``WAGGLE_CACHE_DIR`` or the user's cache."""
     release = next(pyspark_jars_dir().glob("hive-metastore-*.jar")).stem
-    return cache_dir() / f"template-{release}"
+    return cache_dir() / f"template-{release}-{TEMPLATE_VERSION}"
 
 
 def prepare_template(timeout: float = 180.0) -> Path:
@@ -402,7 +427,7 @@ def prepare_template(timeout: float = 180.0) -> Path:
         if ready.exists():
             return target
         build = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=target.parent))
-        store = LocalMetastore(build, from_template=False, extra_conf={"hive.in.test": "true"})
+        store = LocalMetastore(build, from_template=False, notifications=False, extra_conf={"hive.in.test": "true"})
         try:
             store.start().wait_ready(timeout)
             from waggle.local.client import hms_client
@@ -411,6 +436,8 @@ def prepare_template(timeout: float = 180.0) -> Path:
                 client.get_open_txns()  # creates the transaction and lock tables
         finally:
             store.stop()
+        _derby_sql(build / "metastore_db", _NOTIFICATION_TABLES, "NOTIFICATION_TABLES", "create the notification "
+                   "log's tables")
         shutil.rmtree(target, ignore_errors=True)
         (build / "READY").write_text("Hive transaction and lock tables created; copy metastore_db from here.\n")
         build.rename(target)

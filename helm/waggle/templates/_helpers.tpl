@@ -177,6 +177,9 @@ The sync file, as YAML: values.sync.config, with federation-config defaulting to
 {{- if not (get $sync "federation-config") }}
 {{- $_ := set $sync "federation-config" "/etc/waggle/waggle-federation.yml" }}
 {{- end }}
+{{- if and .Values.sync.follow.enabled (not (hasKey $sync "http-port")) }}
+{{- $_ := set $sync "http-port" .Values.sync.follow.httpPort }}
+{{- end }}
 {{- toYaml $sync }}
 {{- end }}
 
@@ -304,6 +307,106 @@ rounded up by the Downward API), else auto.
   value: /etc/waggle/krb5/krb5.conf
 {{- end }}
 {{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The sync's mounts (the CronJob's and the follower's): the configuration directory, the sync file's directory
+(a directory mount: kubelet's updates reach a running follower, which applies them), and the Secrets the proxy
+uses to reach metastores (SSH, waggle's keytab, krb5.conf, TLS material), and /tmp.
+*/}}
+{{- define "waggle.syncVolumeMounts" -}}
+- name: config
+  mountPath: /etc/waggle
+  readOnly: true
+- name: sync
+  mountPath: /etc/waggle/sync
+  readOnly: true
+{{- if include "waggle.sshSecretName" . }}
+- name: ssh
+  mountPath: /etc/waggle/ssh
+  readOnly: true
+{{- end }}
+{{- with .Values.security }}
+{{- if .kerberos.keytabSecret }}
+- name: kerberos
+  mountPath: /etc/waggle/kerberos
+  readOnly: true
+{{- end }}
+{{- if .kerberos.krb5ConfigMap }}
+- name: krb5
+  mountPath: /etc/waggle/krb5
+  readOnly: true
+{{- end }}
+{{- if .tls.secret }}
+- name: tls
+  mountPath: /etc/waggle/tls
+  readOnly: true
+{{- end }}
+{{- range .extraSecrets }}
+- name: secret-{{ . }}
+  mountPath: /etc/waggle/secrets/{{ . }}
+  readOnly: true
+{{- end }}
+{{- end }}
+- name: tmp
+  mountPath: /tmp
+{{- end }}
+
+{{/*
+The sync's volumes, matching waggle.syncVolumeMounts.
+*/}}
+{{- define "waggle.syncVolumes" -}}
+{{- $sshSecret := include "waggle.sshSecretName" . }}
+- name: config
+  configMap:
+    name: {{ include "waggle.fullname" . }}
+- name: sync
+  configMap:
+    name: {{ include "waggle.syncName" . }}
+{{- if $sshSecret }}
+- name: ssh
+  secret:
+    secretName: {{ $sshSecret }}
+    defaultMode: 256  # 0400: read by the owner (and, with fsGroup, by the group)
+{{- end }}
+{{- with include "waggle.securityVolumes" . }}
+{{ . }}
+{{- end }}
+- name: tmp
+  emptyDir: {}
+{{- end }}
+
+{{/*
+The sync container's arguments after `waggle sync`: the sync file, and the server file when waggle's keytab is
+mounted (the sync logs in to Kerberized metastores with it).
+*/}}
+{{- define "waggle.syncArgs" -}}
+- --config
+- /etc/waggle/sync/sync.yml
+{{- if .Values.security.kerberos.keytabSecret }}
+- --server-config
+- /etc/waggle/waggle-server.yml
+{{- end }}
+- --no-progress
+{{- end }}
+
+{{/*
+The sync container's environment: Spark writes only under /tmp; KRB5_CONFIG and the user's extra variables.
+*/}}
+{{- define "waggle.syncEnv" -}}
+- name: HOME
+  value: /tmp
+- name: SPARK_LOCAL_DIRS
+  value: /tmp
+- name: JAVA_TOOL_OPTIONS
+  value: -Djava.io.tmpdir=/tmp
+{{- if .Values.security.kerberos.krb5ConfigMap }}
+- name: KRB5_CONFIG
+  value: /etc/waggle/krb5/krb5.conf
+{{- end }}
+{{- with .Values.sync.extraEnv }}
 {{ toYaml . }}
 {{- end }}
 {{- end }}
