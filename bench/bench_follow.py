@@ -1,0 +1,330 @@
+"""``waggle sync --follow`` against its limits, all figures from one run.
+
+    python bench/bench_follow.py [--tables 10] [--seconds 60] [--backlog 10000] [--copy-seconds 30]
+
+Two local Derby-backed Hive 2.3 metastores (Java 17 and pyspark needed), with full JIT, each writing notification
+events with waggle's listener: a *source* (federation member ``src``) and a *target* (the primary). The source
+gets ``bench_src.t00`` ... ``t09``: external text tables partitioned by ``part``. The follower runs as a real
+``waggle sync --follow --config FILE`` subprocess (one policy, ``follow: true``, the default write limit of 20
+calls/s), and is watched from outside only:
+
+1. **Steady lag.** A writer adds one partition at a time (``add_partition``), round robin over the tables, at
+   20 events/s for ``--seconds``, then at 60 events/s (Uber's daily average). A poller lists the target tables'
+   partition names every 50 ms. A partition's lag is from the source call's return (its commit) to the poll that
+   first sees it at the target (so it includes up to one poll interval). Goals: p99 <= 2 s at 20/s and <= 5 s at
+   60/s, mirror mode.
+2. **Catch-up.** The follower is stopped (SIGTERM), ``--backlog`` partitions are added at the source one call
+   each (that many ADD_PARTITION events), and the follower is started again: its rate is the backlog over the
+   seconds from its start to the last partition's arrival at the target (the interpreter's start included).
+   The limit: raw ``add_partitions`` of the same partitions, 500 a call, into a fresh table of the target.
+   Goal: >= 0.8x raw.
+3. **Idle.** With nothing written for 60 s: the follower's CPU seconds (``/proc``) and the calls it makes to
+   the source (lines of the source metastore's audit log). Goal: under 1% of a core.
+4. **Copy mode** (``--copy-seconds``, 0 to skip): the same steady writer at 20/s for a second policy in copy
+   mode (each partition holds one small file, copied by Spark's executors, ``local[2]``): lag reported.
+
+Both metastores, the follower, the writer and the poller share this machine's CPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from waggle.hms.gen.hive_metastore import ttypes
+from waggle.local.client import hms_client
+from waggle.local.jvm import free_port
+from waggle.local.metastore import LocalMetastore
+from waggle.local.seed import ensure_database, ensure_table, text_sd
+
+SRC_DB = "bench_src"
+COLS = [("id", "int"), ("name", "string")]
+KEYS = [("part", "string")]
+BATCH = 500
+HEAP = "2g"
+POLL = 0.05  # seconds between the poller's rounds
+
+
+def table_names(n: int) -> list[str]:
+    return [f"t{i:02d}" for i in range(n)]
+
+
+# -- the follower, as a subprocess -------------------------------------------------------------------------------
+class Follower:
+    def __init__(self, work: Path, sync_file: Path, name: str) -> None:
+        self.work, self.sync_file, self.name = work, sync_file, name
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started = 0.0
+
+    def start(self) -> Follower:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = str(self.work / "pycache")
+        log = open(self.work / f"{self.name}.log", "ab")
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen([sys.executable, "-m", "waggle", "sync", "--follow", "--config",
+                                      str(self.sync_file), "--no-progress"], stdout=log, stderr=subprocess.STDOUT,
+                                     cwd=ROOT, env=env)
+        log.close()
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def cpu_seconds(self) -> float:
+        """User and system CPU of the follower and its children (Spark's JVM, Python workers)."""
+        assert self.proc is not None
+        total = 0.0
+        tick = os.sysconf("SC_CLK_TCK")
+        for pid in [self.proc.pid, *_children(self.proc.pid)]:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / tick
+            except (OSError, IndexError, ValueError):
+                pass
+        return total
+
+    def alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            tail = "\n".join((self.work / f"{self.name}.log").read_text(errors="replace").splitlines()[-30:])
+            raise SystemExit(f"the follower exited with {self.proc.returncode}:\n{tail}")
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+            out += [int(child), *_children(int(child))]
+    except OSError:
+        pass
+    return out
+
+
+# -- writer and poller ------------------------------------------------------------------------------------------
+class Poller(threading.Thread):
+    """Lists the target's partition names of every table every ``POLL`` seconds; records when each is first
+    seen."""
+
+    def __init__(self, port: int, db: str, tables: list[str]) -> None:
+        super().__init__(daemon=True)
+        self.port, self.db, self.tables = port, db, tables
+        self.seen: dict[tuple[str, str], float] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        with hms_client("127.0.0.1", self.port, timeout=600) as c:
+            while not self.stop.is_set():
+                for t in self.tables:
+                    try:
+                        names = c.get_partition_names(self.db, t, -1)
+                    except ttypes.NoSuchObjectException:
+                        continue
+                    now = time.perf_counter()
+                    for n in names:
+                        self.seen.setdefault((t, n), now)
+                self.stop.wait(POLL)
+
+    def wait_for(self, keys: list[tuple[str, str]], timeout: float) -> float:
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            if all(k in self.seen for k in keys):
+                return max(self.seen[k] for k in keys)
+            time.sleep(POLL)
+        missing = [k for k in keys if k not in self.seen]
+        raise SystemExit(f"{len(missing)} partition(s) never reached the target, e.g. {missing[:3]}")
+
+
+def write(port: int, work: Path, tables: list[str], rate: float, seconds: float, start: int, files: bool
+          ) -> dict[tuple[str, str], float]:
+    """Add partitions one call each at ``rate`` a second for ``seconds``; each one's commit time."""
+    committed: dict[tuple[str, str], float] = {}
+    with hms_client("127.0.0.1", port, timeout=600) as c:
+        t0 = time.perf_counter()
+        i = 0
+        while True:
+            due = t0 + i / rate
+            if due - t0 >= seconds:
+                break
+            delay = due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            table = tables[i % len(tables)]
+            value = f"p{start + i:07d}"
+            location = f"file://{work}/src/{table}/part={value}"
+            if files:
+                Path(location[len("file://"):]).mkdir(parents=True, exist_ok=True)
+                Path(location[len("file://"):], "data.csv").write_text(f"{i},name{i}\n")
+            c.add_partition(ttypes.Partition(values=[value], dbName=SRC_DB, tableName=table, sd=text_sd(location, COLS),
+                                             parameters={}))
+            committed[(table, f"part={value}")] = time.perf_counter()
+            i += 1
+    return committed
+
+
+def lags(committed: dict[tuple[str, str], float], poller: Poller, timeout: float = 120) -> list[float]:
+    poller.wait_for(list(committed), timeout)
+    return sorted(poller.seen[k] - t for k, t in committed.items())
+
+
+def pct(values: list[float], q: float) -> float:
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def audit_calls(store: LocalMetastore) -> int:
+    return sum(1 for line in store.log_path.read_text(errors="replace").splitlines() if "cmd=" in line)
+
+
+# -- set-up --------------------------------------------------------------------------------------------------------
+def write_files(work: Path, source: LocalMetastore, target: LocalMetastore, tables: list[str], http_port: int,
+                mode: str, name: str, target_db: str) -> Path:
+    federation = work / "waggle-federation.yml"
+    federation.write_text(
+        "primary-meta-store:\n  name: primary\n"
+        f"  remote-meta-store-uris: {target.uri}\n  access-control-type: READ_AND_WRITE_AND_CREATE\n"
+        f"federated-meta-stores:\n- name: src\n  remote-meta-store-uris: {source.uri}\n  database-prefix: src_\n")
+    sync = work / f"{name}.yml"
+    sync.write_text(json.dumps({
+        "federation-config": str(federation), "source": "src", "http-port": http_port, "master": "local[2]",
+        "jobs": [{"name": name, "tables": f"{SRC_DB}\\.({'|'.join(tables)})", "mode": mode,
+                  "target-database": target_db, "follow": True}]}))
+    return sync
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tables", type=int, default=10)
+    parser.add_argument("--seconds", type=float, default=60.0, help="seconds of each steady rate")
+    parser.add_argument("--backlog", type=int, default=10_000)
+    parser.add_argument("--idle-seconds", type=float, default=60.0)
+    parser.add_argument("--copy-seconds", type=float, default=30.0)
+    parser.add_argument("--workdir", default=None)
+    args = parser.parse_args()
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-follow-")).resolve()
+    tables = table_names(args.tables)
+    source = LocalMetastore(work / "source", heap=HEAP, fast_start=False).start()
+    target = LocalMetastore(work / "target", heap=HEAP, fast_start=False).start()
+    followers: list[Follower] = []
+    try:
+        source.wait_ready()
+        target.wait_ready()
+        with hms_client("127.0.0.1", source.port, timeout=600) as c:
+            ensure_database(c, SRC_DB, f"file://{work}/src")
+            for t in tables:
+                ensure_table(c, SRC_DB, t, f"file://{work}/src/{t}", COLS, KEYS)
+        results: dict[str, Any] = {}
+        sync = write_files(work, source, target, tables, free_port(), "mirror", "steady", "bench_mirror")
+        follower = Follower(work, sync, "steady").start()
+        followers.append(follower)
+        poller = Poller(target.port, "bench_mirror", tables)
+        poller.start()
+        # warm-up: the bootstrap, then a few events through
+        warm = write(source.port, work, tables, 20, 5, 0, False)
+        lags(warm, poller, timeout=300)
+        start = len(warm)
+        for rate in (20, 60):
+            committed = write(source.port, work, tables, rate, args.seconds, start, False)
+            start += len(committed)
+            follower.alive()
+            got = lags(committed, poller)
+            results[f"mirror {rate}/s"] = got
+            print(f"mirror at {rate} events/s: {len(got)} partitions, lag p50 {pct(got, 0.5):.2f} s, "
+                  f"p99 {pct(got, 0.99):.2f} s, max {got[-1]:.2f} s", flush=True)
+
+        # catch-up
+        follower.stop()
+        backlog: dict[tuple[str, str], float] = {}
+        t = time.perf_counter()
+        with hms_client("127.0.0.1", source.port, timeout=600) as c:
+            for i in range(args.backlog):
+                table = tables[i % len(tables)]
+                value = f"p{start + i:07d}"
+                c.add_partition(ttypes.Partition(values=[value], dbName=SRC_DB, tableName=table,
+                                                 sd=text_sd(f"file://{work}/src/{table}/part={value}", COLS),
+                                                 parameters={}))
+                backlog[(table, f"part={value}")] = 0.0
+        written = time.perf_counter() - t
+        start += args.backlog
+        follower = Follower(work, sync, "steady").start()
+        followers.append(follower)
+        arrived = poller.wait_for(list(backlog), timeout=1800)
+        catch_up = arrived - follower.started
+        raw = raw_add(target.port, work, args.backlog)
+        print(f"catch-up: {args.backlog} events (written at the source in {written:.1f} s) applied in "
+              f"{catch_up:.1f} s = {args.backlog / catch_up:,.0f}/s; raw add_partitions {raw:.1f} s = "
+              f"{args.backlog / raw:,.0f}/s; ratio {raw / catch_up:.2f}x (goal >= 0.8x)", flush=True)
+        results["catch-up"] = {"seconds": catch_up, "raw_seconds": raw, "ratio": raw / catch_up}
+
+        # idle
+        time.sleep(5)
+        cpu0, calls0, t0 = follower.cpu_seconds(), audit_calls(source), time.perf_counter()
+        time.sleep(args.idle_seconds)
+        cpu1, calls1, t1 = follower.cpu_seconds(), audit_calls(source), time.perf_counter()
+        minutes = (t1 - t0) / 60
+        print(f"idle: {(cpu1 - cpu0) / minutes:.2f} CPU s/min ({100 * (cpu1 - cpu0) / (t1 - t0):.2f}% of a core; "
+              f"goal < 1%), {(calls1 - calls0) / minutes:.0f} source calls/min", flush=True)
+        results["idle"] = {"cpu_percent": 100 * (cpu1 - cpu0) / (t1 - t0),
+                           "source_calls_per_minute": (calls1 - calls0) / minutes}
+        follower.stop()
+        poller.stop.set()
+
+        if args.copy_seconds > 0:
+            copied = [f"c{i:02d}" for i in range(args.tables)]  # tables of their own, whose partitions hold files
+            with hms_client("127.0.0.1", source.port, timeout=600) as c:
+                for t in copied:
+                    ensure_table(c, SRC_DB, t, f"file://{work}/src/{t}", COLS, KEYS)
+            sync = write_files(work, source, target, copied, free_port(), "copy", "copied", "bench_copy")
+            follower = Follower(work, sync, "copied").start()
+            followers.append(follower)
+            poller = Poller(target.port, "bench_copy", copied)
+            poller.start()
+            lags(write(source.port, work, copied, 5, 4, 0, True), poller, timeout=600)  # bootstrap, Spark started
+            committed = write(source.port, work, copied, 20, args.copy_seconds, 100, True)
+            got = lags(committed, poller, timeout=600)
+            results["copy 20/s"] = got
+            print(f"copy at 20 events/s: {len(got)} partitions, lag p50 {pct(got, 0.5):.2f} s, "
+                  f"p99 {pct(got, 0.99):.2f} s, max {got[-1]:.2f} s", flush=True)
+            poller.stop.set()
+        (work / "results.json").write_text(json.dumps(
+            {k: (v if isinstance(v, dict) else {"p50": pct(v, 0.5), "p99": pct(v, 0.99), "n": len(v)})
+             for k, v in results.items()}, indent=2))
+        print(f"figures in {work / 'results.json'}")
+    finally:
+        for f in followers:
+            f.stop()
+        source.stop()
+        target.stop()
+
+
+def raw_add(port: int, work: Path, n: int) -> float:
+    """Seconds of ``add_partitions``, ``BATCH`` a call, of ``n`` partitions into a fresh table of the target."""
+    with hms_client("127.0.0.1", port, timeout=600) as c:
+        ensure_database(c, "bench_raw", f"file://{work}/raw")
+        ensure_table(c, "bench_raw", "t", f"file://{work}/raw/t", COLS, KEYS)
+        parts = [ttypes.Partition(values=[f"p{i:07d}"], dbName="bench_raw", tableName="t",
+                                  sd=text_sd(f"file://{work}/src/t/part=p{i:07d}", COLS), parameters={})
+                 for i in range(n)]
+        t = time.perf_counter()
+        for i in range(0, n, BATCH):
+            c.add_partitions(parts[i:i + BATCH])
+        return time.perf_counter() - t
+
+
+if __name__ == "__main__":
+    main()
