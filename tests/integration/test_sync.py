@@ -351,30 +351,15 @@ def test_runs_unchanged_under_spark_submit(env: SyncEnv, tmp_path: Path) -> None
 
 
 def test_incremental_skips_a_table_without_events_and_syncs_one_with_events(env: SyncEnv, tmp_path: Path) -> None:
-    """The local Hive 2.3 metastore keeps no notification log; a stub in front of the source keeps one."""
-    from waggle.hms.gen.hive_metastore.ttypes import (
-        CurrentNotificationEventId,
-        NotificationEvent,
-        NotificationEventResponse,
-    )
-
-    log: list[NotificationEvent] = []
-
-    def current(_args: Any) -> Any:
-        return CurrentNotificationEventId(eventId=len(log) + 100)
-
-    def next_events(args: Any) -> Any:
-        after = args.rqst.lastEvent
-        return NotificationEventResponse(events=[e for e in log if e.eventId > after][:args.rqst.maxEvents])
-
-    stub = HiveStubMetastore("127.0.0.1", env.analytics.port, version="2.3.10-with-notification-log-stub",
-                             local={"get_current_notificationEventId": current,
-                                    "get_next_notification": next_events}).start()
+    """The source writes notification events (waggle's listener, as hcatalog's DbNotificationListener does); a
+    recorder in front of it shows which calls a run made."""
+    stub = HiveStubMetastore("127.0.0.1", env.analytics.port, version="2.3.10-recorded").start()
     try:
         federation = tmp_path / "federation.yml"
         federation.write_text(env.federation.read_text().replace(env.analytics.uri, stub.uri))
         with hms_client("127.0.0.1", env.analytics.port) as c:
             _small_partitioned(c, "churn2")
+            _small_partitioned(c, "churn3")
 
         def sync() -> dict[str, Any]:
             code, report, out = env.sync("--source", "analytics", "--tables", f"{SRC}.churn2", "--target-database",
@@ -384,12 +369,12 @@ def test_incremental_skips_a_table_without_events_and_syncs_one_with_events(env:
 
         assert sync()["created"] == 3
         with hms_client("127.0.0.1", env.analytics.port) as c:
-            c.add_partition(_partition(c, "churn2", "d"))
+            c.add_partition(_partition(c, "churn3", "d"))  # an event, for another table
         stub.clear()
-        assert sync()["table"] == "unchanged"  # no event: the table is not even listed
+        assert sync()["table"] == "unchanged"  # no event for this table: it is not even listed
         assert "get_partition_names" not in [c.method for c in stub.calls]
-        log.append(NotificationEvent(eventId=len(log) + 101, eventTime=0, eventType="ADD_PARTITION", dbName=SRC,
-                                     tableName="churn2", message="{}"))
+        with hms_client("127.0.0.1", env.analytics.port) as c:
+            c.add_partition(_partition(c, "churn2", "d"))  # its ADD_PARTITION event
         r = sync()
         assert (r["created"], r["unchanged"]) == (1, 3), r
     finally:
