@@ -298,3 +298,55 @@ def test_the_metrics_table_is_external_text_with_lazy_simple_serde():
     assert [c.name for c in table.sd.cols] == [name for name, _ in COLUMNS]
     assert table.sd.serdeInfo.parameters["escape.delim"] == "\\"
     assert table.sd.serdeInfo.parameters["serialization.escape.crlf"] == "true"
+
+
+def test_http_answers_healthz_metrics_and_run_now(sync_file):
+    import json
+    import urllib.error
+    import urllib.request
+
+    from waggle.sync.http import Api, HttpServer, SyncMetrics
+
+    write(sync_file, "  - {name: s, tables: 's.*', every: 1h}\n")
+    factory = FakeFactory({"s": [batch("s", 0, 4, BOOTSTRAP, objects=2, bootstrap_reason="gap: events 1-3 purged",
+                                       events={("CREATE_TABLE", "applied"): 2})]})
+    metrics = SyncMetrics()
+
+    class Both(FakeObserver):
+        def batch(self, policy: Policy, execution: Execution) -> None:
+            metrics.batch(policy, execution)
+
+        def state(self, policy: Policy, state: PolicyState) -> None:
+            metrics.state(policy, state)
+
+        def row(self, policy: Policy, row: ExecutionRow) -> None:
+            super().row(policy, row)
+            metrics.row(policy, row)
+
+    observer = Both()
+    svc = service(sync_file, factory, observer).start()
+    http = HttpServer(Api(svc.health, svc.run_now, metrics), 0, "127.0.0.1").start()
+    base = f"http://127.0.0.1:{http.port}"
+    try:
+        wait_for(lambda: len(observer.rows) == 1, timeout=5)
+        with urllib.request.urlopen(f"{base}/healthz") as r:
+            body = json.loads(r.read())
+            assert r.status == 200 and body["status"] == "ok"
+            assert body["policies"][0]["policy"] == "s" and body["policies"][0]["checkpoint"] == 4
+        with urllib.request.urlopen(f"{base}/metrics") as r:
+            text = r.read().decode()
+        assert 'waggle_sync_checkpoint{policy="s",source="analytics"} 4.0' in text
+        assert 'waggle_sync_events_total{outcome="applied",policy="s",type="CREATE_TABLE"} 2.0' in text
+        assert 'waggle_sync_bootstraps_total{policy="s",reason="gap"} 1.0' in text
+        assert 'waggle_sync_executions_total{policy="s",status="succeeded"} 1.0' in text
+        assert 'waggle_sync_lag_events{policy="s",source="analytics"} 96.0' in text
+        post = urllib.request.Request(f"{base}/policies/s/run", method="POST", data=b"")
+        with urllib.request.urlopen(post) as r:
+            assert r.status == 202 and json.loads(r.read()) == {"policy": "s", "status": "started"}
+        wait_for(lambda: len(observer.rows) == 2 and observer.rows[1].trigger == "run-now", timeout=5)
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(urllib.request.Request(f"{base}/policies/nope/run", method="POST", data=b""))
+        assert err.value.code == 404 and "no policy 'nope'" in json.loads(err.value.read())["error"]
+    finally:
+        http.stop()
+        svc.stop()

@@ -204,3 +204,51 @@ def write_rows(location: str, rows: Iterable[ExecutionRow]) -> str | None:
         out.write(text)
     fs.mv(hidden, final)
     return final
+
+
+def unescape_line(text: str) -> list[str | None]:
+    """The fields of one line as :func:`line` wrote them (``\\N`` is null)."""
+    fields: list[str | None] = []
+    current: list[str] = []
+    raw_null = True  # the field so far is exactly the two characters of \N, unescaped
+    i = 0
+    while i <= len(text):
+        c = text[i] if i < len(text) else "\t"
+        if c == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "N" and not current:
+                current.append("\\N")
+                raw_null = True
+            else:
+                current.append({"n": "\n", "r": "\r"}.get(nxt, nxt))
+                raw_null = False
+            i += 2
+            continue
+        if c == "\t":
+            value = "".join(current)
+            fields.append(None if raw_null and value == "\\N" else value)
+            current, raw_null = [], True
+        else:
+            current.append(c)
+            raw_null = False
+        i += 1
+    return fields
+
+
+def read_rows(location: str) -> list[dict[str, str | None]]:
+    """Every row written into the table's location, by column name (for ``waggle sync --status``)."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(url(location))
+    if not fs.exists(root):
+        return []
+    names = [name for name, _ in COLUMNS]
+    rows: list[dict[str, str | None]] = []
+    for path in sorted(fs.ls(root, detail=False)):
+        if path.rsplit("/", 1)[-1].startswith((".", "_")):
+            continue
+        with fs.open(path, "r") as f:
+            for text in f.read().splitlines():
+                if text:
+                    rows.append(dict(zip(names, unescape_line(text), strict=False)))
+    return rows
