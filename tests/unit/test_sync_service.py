@@ -350,3 +350,23 @@ def test_http_answers_healthz_metrics_and_run_now(sync_file):
     finally:
         http.stop()
         svc.stop()
+
+
+def test_a_policy_whose_follower_cannot_be_made_is_tried_again(sync_file):
+    write(sync_file, "  - {name: a, tables: 's.*', follow: true}\n")
+    attempts: list[str] = []
+    fakes = FakeFactory()
+
+    def flaky(policy: Policy, share: Share) -> FakeFollower:
+        attempts.append(policy.name)
+        if len(attempts) == 1:
+            raise ConnectionRefusedError("primary down")
+        return fakes(policy, share)
+
+    svc = Service(load_policies(str(sync_file)), flaky, FakeObserver(), FairBudget("primary", 0)).start()
+    try:
+        assert svc.threads == {}
+        assert svc.revive() == ["a"] and set(svc.threads) == {"a"}
+        assert svc.revive() == []  # running: nothing to do
+    finally:
+        svc.stop()

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from waggle.common.logging import get_logger
+from waggle.common.logging import Throttle, get_logger
 from waggle.sync.budget import FairBudget, Share, policy_weight
 from waggle.sync.execution import BOOTSTRAP, FAILED, Execution, PolicyState
 from waggle.sync.metrics_table import ExecutionRow
@@ -251,8 +251,8 @@ class PolicyThread:
         finally:
             h.batch_started = None
         self._refresh_state()
-        if execution is None:
-            h.failing_since = None if h.last_status != FAILED else h.failing_since
+        if execution is None:  # caught up: whatever failed before is behind it
+            h.failing_since = None
             return None
         h.batches += 1
         h.last_batch_at, h.last_status, h.last_error = now_iso(), execution.status, execution.error
@@ -334,6 +334,7 @@ class Service:
         self.stopping = threading.Event()
         self._lock = threading.Lock()  # the threads and the config
         self._apply = threading.Lock()  # one edit at a time
+        self._start_failures = Throttle(60.0)
         self._seen = _file_mark(config.path)
 
     # -- policies ------------------------------------------------------------------------------------------
@@ -366,8 +367,10 @@ class Service:
         share = self.budget.share(policy.name)
         try:
             follower = self.factory(policy, share)
-        except Exception as exc:
-            log.error("sync.policy_start_failed", policy=policy.name, error=_describe(exc))
+        except Exception as exc:  # tried again by revive(), at the next look at the file
+            if self._start_failures.allow(policy.name):
+                log.error("sync.policy_start_failed", policy=policy.name, error=_describe(exc),
+                          retry=f"every {WATCH_SECONDS:g}s")
             return
         self.threads[policy.name] = PolicyThread(policy, follower, self.observer, self.settings.poll_interval_max,
                                                  self.settings.execution_window, share, self.clock).start()
@@ -405,11 +408,27 @@ class Service:
                         detail="takes effect when the service starts again")
         return self.apply(config)
 
+    def revive(self) -> list[str]:
+        """Start again the enabled policies that are not running: those whose follower could not be made, and
+        those whose thread ended on an unexpected error. Their names."""
+        with self._apply:
+            with self._lock:
+                dead = [n for n, t in self.threads.items() if not t.thread.is_alive() and not t.stop_event.is_set()]
+                for name in dead:
+                    log.error("sync.policy_died", policy=name, detail="started again")
+                    self.threads.pop(name)
+                missing = [p for p in self.config.policies if p.enabled and p.name not in self.threads]
+                if not self.stopping.is_set():
+                    for policy in missing:
+                        self._start(policy)
+            return [p.name for p in missing if p.name in self.threads]
+
     def watch(self, interval: float = WATCH_SECONDS) -> None:
-        """Poll the file until stopped."""
+        """Poll the file until stopped; start again what is not running."""
         while not self.stopping.wait(interval):
             try:
-                self.check_file()
+                if self.check_file() is None:
+                    self.revive()
             except Exception as exc:  # the watcher keeps watching
                 log.error("sync.config_watch_failed", file=self.config.path, error=_describe(exc))
 

@@ -171,7 +171,12 @@ def main_follow(args: argparse.Namespace) -> int:
         log.error("sync.metrics_table_failed", table=f"{SYS_DB}.{TABLE}", error=str(exc))
     stop = threading.Event()
     _on_signals(stop)
-    service = Service(pf, follower_factory(pf, config, credentials, spark), Observers(metrics, table), budget)
+    try:
+        factory = follower_factory(pf, config, credentials, spark)
+    except ImportError:
+        print("error: this installation of waggle has no follower (waggle.sync.follow)", file=sys.stderr)
+        return 1
+    service = Service(pf, factory, Observers(metrics, table), budget)
     http: HttpServer | None = None
     try:
         if pf.http_port:
@@ -275,7 +280,9 @@ def _post_run(port: int, name: str) -> tuple[int, dict[str, Any]] | None:
 
 # -- waggle sync --status ------------------------------------------------------------------------------------------
 def status(args: argparse.Namespace, out: IO[str] | None = None) -> int:
-    """Each policy's checkpoint, the source's current event, the lag, the last execution and failed tables."""
+    """Each policy's checkpoint, the source's current event, the lag, the last execution and failed tables.
+    Exit code 0: all well; 1: the files or the primary are at fault; 2: some policy's last execution failed."""
+    configure()
     out = out or sys.stdout
     setup = _Setup(args, out)
     try:
