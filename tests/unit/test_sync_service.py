@@ -370,3 +370,60 @@ def test_a_policy_whose_follower_cannot_be_made_is_tried_again(sync_file):
         assert svc.revive() == []  # running: nothing to do
     finally:
         svc.stop()
+
+
+SIGTERM_SCRIPT = """
+import sys, threading, time
+from waggle.sync import service_main
+from waggle.sync.execution import Execution, PolicyState
+
+class FakeFollower:
+    def __init__(self, policy):
+        self.policy, self.done = policy, 0
+    def step(self, stop):
+        if self.done >= 1:
+            return None
+        print("in-batch", flush=True)
+        time.sleep(1.0)  # the batch in hand: SIGTERM arrives meanwhile
+        self.done += 1
+        print("batch-done", flush=True)
+        return Execution(self.policy.name, "incremental", 0, 1, started_at="2026-01-01T00:00:00Z")
+    def state(self):
+        return PolicyState(self.policy.name, "analytics", self.done, 1, 1 - self.done, None)
+    def close(self):
+        print("closed", flush=True)
+
+service_main.follower_factory = lambda *a: (lambda policy, share: FakeFollower(policy))
+service_main.TableRows.ensure = lambda self: sys.argv[2]
+import argparse
+sys.exit(service_main.main_follow(argparse.Namespace(config=sys.argv[1], federation_config=None,
+    server_config=None, principal=None, keytab=None, master=None, max_writes_per_second=None)))
+"""
+
+
+def test_sigterm_finishes_the_batch_in_hand_then_exits_0(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    (tmp_path / "fed.yml").write_text("primary-meta-store:\n  name: primary\n  remote-meta-store-uris: "
+                                      "thrift://127.0.0.1:1\nfederated-meta-stores:\n- name: analytics\n"
+                                      "  remote-meta-store-uris: thrift://127.0.0.1:2\n")
+    sync = tmp_path / "sync.yml"
+    sync.write_text(HEAD + "jobs:\n  - {name: a, tables: 's.*', follow: true}\n")
+    rows = tmp_path / "rows"
+    proc = subprocess.Popen([sys.executable, "-c", SIGTERM_SCRIPT, str(sync), f"file://{rows}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "in-batch"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert out.split() == ["batch-done", "closed"]
+    assert "sync.service_stopped" in err
+    assert len(list(rows.iterdir())) == 1  # the window's row, written at the stop

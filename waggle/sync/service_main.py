@@ -2,7 +2,9 @@
 
 The I/O around :mod:`waggle.sync.service`: the configuration files, the connections, Spark, the followers
 (:class:`waggle.sync.follow.follower.Follower`), the ``replication_metrics`` table, the HTTP port and signals.
-``waggle/cli.py`` parses the arguments and calls :func:`main_follow`, :func:`run_now` or :func:`status`.
+``waggle/cli.py`` parses the arguments (``--follow``, ``--run-now NAME``, ``--status``, each with ``--config``, and
+the sync's ``--federation-config``, ``--server-config``, ``--principal``/``--keytab``, ``--master``,
+``--max-writes-per-second``) and calls :func:`main_follow`, :func:`run_now` or :func:`status`.
 """
 
 from __future__ import annotations
@@ -43,17 +45,6 @@ log = get_logger("waggle.sync.service")
 #: The database parameters where the follower keeps each policy's checkpoint and source (its own names).
 CHECKPOINT_PARAM = "waggle.sync.policy.{}.checkpoint"
 SOURCE_PARAM = "waggle.sync.policy.{}.source"
-
-
-def add_arguments(sync: argparse.ArgumentParser) -> None:
-    """The service's options of ``waggle sync`` (with ``--config``)."""
-    group = sync.add_mutually_exclusive_group()
-    group.add_argument("--follow", action="store_true", help="with --config: run the sync file's policies as a "
-                       "service (continuous and scheduled), with hot edits of the file, until SIGTERM")
-    group.add_argument("--run-now", metavar="NAME", help="with --config: run policy NAME at once in the running "
-                       "service (on its http-port), else once in this process, until caught up")
-    group.add_argument("--status", action="store_true", help="with --config: print each policy's checkpoint, "
-                       "lag, last execution and failed tables")
 
 
 # -- shared set-up ------------------------------------------------------------------------------------------------
