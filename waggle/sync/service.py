@@ -27,7 +27,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from waggle.common.logging import Throttle, get_logger
@@ -254,6 +254,8 @@ class PolicyThread:
         if execution is None:  # caught up: whatever failed before is behind it
             h.failing_since = None
             return None
+        if not execution.started_at:
+            execution = replace(execution, started_at=started)
         h.batches += 1
         h.last_batch_at, h.last_status, h.last_error = now_iso(), execution.status, execution.error
         if execution.status == FAILED:
@@ -305,8 +307,6 @@ class PolicyThread:
 
 def _unknown_events(execution: Execution, state: PolicyState | None) -> Execution:
     """A failed batch that never ran starts and ends at the checkpoint last known."""
-    from dataclasses import replace
-
     checkpoint = state.checkpoint if state and state.checkpoint is not None else 0
     return replace(execution, from_event=checkpoint, to_event=checkpoint)
 
