@@ -310,7 +310,7 @@ def test_http_answers_healthz_metrics_and_run_now(sync_file):
     write(sync_file, "  - {name: s, tables: 's.*', every: 1h}\n")
     factory = FakeFactory({"s": [batch("s", 0, 4, BOOTSTRAP, objects=2, bootstrap_reason="gap: events 1-3 purged",
                                        events={("CREATE_TABLE", "applied"): 2})]})
-    metrics = SyncMetrics()
+    metrics = SyncMetrics(svc_budget := FairBudget("primary", 0))
 
     class Both(FakeObserver):
         def batch(self, policy: Policy, execution: Execution) -> None:
@@ -324,7 +324,7 @@ def test_http_answers_healthz_metrics_and_run_now(sync_file):
             metrics.row(policy, row)
 
     observer = Both()
-    svc = service(sync_file, factory, observer).start()
+    svc = Service(load_policies(str(sync_file)), factory, observer, svc_budget).start()
     http = HttpServer(Api(svc.health, svc.run_now, metrics), 0, "127.0.0.1").start()
     base = f"http://127.0.0.1:{http.port}"
     try:
@@ -340,6 +340,7 @@ def test_http_answers_healthz_metrics_and_run_now(sync_file):
         assert 'waggle_sync_bootstraps_total{policy="s",reason="gap"} 1.0' in text
         assert 'waggle_sync_executions_total{policy="s",status="succeeded"} 1.0' in text
         assert 'waggle_sync_lag_events{policy="s",source="analytics"} 96.0' in text
+        assert 'waggle_sync_share_weight{policy="s"} 2.0' in text  # the bootstrap's two tables
         post = urllib.request.Request(f"{base}/policies/s/run", method="POST", data=b"")
         with urllib.request.urlopen(post) as r:
             assert r.status == 202 and json.loads(r.read()) == {"policy": "s", "status": "started"}

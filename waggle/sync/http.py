@@ -4,7 +4,8 @@
 :data:`waggle.sync.service.FAILING_SECONDS` (503 otherwise, and while stopping), with each policy's state as JSON.
 ``/metrics`` is Prometheus text from the sync's own registry (:class:`SyncMetrics`, apart from the proxy's):
 lag in events and seconds, checkpoints, events read by type and outcome, batches and executions by status,
-bootstraps by reason, failed tables. ``POST /policies/NAME/run`` runs a policy at once (202), as Hive's
+bootstraps by reason, failed tables, and each policy's writes and waits under the shared write budget.
+``POST /policies/NAME/run`` runs a policy at once (202), as Hive's
 ``ALTER SCHEDULED QUERY ... EXECUTE``; 404 names a policy that is not running.
 
 Standard library ``http.server`` in a thread of its own; requests are answered from the service's memory only.
@@ -23,6 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from waggle.common.logging import get_logger
+from waggle.sync.budget import FairBudget
 from waggle.sync.execution import BOOTSTRAP, Execution, PolicyState
 from waggle.sync.metrics_table import ExecutionRow
 from waggle.sync.policies import Policy
@@ -34,7 +36,8 @@ _RUN = re.compile(r"/policies/([^/]+)/run/?")
 class SyncMetrics:
     """The Prometheus series of the service's policies (an observer of :class:`waggle.sync.service.Service`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: FairBudget | None = None) -> None:
+        self.budget = budget
         self.registry = r = CollectorRegistry()
         self.lag_events = Gauge("waggle_sync_lag_events", "Source events not yet applied", ["policy", "source"],
                                 registry=r)
@@ -59,6 +62,13 @@ class SyncMetrics:
                                ["policy"], registry=r)
         self.partitions = Counter("waggle_sync_partitions", "Partitions added, altered or dropped", ["policy"],
                                   registry=r)
+        # the write budget's shares, read at each scrape
+        self.writes = Gauge("waggle_sync_writes", "Write calls to the target made under the policy's share",
+                            ["policy"], registry=r)
+        self.write_wait = Gauge("waggle_sync_write_wait_seconds", "Seconds the policy's writes waited for their "
+                                "turn under the write budget, in all", ["policy"], registry=r)
+        self.weight = Gauge("waggle_sync_share_weight", "The policy's weight in the write budget", ["policy"],
+                            registry=r)
 
     def batch(self, policy: Policy, e: Execution) -> None:
         name = policy.name
@@ -88,6 +98,11 @@ class SyncMetrics:
         self.executions.labels(policy.name, row.status).inc()
 
     def text(self) -> bytes:
+        if self.budget is not None:
+            for share in self.budget.shares():
+                self.writes.labels(share.policy).set(share.writes)
+                self.write_wait.labels(share.policy).set(share.waited_seconds)
+                self.weight.labels(share.policy).set(share.weight)
         return generate_latest(self.registry)
 
 

@@ -154,7 +154,7 @@ def main_follow(args: argparse.Namespace) -> int:
     primary = config.federation.primary
     budget = FairBudget(primary.name, pf.run.max_writes_per_second)
     spark = _LazySpark(pf.run.master)
-    metrics = SyncMetrics()
+    metrics = SyncMetrics(budget)
     table = TableRows(primary, credentials)
     try:
         table.ensure()
