@@ -283,8 +283,9 @@ def test_an_unknown_top_level_sync_key_lists_the_registered_ones(tmp_path: Path)
     with pytest.raises(SyncConfigError) as err:
         load_sync_file(path)
     assert f"{path}: unknown key 'incrementl' (expected one of {', '.join(sorted(SYNC.keys()))})" in str(err.value)
-    assert sorted(SYNC.keys()) == ["federation-config", "incremental", "jobs", "master", "max-writes-per-second",
-                                   "propagate-deletes", "source"]
+    assert sorted(SYNC.keys()) == ["execution-window", "federation-config", "follow", "http-port", "incremental",
+                                   "jobs", "lease-seconds", "master", "max-writes-per-second", "page-size",
+                                   "poll-interval-max", "propagate-deletes", "source"]
 
 
 @pytest.mark.parametrize("value", [-1, "fast", 2.5, [1]])

@@ -82,12 +82,27 @@ class SyncConfigError(ValueError):
 def load_sync_file(path: str) -> SyncRun:
     """Read a sync file (see the README). Every problem names the file, the key and the value."""
     problems: list[str] = []
+    run, _ = parse_sync_data(path, read_sync_data(path), problems)
+    if problems:
+        raise SyncConfigError(problems)
+    return run
+
+
+def read_sync_data(path: str) -> dict[str, object]:
+    """A sync file's YAML map."""
     try:
         data = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise SyncConfigError([f"{path}: cannot read: {exc}"]) from None
     if not isinstance(data, dict):
         raise SyncConfigError([f"{path}: expected a map with 'federation-config' and 'jobs'"])
+    return data
+
+
+def parse_sync_data(path: str, data: dict[str, object], problems: list[str]
+                    ) -> tuple[SyncRun, list[tuple[Reader, TableSpec]]]:
+    """A sync file's run, and each job's reader with its spec (the policies read their own keys with it); the
+    problems go to ``problems``."""
     r = Reader(path, data, "", problems, nulls_are_unset=False)
     for key, _ in r.unknown(SYNC):
         problems.append(f"{path}: unknown key '{key}' (expected one of {', '.join(sorted(SYNC.keys()))})")
@@ -100,7 +115,7 @@ def load_sync_file(path: str) -> SyncRun:
     default_source = r.get(Sync.SOURCE)
     default_deletes = r.get(Sync.PROPAGATE_DELETES)
     jobs = r.raw(Sync.JOBS.key)
-    specs: list[TableSpec] = []
+    read: list[tuple[Reader, TableSpec]] = []
     if not isinstance(jobs, list) or not jobs:
         r.require(Sync.JOBS.key, ": a list of {tables: ..., mode: ...}")
         jobs = []
@@ -109,12 +124,10 @@ def load_sync_file(path: str) -> SyncRun:
         if not isinstance(job, dict):
             r.fail(where, job, "expected a map")
             continue
-        specs.append(_job(Reader(path, job, f"{where}.", problems, nulls_are_unset=False), default_source,
-                          default_deletes))
-    run = r.build(SyncRun, federation_config=fed, specs=tuple(specs))
-    if problems:
-        raise SyncConfigError(problems)
-    return run
+        jr = Reader(path, job, f"{where}.", problems, nulls_are_unset=False)
+        read.append((jr, _job(jr, default_source, default_deletes)))
+    run = r.build(SyncRun, federation_config=fed, specs=tuple(spec for _, spec in read))
+    return run, read
 
 
 def _job(r: Reader, default_source: str | None, default_deletes: bool) -> TableSpec:

@@ -1,0 +1,390 @@
+"""The service's commands: ``waggle sync --follow``, ``--run-now NAME`` and ``--status``, each with ``--config``.
+
+The I/O around :mod:`waggle.sync.service`: the configuration files, the connections, Spark, the followers
+(:class:`waggle.sync.follow.follower.Follower`), the ``replication_metrics`` table, the HTTP port and signals.
+``waggle/cli.py`` parses the arguments (``--follow``, ``--run-now NAME``, ``--status``, each with ``--config``, and
+the sync's ``--federation-config``, ``--server-config``, ``--principal``/``--keytab``, ``--master``,
+``--max-writes-per-second``) and calls :func:`main_follow`, :func:`run_now` or :func:`status`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import signal
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import IO, Any
+
+from waggle.common.logging import configure, get_logger
+from waggle.config.loader import ConfigError, load
+from waggle.config.model import MetastoreConfig, WaggleConfig
+from waggle.hms.gen.hive_metastore.ttypes import NoSuchObjectException, NotificationEventRequest
+from waggle.sync.budget import FairBudget, Share
+from waggle.sync.execution import SUCCEEDED, Execution, PolicyState
+from waggle.sync.hms import connections
+from waggle.sync.http import Api, HttpServer, SyncMetrics
+from waggle.sync.metrics_table import TABLE, ExecutionRow, ensure_table, read_rows, write_rows
+from waggle.sync.policies import Policy, PolicyFile, load_policies
+from waggle.sync.runner import SyncConfigError, _LazySpark
+from waggle.sync.service import RUN_NOW, FollowerLike, PolicyThread, Service
+from waggle.sync.system import SYS_DB
+from waggle.upstream.blocking import kerberos_identity
+from waggle.upstream.handshake import UpstreamCredentials
+
+log = get_logger("waggle.sync.service")
+
+#: The database parameters where the follower keeps each policy's checkpoint and source (its own names).
+CHECKPOINT_PARAM = "waggle.sync.policy.{}.checkpoint"
+SOURCE_PARAM = "waggle.sync.policy.{}.source"
+
+
+# -- shared set-up ------------------------------------------------------------------------------------------------
+class _Setup:
+    def __init__(self, args: argparse.Namespace, out: IO[str]) -> None:
+        self.args, self.out = args, out
+
+    def policies(self) -> PolicyFile:
+        pf = load_policies(self.args.config)
+        run = pf.run
+        if getattr(self.args, "federation_config", None):
+            run = replace(run, federation_config=self.args.federation_config)
+        if getattr(self.args, "max_writes_per_second", None) is not None:
+            run = replace(run, max_writes_per_second=self.args.max_writes_per_second)
+        if getattr(self.args, "master", None):
+            run = replace(run, master=self.args.master)
+        return replace(pf, run=run)
+
+    def config(self, pf: PolicyFile) -> WaggleConfig:
+        config = load(getattr(self.args, "server_config", None), pf.run.federation_config, serving=False)
+        members = {m.name: m for m in config.federation.members}
+        problems = [f"policy '{p.name}': source metastore '{p.spec.source}' is not in {pf.run.federation_config} "
+                    f"(members: {', '.join(members)})" for p in pf.policies if p.spec.source not in members]
+        problems += [f"policy '{p.name}': source metastore '{p.spec.source}' is the primary: the sync brings other "
+                     "members' tables into it" for p in pf.policies if p.spec.source == config.federation.primary.name]
+        if problems:
+            raise ConfigError(problems)
+        return config
+
+    def credentials(self, config: WaggleConfig) -> UpstreamCredentials:
+        return kerberos_identity(getattr(self.args, "principal", None), getattr(self.args, "keytab", None),
+                                 config.server.security.kerberos)
+
+
+def _problems(exc: SyncConfigError | ConfigError) -> int:
+    for problem in exc.problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return 1
+
+
+class TableRows:
+    """Writes rows into ``waggle_sys.replication_metrics`` (created on first use)."""
+
+    def __init__(self, primary: MetastoreConfig, credentials: UpstreamCredentials) -> None:
+        self.primary, self.credentials = primary, credentials
+        self.location: str | None = None
+        self._lock = threading.Lock()
+
+    def ensure(self) -> str:
+        with self._lock:
+            if self.location is None:
+                with connections(self.primary, 1, self.credentials) as (target,):
+                    self.location = ensure_table(target)
+            return self.location
+
+    def row(self, policy: Policy, row: ExecutionRow) -> None:
+        path = write_rows(self.ensure(), [row])
+        log.info("sync.execution", policy=policy.name, trigger=row.trigger, status=row.status, batches=row.batches,
+                 from_event=row.from_event, to_event=row.to_event, file=path)
+
+
+class Observers:
+    """The metrics, then the table."""
+
+    def __init__(self, metrics: SyncMetrics, table: TableRows) -> None:
+        self.metrics, self.table = metrics, table
+
+    def batch(self, policy: Policy, execution: Execution) -> None:
+        self.metrics.batch(policy, execution)
+
+    def state(self, policy: Policy, state: PolicyState) -> None:
+        self.metrics.state(policy, state)
+
+    def row(self, policy: Policy, row: ExecutionRow) -> None:
+        self.metrics.row(policy, row)
+        self.table.row(policy, row)
+
+
+def follower_factory(pf: PolicyFile, config: WaggleConfig, credentials: UpstreamCredentials,
+                     spark: _LazySpark) -> Any:
+    """Makes each policy's :class:`waggle.sync.follow.follower.Follower` with its :class:`FollowContext`."""
+    members = {m.name: m for m in config.federation.members}
+    follow = importlib.import_module("waggle.sync.follow.follower")
+    context_type = getattr(follow, "FollowContext", None) or importlib.import_module("waggle.sync.follow").__dict__[
+        "FollowContext"]
+
+    def make(policy: Policy, share: Share) -> FollowerLike:
+        ctx = context_type(source=members[policy.spec.source], primary=config.federation.primary,
+                           credentials=credentials, budget=share, spark=spark.get, page_size=pf.page_size,
+                           lease_seconds=pf.lease_seconds)
+        follower: FollowerLike = follow.Follower(policy.name, policy.spec, ctx)
+        return follower
+
+    return make
+
+
+# -- waggle sync --follow -----------------------------------------------------------------------------------------
+def main_follow(args: argparse.Namespace) -> int:
+    configure()
+    setup = _Setup(args, sys.stdout)
+    try:
+        pf = setup.policies()
+        config = setup.config(pf)
+    except (SyncConfigError, ConfigError) as exc:
+        return _problems(exc)
+    credentials = setup.credentials(config)
+    primary = config.federation.primary
+    budget = FairBudget(primary.name, pf.run.max_writes_per_second)
+    spark = _LazySpark(pf.run.master)
+    metrics = SyncMetrics(budget)
+    table = TableRows(primary, credentials)
+    try:
+        table.ensure()
+    except Exception as exc:  # the rows wait for the primary; the policies do not
+        log.error("sync.metrics_table_failed", table=f"{SYS_DB}.{TABLE}", error=str(exc))
+    stop = threading.Event()
+    _on_signals(stop)
+    try:
+        factory = follower_factory(pf, config, credentials, spark)
+    except ImportError:
+        print("error: this installation of waggle has no follower (waggle.sync.follow)", file=sys.stderr)
+        return 1
+    service = Service(pf, factory, Observers(metrics, table), budget)
+    http: HttpServer | None = None
+    try:
+        if pf.http_port:
+            http = HttpServer(Api(service.health, service.run_now, metrics), pf.http_port).start()
+        service.start()
+        log.info("sync.service_started", file=pf.path, policies=[p.name for p in pf.policies if p.enabled],
+                 http_port=pf.http_port or None)
+        watcher = threading.Thread(target=service.watch, name="sync-file-watch", daemon=True)
+        watcher.start()
+        while not stop.wait(0.5):
+            pass
+        log.info("sync.service_stopping", detail="every policy finishes its batch in hand")
+    finally:
+        service.stop()
+        if http is not None:
+            http.stop()
+        spark.stop()
+    log.info("sync.service_stopped")
+    return 0
+
+
+def _on_signals(stop: threading.Event) -> None:
+    def handler(signum: int, _: object) -> None:
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, handler)
+
+
+# -- waggle sync --run-now NAME -------------------------------------------------------------------------------------
+def run_now(args: argparse.Namespace, out: IO[str] | None = None) -> int:
+    """Ask the running service (on ``http-port`` of this host) to run the policy at once; if none answers, run it
+    once here, until caught up. Exit code 0: done (or started by the service); 1: refused; 2: the run failed."""
+    configure()
+    out = out or sys.stdout
+    name: str = args.run_now
+    setup = _Setup(args, out)
+    try:
+        pf = setup.policies()
+    except SyncConfigError as exc:
+        return _problems(exc)
+    policy = pf.policy(name)
+    if policy is None:
+        print(f"error: no policy '{name}' in {pf.path} (policies: {', '.join(p.name for p in pf.policies)})",
+              file=sys.stderr)
+        return 1
+    if pf.http_port:
+        answer = _post_run(pf.http_port, name)
+        if answer is not None:
+            status, body = answer
+            if status == 202:
+                print(f"policy '{name}': started in the running service (port {pf.http_port})", file=out)
+                return 0
+            print(f"error: the running service refused: {body.get('error', body)}", file=sys.stderr)
+            return 1
+    try:
+        config = setup.config(replace(pf, policies=(policy,)))
+    except ConfigError as exc:
+        return _problems(exc)
+    credentials = setup.credentials(config)
+    spark = _LazySpark(pf.run.master)
+    metrics = SyncMetrics()
+    table = TableRows(config.federation.primary, credentials)
+    budget = FairBudget(config.federation.primary.name, pf.run.max_writes_per_second)
+    stop = threading.Event()
+    try:
+        follower = follower_factory(pf, config, credentials, spark)(policy, budget.share(name))
+        thread = PolicyThread(policy, follower, Observers(metrics, table), pf.poll_interval_max,
+                              pf.execution_window, budget.share(name))
+        thread.stop_event = stop
+        _on_signals(stop)
+        try:
+            row = thread.run_once(RUN_NOW)
+        finally:
+            follower.close()
+    finally:
+        spark.stop()
+    print(f"policy '{name}': {row.status}, {row.batches} batch(es), events {row.from_event} -> {row.to_event}, "
+          f"{row.objects} object(s), {row.partitions} partition(s)" + (f"; error: {row.error}" if row.error else ""),
+          file=out)
+    for target, error in sorted(row.failed_tables.items()):
+        print(f"  failed: {target}: {error}", file=out)
+    return 0 if row.status == SUCCEEDED else 2
+
+
+def _post_run(port: int, name: str) -> tuple[int, dict[str, Any]] | None:
+    """The running service's answer to run-now, or None when none answers."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/policies/{urllib.parse.quote(name)}/run",
+                                     method="POST", data=b"")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        try:
+            return exc.code, json.loads(exc.read() or b"{}")
+        except ValueError:
+            return exc.code, {"error": f"HTTP {exc.code}"}
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+# -- waggle sync --status ------------------------------------------------------------------------------------------
+def status(args: argparse.Namespace, out: IO[str] | None = None) -> int:
+    """Each policy's checkpoint, the source's current event, the lag, the last execution and failed tables.
+    Exit code 0: all well; 1: the files or the primary are at fault; 2: some policy's last execution failed."""
+    configure()
+    out = out or sys.stdout
+    setup = _Setup(args, out)
+    try:
+        pf = setup.policies()
+        config = setup.config(pf)
+    except (SyncConfigError, ConfigError) as exc:
+        return _problems(exc)
+    credentials = setup.credentials(config)
+    members = {m.name: m for m in config.federation.members}
+    try:
+        with connections(config.federation.primary, 1, credentials) as (target,):
+            params, location = _records(target)
+    except Exception as exc:
+        print(f"error: primary metastore '{config.federation.primary.name}': {exc}", file=sys.stderr)
+        return 1
+    rows = _last_rows(location)
+    failed = 0
+    for source in dict.fromkeys(p.spec.source for p in pf.policies):
+        with _source(members[source], credentials) as reach:
+            for policy in (p for p in pf.policies if p.spec.source == source):
+                failed += _print_policy(out, policy, params, reach, rows.get(policy.name))
+    return 2 if failed else 0
+
+
+def _records(target: Any) -> tuple[dict[str, str], str | None]:
+    try:
+        params = dict(target.client.get_database(SYS_DB).parameters or {})
+    except NoSuchObjectException:
+        return {}, None
+    table = target.table(SYS_DB, TABLE)
+    return params, (str(table.sd.location) if table is not None else None)
+
+
+def _last_rows(location: str | None) -> dict[str, dict[str, str | None]]:
+    last: dict[str, dict[str, str | None]] = {}
+    if location is None:
+        return last
+    try:
+        rows = read_rows(location)
+    except Exception as exc:
+        log.warning("sync.metrics_table_unreadable", location=location, error=str(exc))
+        return last
+    for row in rows:
+        name = row.get("policy_name") or ""
+        if name and (name not in last or (row.get("ended_at") or "") >= (last[name].get("ended_at") or "")):
+            last[name] = row
+    return last
+
+
+class _Reach:
+    """The source's current event id, and an event's commit time, or why not."""
+
+    def __init__(self, metastore: Any, error: str | None) -> None:
+        self.metastore, self.error = metastore, error
+
+    def current(self) -> int | None:
+        return None if self.metastore is None else int(self.metastore.current_event_id())
+
+    def event_time(self, after: int) -> int | None:
+        if self.metastore is None:
+            return None
+        events = self.metastore.client.get_next_notification(NotificationEventRequest(lastEvent=after,
+                                                                                      maxEvents=1)).events or []
+        return int(events[0].eventTime) if events else None
+
+
+@contextmanager
+def _source(member: MetastoreConfig, credentials: UpstreamCredentials) -> Iterator[_Reach]:
+    try:
+        with connections(member, 1, credentials) as (source,):
+            yield _Reach(source, None)
+    except Exception as exc:
+        yield _Reach(None, f"source '{member.name}' unreachable: {exc}")
+
+
+def _print_policy(out: IO[str], policy: Policy, params: dict[str, str], reach: _Reach,
+                  row: dict[str, str | None] | None) -> int:
+    text = params.get(CHECKPOINT_PARAM.format(policy.name))
+    checkpoint = int(text) if text and text.lstrip("-").isdigit() else None
+    state = "disabled" if not policy.enabled else policy.schedule_text
+    print(f"policy {policy.name} ({state}; source {policy.spec.source}: {', '.join(policy.spec.patterns)})",
+          file=out)
+    print(f"  checkpoint: {checkpoint if checkpoint is not None else 'none (not bootstrapped yet)'}", file=out)
+    if reach.error:
+        print(f"  source: {reach.error}", file=out)
+    else:
+        try:
+            current = reach.current()
+            print(f"  source event: {current}", file=out)
+            if checkpoint is not None and current is not None:
+                lag = max(current - checkpoint, 0)
+                seconds = ""
+                if lag:
+                    when = reach.event_time(checkpoint)
+                    if when:
+                        seconds = f", {max(time.time() - when, 0):.0f}s behind the oldest unapplied event"
+                print(f"  lag: {lag} event(s){seconds}", file=out)
+        except Exception as exc:
+            print(f"  source: cannot read its events: {exc}", file=out)
+    failed: dict[str, str] = {}
+    if row is None:
+        print("  last execution: none", file=out)
+    else:
+        print(f"  last execution: {row.get('status')} ({row.get('trigger')}, {row.get('phase')}) "
+              f"{row.get('started_at')} .. {row.get('ended_at')}, events {row.get('from_event')} -> "
+              f"{row.get('to_event')}, {row.get('objects')} object(s), {row.get('partitions')} partition(s)"
+              + (f"; error: {row.get('error')}" if row.get("error") else ""), file=out)
+        try:
+            failed = json.loads(row.get("failed_tables") or "{}")
+        except ValueError:
+            failed = {}
+    for target, error in sorted(failed.items()):
+        print(f"  failed table: {target}: {error}", file=out)
+    return 1 if failed or (row is not None and row.get("status") != SUCCEEDED) else 0
