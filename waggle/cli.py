@@ -95,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
                       f"(default: the sync file's max-writes-per-second, else {Sync.MAX_WRITES_PER_SECOND.default})")
     sync.add_argument("--report", metavar="FILE", help="also write the report as JSON")
     sync.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
+    service = sync.add_mutually_exclusive_group()
+    service.add_argument("--follow", action="store_true", help="with --config: run the sync file's policies as a "
+                         "service (continuous and scheduled; hot edits of the file) until SIGTERM")
+    service.add_argument("--run-now", metavar="NAME", help="with --config: run policy NAME at once in the running "
+                         "service (its http-port), else once in this process until caught up")
+    service.add_argument("--status", action="store_true", help="with --config: each policy's checkpoint, lag, last "
+                         "execution and failed tables")
     metastore = sub.add_parser("metastore", help="run one local Hive 2.3 metastore for development (Java 17), "
                                "writing notification events as production ones do")
     metastore.add_argument("--port", type=int, default=9083, help="its Thrift port (default 9083)")
@@ -156,6 +163,15 @@ def _sync(args: argparse.Namespace) -> int:
     from waggle.common.logging import configure
     from waggle.sync.runner import SyncConfigError, SyncRun, TableSpec, load_sync_file, parse_patterns, run
 
+    if args.follow or args.run_now or args.status:
+        if not args.config:
+            print("error: --follow, --run-now and --status need --config FILE", file=sys.stderr)
+            return 1
+        from waggle.sync import service_main
+
+        if args.follow:
+            return service_main.main_follow(args)
+        return service_main.run_now(args) if args.run_now else service_main.status(args)
     configure()
     try:
         if args.config:

@@ -290,3 +290,44 @@ def test_check_connect_reaches_every_member_and_reports_its_login(estate: Estate
     assert "error: metastore 'home' cannot log in with Kerberos" in done.stderr
     assert "ok: metastore 'tlsm'" in done.stdout
     assert "Traceback" not in done.stderr
+
+
+# -- following ------------------------------------------------------------------------------------------------------
+def test_the_follower_follows_a_kerberized_member_through_a_hop_and_a_tls_member(estate: Estate) -> None:
+    """``waggle sync --follow`` reads both sources' notification logs through the one secured client: Kerberos
+    from a keytab through the SSH hop, and TLS; a partition added at each source reaches the Kerberized primary."""
+    from tests.support.follower import FollowerProcess, sync_file
+    from waggle.hms.gen.hive_metastore import ttypes
+    from waggle.local.jvm import free_port
+    from waggle.local.seed import text_sd
+
+    with client(estate.member("tlsm"), None, 120) as c:
+        ensure_partitioned_table(c, TLS_SRC, "events", f"file://{estate.tls.warehouse}/{TLS_SRC}.db/events", 3)
+    config = sync_file(estate.work / "follow.yml", estate.federation, [
+        {"name": "far-events", "source": "far", "tables": f"{SRC}.events", "target-database": "krb_follow",
+         "follow": True},
+        {"name": "tls-events", "source": "tlsm", "tables": f"{TLS_SRC}.events", "target-database": "tls_follow",
+         "follow": True}], **{"http-port": free_port(), "lease-seconds": 3})
+    follower = FollowerProcess(config, estate.work / "follow.log", "--principal", estate.alice, "--keytab",
+                               str(estate.kdc.keytab_path("alice"))).start()
+
+    def names(db: str) -> set[str]:
+        try:
+            return {p.values[0] for p in home_partitions(estate, db, "events")}
+        except Exception:
+            return set()
+
+    try:
+        follower.until(lambda: len(names("krb_follow")) == PARTITIONS and len(names("tls_follow")) == 3, 180,
+                       "the bootstraps")
+        forwards = len(estate.hop.forwards())
+        for member, db, location in (("far", SRC, estate.far.warehouse), ("tlsm", TLS_SRC, estate.tls.warehouse)):
+            with client(estate.member(member), estate.as_alice() if member == "far" else None, 60) as c:
+                c.add_partition(ttypes.Partition(
+                    values=["followed"], dbName=db, tableName="events", parameters={},
+                    sd=text_sd(f"file://{location}/{db}.db/events/part=followed", [("id", "int"), ("name", "string")])))
+        follower.until(lambda: "followed" in names("krb_follow") and "followed" in names("tls_follow"), 60,
+                       "the new partitions at the target")
+        assert len(estate.hop.forwards()) >= forwards  # still through the hop
+    finally:
+        assert follower.stop() == 0, follower.output()[-3000:]

@@ -50,7 +50,7 @@ jobs:
 def test_defaults_of_the_service_settings(tmp_path):
     f = load_policies(write(tmp_path, "jobs:\n  - {name: a, tables: 's.*', follow: true}\n"))
     assert (f.http_port, f.poll_interval_max, f.execution_window, f.lease_seconds, f.page_size) == \
-        (9184, 10.0, 60.0, 60.0, 1000)
+        (9184, 1.0, 60.0, 60.0, 1000)
 
 
 def test_an_unchanged_definition_is_an_equal_policy(tmp_path):

@@ -104,7 +104,7 @@ class Sync:
     LEASE_SECONDS = SYNC.add("lease-seconds", 60.0, _seconds(1.0),
                              "`waggle sync --follow`: how long a policy's lease in the primary lasts without renewal "
                              "(one process at a time follows a policy).")
-    POLL_INTERVAL_MAX = SYNC.add("poll-interval-max", 10.0, _seconds(0.1),
+    POLL_INTERVAL_MAX = SYNC.add("poll-interval-max", 1.0, _seconds(0.1),
                                  "`waggle sync --follow`: the longest wait between two reads of a caught-up source's "
                                  "events (the wait starts at 0.1s and doubles while there is nothing new).")
     EXECUTION_WINDOW = SYNC.add("execution-window", 60.0, _seconds(1.0),

@@ -24,7 +24,7 @@ from waggle.hms.gen.hive_metastore.ttypes import (
     RequestPartsSpec,
     Table,
 )
-from waggle.sync.throttle import WriteThrottle
+from waggle.sync.execution import WriteBudget
 from waggle.upstream.blocking import clients
 from waggle.upstream.handshake import UpstreamCredentials
 
@@ -35,7 +35,7 @@ PAGE = 500
 class Metastore:
     """One open connection. Each write call waits for ``throttle`` first (the target's; a source has none)."""
 
-    def __init__(self, client: Any, throttle: WriteThrottle | None = None) -> None:
+    def __init__(self, client: Any, throttle: WriteBudget | None = None) -> None:
         self.client = client
         self.throttle = throttle
 
@@ -74,6 +74,13 @@ class Metastore:
         """The partitions that match a partition filter (the metastore evaluates it)."""
         return list(self.client.get_partitions_by_filter(db, table, expr, -1))
 
+    def partitions_by_names(self, db: str, table: str, names: list[str]) -> list[Partition]:
+        """The named partitions that exist, ``PAGE`` names a call."""
+        out: list[Partition] = []
+        for i in range(0, len(names), PAGE):
+            out += self.client.get_partitions_by_names(db, table, names[i:i + PAGE])
+        return out
+
     def current_event_id(self) -> int:
         return int(self.client.get_current_notificationEventId().eventId or 0)
 
@@ -103,6 +110,11 @@ class Metastore:
     def alter_table(self, db: str, name: str, table: Table) -> None:
         self._turn()
         self.client.alter_table(db, name, table)
+
+    def drop_table(self, db: str, name: str) -> None:
+        """Drop the table's metadata (never its data: the sync's tables are external)."""
+        self._turn()
+        self.client.drop_table(db, name, False)
 
     def add_partitions(self, partitions: list[Partition]) -> None:
         for i in range(0, len(partitions), PAGE):
@@ -241,7 +253,7 @@ class WritePool:
 
 @contextmanager
 def connections(member: MetastoreConfig, count: int, credentials: UpstreamCredentials | None = None,
-                timeout: float = 600.0, throttle: WriteThrottle | None = None) -> Iterator[list[Metastore]]:
+                timeout: float = 600.0, throttle: WriteBudget | None = None) -> Iterator[list[Metastore]]:
     """``count`` connections to a federation member, as the proxy reaches it (its SSH tunnel, TLS, Kerberos as
     ``credentials``: see :mod:`waggle.upstream.blocking`); their writes wait for ``throttle``."""
     with clients(member, count, credentials, timeout) as opened:

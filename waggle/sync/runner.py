@@ -196,24 +196,28 @@ def resolve(spec: TableSpec, source: Metastore, target: Metastore, dry_run: bool
         if not matched and re.fullmatch(r"[\w$]+\.[\w$]+", pattern):
             db, table = pattern.split(".", 1)
             found.append((db, table))  # reported as missing by its table sync
-    out = []
     locations: dict[str, str | None] = {}  # target database -> its location (each database looked at once)
-    for db, table in found:
-        tdb = (spec.target_database or db).lower()
-        if tdb not in locations:
-            locations[tdb] = target.database_location(tdb)
-            if locations[tdb] is None and not dry_run:
-                create_database(target, tdb, spec, db)
-                locations[tdb] = target.database_location(tdb) if spec.mode == o.COPY else ""
-        location = None
-        if spec.mode == o.COPY:
-            root = spec.location_root or locations[tdb]
-            if root is None:  # a dry run did not create the database: where the metastore would put it
-                default = target.database_location("default") or ""
-                root = f"{default.rsplit('/', 1)[0]}/{tdb}.db"
-            location = f"{root.rstrip('/')}/{table.lower()}"
-        out.append(o.Target(spec.source, db, table, tdb, table.lower(), spec.mode, location))
-    return out
+    return [target_of(spec, db, table, target, locations, dry_run) for db, table in found]
+
+
+def target_of(spec: TableSpec, db: str, table: str, target: Metastore, locations: dict[str, str | None],
+              dry_run: bool = False) -> o.Target:
+    """Where the source table ``db.table`` goes (creating the target database unless dry); ``locations``
+    remembers each target database's location across calls."""
+    tdb = (spec.target_database or db).lower()
+    if tdb not in locations:
+        locations[tdb] = target.database_location(tdb)
+        if locations[tdb] is None and not dry_run:
+            create_database(target, tdb, spec, db)
+            locations[tdb] = target.database_location(tdb) if spec.mode == o.COPY else ""
+    location = None
+    if spec.mode == o.COPY:
+        root = spec.location_root or locations[tdb]
+        if root is None:  # a dry run did not create the database: where the metastore would put it
+            default = target.database_location("default") or ""
+            root = f"{default.rsplit('/', 1)[0]}/{tdb}.db"
+        location = f"{root.rstrip('/')}/{table.lower()}"
+    return o.Target(spec.source, db, table, tdb, table.lower(), spec.mode, location)
 
 
 def create_database(target: Metastore, db: str, spec: TableSpec, source_db: str) -> None:

@@ -10,7 +10,6 @@ the sync's ``--federation-config``, ``--server-config``, ``--principal``/``--key
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import signal
 import sys
@@ -30,21 +29,21 @@ from waggle.config.model import MetastoreConfig, WaggleConfig
 from waggle.hms.gen.hive_metastore.ttypes import NoSuchObjectException, NotificationEventRequest
 from waggle.sync.budget import FairBudget, Share
 from waggle.sync.execution import SUCCEEDED, Execution, PolicyState
+from waggle.sync.follow.follower import FollowContext, Follower
+from waggle.sync.follow.records import Records
+from waggle.sync.follow.records import key as records_key
 from waggle.sync.hms import connections
 from waggle.sync.http import Api, HttpServer, SyncMetrics
 from waggle.sync.metrics_table import TABLE, ExecutionRow, ensure_table, read_rows, write_rows
 from waggle.sync.policies import Policy, PolicyFile, load_policies
 from waggle.sync.runner import SyncConfigError, _LazySpark
-from waggle.sync.service import RUN_NOW, FollowerLike, PolicyThread, Service
+from waggle.sync.service import RUN_NOW, FollowerFactory, FollowerLike, PolicyThread, Service
 from waggle.sync.system import SYS_DB
 from waggle.upstream.blocking import kerberos_identity
 from waggle.upstream.handshake import UpstreamCredentials
 
 log = get_logger("waggle.sync.service")
 
-#: The database parameters where the follower keeps each policy's checkpoint and source (its own names).
-CHECKPOINT_PARAM = "waggle.sync.policy.{}.checkpoint"
-SOURCE_PARAM = "waggle.sync.policy.{}.source"
 
 
 # -- shared set-up ------------------------------------------------------------------------------------------------
@@ -124,19 +123,16 @@ class Observers:
 
 
 def follower_factory(pf: PolicyFile, config: WaggleConfig, credentials: UpstreamCredentials,
-                     spark: _LazySpark) -> Any:
-    """Makes each policy's :class:`waggle.sync.follow.follower.Follower` with its :class:`FollowContext`."""
+                     spark: _LazySpark) -> FollowerFactory:
+    """Makes each policy's :class:`~waggle.sync.follow.follower.Follower` with its
+    :class:`~waggle.sync.follow.follower.FollowContext`."""
     members = {m.name: m for m in config.federation.members}
-    follow = importlib.import_module("waggle.sync.follow.follower")
-    context_type = getattr(follow, "FollowContext", None) or importlib.import_module("waggle.sync.follow").__dict__[
-        "FollowContext"]
 
     def make(policy: Policy, share: Share) -> FollowerLike:
-        ctx = context_type(source=members[policy.spec.source], primary=config.federation.primary,
-                           credentials=credentials, budget=share, spark=spark.get, page_size=pf.page_size,
-                           lease_seconds=pf.lease_seconds)
-        follower: FollowerLike = follow.Follower(policy.name, policy.spec, ctx)
-        return follower
+        ctx = FollowContext(source=members[policy.spec.source], primary=config.federation.primary,
+                            credentials=credentials, budget=share, spark=spark.get, page_size=pf.page_size,
+                            lease_seconds=pf.lease_seconds)
+        return Follower(policy.name, policy.spec, ctx)
 
     return make
 
@@ -162,11 +158,12 @@ def main_follow(args: argparse.Namespace) -> int:
         log.error("sync.metrics_table_failed", table=f"{SYS_DB}.{TABLE}", error=str(exc))
     stop = threading.Event()
     _on_signals(stop)
-    try:
-        factory = follower_factory(pf, config, credentials, spark)
-    except ImportError:
-        print("error: this installation of waggle has no follower (waggle.sync.follow)", file=sys.stderr)
+    held = _held(pf, config.federation.primary, credentials)
+    if held:
+        for problem in held:
+            print(f"error: {problem}", file=sys.stderr)
         return 1
+    factory = follower_factory(pf, config, credentials, spark)
     service = Service(pf, factory, Observers(metrics, table), budget)
     http: HttpServer | None = None
     try:
@@ -187,6 +184,19 @@ def main_follow(args: argparse.Namespace) -> int:
         spark.stop()
     log.info("sync.service_stopped")
     return 0
+
+
+def _held(pf: PolicyFile, primary: MetastoreConfig, credentials: UpstreamCredentials) -> list[str]:
+    """The policies of the file another follower holds (their leases in the primary): a second follower of the
+    same policies is refused at its start. A primary that cannot be reached now is the batches' problem."""
+    try:
+        with connections(primary, 1, credentials, timeout=60) as (own,):
+            found = [(p.name, Records(own, p.name).live_holder("")) for p in pf.policies if p.enabled]
+    except Exception as exc:
+        log.warning("sync.leases_unread", metastore=primary.name, error=str(exc))
+        return []
+    return [f"policy '{name}' is followed by {holder}: one follower at a time (stop it first, or wait for its "
+            "lease to expire)" for name, holder in found if holder]
 
 
 def _on_signals(stop: threading.Event) -> None:
@@ -351,7 +361,7 @@ def _source(member: MetastoreConfig, credentials: UpstreamCredentials) -> Iterat
 
 def _print_policy(out: IO[str], policy: Policy, params: dict[str, str], reach: _Reach,
                   row: dict[str, str | None] | None) -> int:
-    text = params.get(CHECKPOINT_PARAM.format(policy.name))
+    text = params.get(records_key(policy.name, "checkpoint"))
     checkpoint = int(text) if text and text.lstrip("-").isdigit() else None
     state = "disabled" if not policy.enabled else policy.schedule_text
     print(f"policy {policy.name} ({state}; source {policy.spec.source}: {', '.join(policy.spec.patterns)})",

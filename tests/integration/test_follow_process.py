@@ -1,0 +1,227 @@
+"""``waggle sync --follow`` as users run it (a subprocess on a sync file), against real metastores that write
+notification events: killed with SIGKILL at five points under a steady writer, it resumes and ends where a run
+never killed ends; SIGTERM finishes the batch in hand and exits 0; a second follower of the same policy is
+refused."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.federation import federation_yaml
+from tests.support.follower import FollowerProcess, sync_file
+from waggle.local.client import hms_client
+from waggle.local.jvm import free_port
+from waggle.local.seed import ensure_database, ensure_table, text_sd
+from waggle.sync import objects as o
+
+pytestmark = pytest.mark.integration
+COLS = [("id", "int")]
+KEYS = [("day", "string")]
+
+
+@dataclass
+class Setup:
+    work: Path
+    federation: Path
+    source_db: str
+    target_db: str
+    primary: Any
+    analytics: Any
+
+    def config(self, name: str, **job: Any) -> Path:
+        return sync_file(self.work / f"{name}.yml", self.federation, [
+            {"name": name, "tables": f"{self.source_db}\\..*", "target-database": self.target_db, "follow": True,
+             **job}], source="analytics", **{"http-port": free_port(), "lease-seconds": 3})
+
+
+@pytest.fixture
+def setup(primary: Any, analytics: Any, tmp_path: Path) -> Iterator[Setup]:
+    source_db = f"fk_{uuid.uuid4().hex[:8]}"
+    federation = tmp_path / "federation.yml"
+    federation.write_text(federation_yaml(primary.uri, "federated-meta-stores:\n- name: analytics\n"
+                                                       f"  remote-meta-store-uris: {analytics.uri}\n"))
+    with hms_client("127.0.0.1", analytics.port) as c:
+        ensure_database(c, source_db, f"file://{tmp_path}/src")
+        for t in ("a", "b"):
+            ensure_table(c, source_db, t, f"file://{tmp_path}/src/{t}", COLS, KEYS)
+    yield Setup(tmp_path, federation, source_db, f"{source_db}_t", primary, analytics)
+    for port, db in ((analytics.port, source_db), (primary.port, f"{source_db}_t")):
+        with hms_client("127.0.0.1", port) as c:
+            try:
+                c.drop_database(db, False, True)
+            except Exception:
+                pass
+
+
+class Writer(threading.Thread):
+    """Adds partitions to both tables at about ``rate`` a second; every fifth call alters an earlier partition
+    (a new parameter) and every seventh drops one."""
+
+    def __init__(self, port: int, db: str, work: Path, rate: float = 10.0) -> None:
+        super().__init__(daemon=True)
+        self.port, self.db, self.work, self.rate = port, db, work, rate
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from waggle.hms.gen.hive_metastore import ttypes
+
+        try:
+            with hms_client("127.0.0.1", self.port) as c:
+                i = 0
+                while not self.stop.is_set():
+                    table = "ab"[i % 2]
+                    value = f"d{i:05d}"
+                    c.add_partition(ttypes.Partition(
+                        values=[value], dbName=self.db, tableName=table, parameters={},
+                        sd=text_sd(f"file://{self.work}/src/{table}/day={value}", COLS)))
+                    if i % 5 == 4:
+                        p = c.get_partition(self.db, table, [f"d{i - 2:05d}"])
+                        p.parameters = {**(p.parameters or {}), "touched": str(i)}
+                        c.alter_partition(self.db, table, p)
+                    if i % 7 == 6:
+                        c.drop_partition(self.db, table, [f"d{i - 4:05d}"], False)
+                    i += 1
+                    self.stop.wait(1 / self.rate)
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+
+def state(port: int, db: str, fingerprints: bool) -> dict[str, dict[str, str]]:
+    """Per table: partition name -> the source's fingerprint of it (or, at the target, the recorded one)."""
+    out: dict[str, dict[str, str]] = {}
+    with hms_client("127.0.0.1", port) as c:
+        for t in ("a", "b"):
+            try:
+                parts = c.get_partitions(db, t, -1)
+            except Exception:
+                out[t] = {}
+                continue
+            out[t] = {f"day={p.values[0]}": (o.partition_fingerprint(p) if fingerprints
+                                             else (p.parameters or {}).get(o.FINGERPRINT, "")) for p in parts}
+    return out
+
+
+def test_killed_at_five_points_under_a_steady_writer_it_ends_where_an_unkilled_run_ends(setup: Setup) -> None:
+    config = setup.config("killed", **{"propagate-deletes": True})
+    writer = Writer(setup.analytics.port, setup.source_db, setup.work)
+    writer.start()
+    log = setup.work / "follower.log"
+    try:
+        for seconds in (1.0, 4.0, 2.5, 6.0, 3.5):  # in the bootstrap, then at varied points of later batches
+            follower = FollowerProcess(config, log).start()
+            time.sleep(seconds)
+            follower.kill()
+    finally:
+        writer.stop.set()
+        writer.join(30)
+    assert writer.error is None, writer.error
+    follower = FollowerProcess(config, log).start()
+    try:
+        expected = state(setup.analytics.port, setup.source_db, fingerprints=True)
+        assert sum(len(v) for v in expected.values()) > 50
+        follower.until(lambda: state(setup.primary.port, setup.target_db, fingerprints=False) == expected, 180,
+                       "the target's partitions and fingerprints equal the source's")
+    finally:
+        code = follower.stop()
+    assert code == 0, follower.output()[-3000:]
+
+
+def test_a_second_follower_of_the_same_policy_is_refused(setup: Setup) -> None:
+    config = setup.config("only")
+    first = FollowerProcess(config, setup.work / "first.log").start()
+    try:
+        first.until(lambda: state(setup.primary.port, setup.target_db, False) == {"a": {}, "b": {}} and
+                    _tables(setup.primary.port, setup.target_db) == ["a", "b"], 120, "the bootstrap")
+        second = FollowerProcess(config, setup.work / "second.log").start()
+        assert second.wait(60) != 0
+        assert "only" in second.output() and "lease" in second.output().lower(), second.output()[-3000:]
+        assert first.running()
+    finally:
+        assert first.stop() == 0
+
+
+def _tables(port: int, db: str) -> list[str]:
+    with hms_client("127.0.0.1", port) as c:
+        try:
+            return sorted(c.get_all_tables(db))
+        except Exception:
+            return []
+
+
+def test_iceberg_commits_at_the_source_move_the_mirror_and_the_copy_stands_alone(setup: Setup) -> None:
+    """pyiceberg commits at the source (each an ALTER_TABLE event moving metadata_location): the mirror follows
+    within the lag bound; the copy gets only the new files, and reads the same rows once the source is gone."""
+    import shutil
+    from urllib.parse import urlsplit
+
+    from tests.support.env import java_available, require
+
+    require(java_available(), "Java 17 is needed for Spark")
+    try:
+        import pyarrow as pa
+        from pyiceberg.catalog import load_catalog
+    except ImportError:
+        require(False, "pyiceberg is not installed (pip install 'pyiceberg[hive,pyarrow,pyiceberg-core]')")
+
+    def catalog(store: Any) -> Any:
+        return load_catalog("c", type="hive", uri=store.uri, warehouse=f"file://{store.warehouse}")
+
+    def rows(start: int) -> Any:
+        return pa.table({"id": pa.array(range(start, start + 5), pa.int64())})
+
+    source = catalog(setup.analytics).create_table(f"{setup.source_db}.ice",
+                                                   schema=pa.schema([("id", pa.int64())]))
+    source.append(rows(0))
+    root = setup.work / "copies"
+    config = sync_file(setup.work / "ice.yml", setup.federation, [
+        {"name": "ice-mirror", "tables": f"{setup.source_db}\\.ice", "target-database": f"{setup.target_db}_m",
+         "follow": True},
+        {"name": "ice-copy", "tables": f"{setup.source_db}\\.ice", "target-database": f"{setup.target_db}_c",
+         "mode": "copy", "location-root": f"file://{root}", "follow": True}],
+        source="analytics", master="local[1]", **{"http-port": free_port(), "lease-seconds": 3})
+    follower = FollowerProcess(config, setup.work / "ice.log").start()
+
+    def metadata(port: int, db: str) -> str:
+        with hms_client("127.0.0.1", port) as c:
+            try:
+                return str(c.get_table(db, "ice").parameters.get("metadata_location", ""))
+            except Exception:
+                return ""
+
+    try:
+        follower.until(lambda: metadata(setup.primary.port, f"{setup.target_db}_c"), 240, "the bootstrap's copy")
+        for k in (1, 2, 3):
+            source.append(rows(10 * k))
+            source = catalog(setup.analytics).load_table(f"{setup.source_db}.ice")
+            committed, wanted = time.monotonic(), source.metadata_location
+            follower.until(lambda w=wanted: metadata(setup.primary.port, f"{setup.target_db}_m") == w,
+                           30, f"the mirror following commit {k}")
+            assert time.monotonic() - committed < 5, "the mirror followed outside the lag bound"
+        expected = sorted(source.scan().to_arrow().column("id").to_pylist())
+        copy_db = f"{setup.target_db}_c"
+
+        def copy_ids() -> list[int]:
+            try:
+                return sorted(catalog(setup.primary).load_table(f"{copy_db}.ice").scan().to_arrow()
+                              .column("id").to_pylist())
+            except Exception:
+                return []
+
+        follower.until(lambda: copy_ids() == expected, 120, "the copy reading the source's rows")
+    finally:
+        assert follower.stop() == 0, follower.output()[-3000:]
+    shutil.rmtree(urlsplit(source.location()).path)
+    copy = catalog(setup.primary).load_table(f"{copy_db}.ice")
+    assert sorted(copy.scan().to_arrow().column("id").to_pylist()) == expected == list(range(5)) + [
+        i for k in (1, 2, 3) for i in range(10 * k, 10 * k + 5)]
+    assert {urlsplit(f).path.startswith(str(root)) for f in copy.inspect.files().column("file_path").to_pylist()} \
+        == {True}

@@ -1,0 +1,240 @@
+"""A page's work done at the target, state-based: each table, or each named partition, is made what the source
+holds now (re-read from the source), or absent when the source no longer holds it (with ``propagate-deletes``;
+kept otherwise). Applying the same work twice writes nothing the second time, so a page replayed after a crash
+ends in the state a run never killed reaches.
+
+- a whole table (created, altered, written without partitions, renamed, dropped) is one
+  :class:`~waggle.sync.job.TableSync`, the batch sync of that table;
+- named partitions are read from both sides by name and compared by their fingerprints: new ones are added in one
+  ``add_partitions`` per table, changed ones altered in one ``alter_partitions``, gone ones dropped in one call;
+  in copy mode the files of every partition of the page are copied first, in one Spark job;
+- a rename moves the target table (``alter_table`` with the new name) when the target holds the old one and
+  made it, then syncs it;
+- a table that is bad input (the target does not hold it, or did not make it) is reported failed with the events
+  that named it, and the rest of the page goes on.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from waggle.common.logging import get_logger
+from waggle.hms.gen.hive_metastore.ttypes import Partition, Table
+from waggle.hms.names import partition_name
+from waggle.sync import objects as o
+from waggle.sync.files import CopyTask, copy_partitions, remove_tree
+from waggle.sync.follow.plan import Name, Work
+from waggle.sync.hms import Metastore
+from waggle.sync.job import Options, SyncError, TableSync, describe
+from waggle.sync.runner import TableSpec, target_of
+
+log = get_logger("waggle.sync.follow")
+
+
+@dataclass
+class Applied:
+    """What a page's work did."""
+
+    objects: int = 0
+    partitions: int = 0
+    bytes: int = 0
+    failed: dict[str, str] = field(default_factory=dict)  # target db.table -> why
+    failed_events: set[int] = field(default_factory=set)
+
+
+@dataclass
+class _Partitions:
+    """One table's partition work, between reading and writing."""
+
+    work: Work
+    target: o.Target
+    source_table: Table
+    adds: list[Partition] = field(default_factory=list)
+    alters: list[Partition] = field(default_factory=list)
+    drops: list[str] = field(default_factory=list)
+    #: copy mode: (name, source partition, recorded files fingerprint, recorded fingerprint); None: a new one
+    copies: list[tuple[str, Partition, str | None, str | None]] = field(default_factory=list)
+
+
+class Applier:
+    def __init__(self, spec: TableSpec, source: Metastore, target: Metastore, readers: list[Metastore],
+                 writers: list[Metastore], spark: Callable[[], Any] | None, run_id: str) -> None:
+        self.spec, self.source, self.target = spec, source, target
+        self.readers, self.writers = readers, writers
+        self.spark, self.run_id = spark, run_id
+        self.locations: dict[str, str | None] = {}
+        self.options = Options(propagate_deletes=spec.propagate_deletes, switch_mode=spec.switch_mode,
+                               partition_filter=spec.partition_filter)
+
+    def _target(self, name: Name) -> o.Target:
+        return target_of(self.spec, name[0], name[1], self.target, self.locations)
+
+    def db_names(self, names: list[Name]) -> Mapping[str, str]:
+        return {db: (self.spec.target_database or db).lower() for db, _ in names}
+
+    def apply(self, page: tuple[Work, ...]) -> Applied:
+        done = Applied()
+        partition_work: list[_Partitions] = []
+        names = [w.name for w in page]
+        for work in page:
+            try:
+                if work.whole or self.spec.partition_filter:
+                    self._whole(work, done, names)
+                else:
+                    prepared = self._read_partitions(work)
+                    if prepared is not None:
+                        partition_work.append(prepared)
+            except Exception as exc:  # one table's failure never stops the others
+                self._failed(done, work, describe(exc))
+        if partition_work:
+            self._write_partitions(partition_work, done)
+        return done
+
+    def _failed(self, done: Applied, work: Work, why: str) -> None:
+        target = f"{(self.spec.target_database or work.name[0]).lower()}.{work.name[1]}"
+        done.failed[target] = why
+        done.failed_events.update(work.events)
+        log.warning("sync.follow_table_failed", table=target, source=f"{work.name[0]}.{work.name[1]}",
+                    events=work.events, error=why)
+
+    # -- a whole table ---------------------------------------------------------------------------------------------
+    def _whole(self, work: Work, done: Applied, names: list[Name]) -> None:
+        if work.renamed_from is not None:
+            self._move(work, done)
+        t = self._target(work.name)
+        source = self.source.table(*work.name)
+        if source is None:
+            self._gone(work, t, done)
+            return
+        job = TableSync(self.source, self.target, t, self.options, self.db_names(names), self.run_id,
+                        spark=self.spark if t.mode == o.COPY else None, writers=self.writers, readers=self.readers)
+        report = job.run()
+        if report.status == "failed":
+            raise SyncError(report.error or "failed")
+        if report.table != "unchanged":
+            done.objects += 1
+        done.partitions += report.created + report.updated + report.dropped
+        done.bytes += report.bytes
+
+    def _move(self, work: Work, done: Applied) -> None:
+        """A rename at the source: rename the target too, when it holds the old table and made it, the source no
+        longer has the old name, and the target has nothing under the new one yet."""
+        assert work.renamed_from is not None
+        old, new = self._target(work.renamed_from), self._target(work.name)
+        existing = self.target.table(old.db, old.table)
+        if existing is None or o.ownership_problem(existing, old) or self.target.table(new.db, new.table):
+            return
+        if self.source.table(*work.renamed_from) is not None:
+            return
+        moved = copy.deepcopy(existing)
+        moved.dbName, moved.tableName = new.db, new.table
+        self.target.alter_table(old.db, old.table, moved)
+        done.objects += 1
+        log.info("sync.follow_renamed", source=f"{work.renamed_from[0]}.{work.renamed_from[1]}",
+                 target=f"{new.db}.{new.table}", was=f"{old.db}.{old.table}")
+
+    def _gone(self, work: Work, t: o.Target, done: Applied) -> None:
+        """The source no longer holds the table: drop the target's with propagate-deletes, else keep it."""
+        existing = self.target.table(t.db, t.table)
+        if existing is None or not self.spec.propagate_deletes:
+            return
+        problem = o.ownership_problem(existing, t)
+        if problem:
+            raise SyncError(problem)
+        self.target.drop_table(t.db, t.table)
+        if t.mode == o.COPY and existing.sd is not None and existing.sd.location:
+            remove_tree(existing.sd.location)
+        done.objects += 1
+
+    # -- named partitions ------------------------------------------------------------------------------------------
+    def _read_partitions(self, work: Work) -> _Partitions | None:
+        t = self._target(work.name)
+        existing = self.target.table(t.db, t.table)
+        if existing is None:
+            raise SyncError(f"the target holds no table {t.db}.{t.table} for these partition events (events "
+                            f"{_ids(work.events)}); a bootstrap of the policy makes it")
+        problem = o.ownership_problem(existing, t)
+        if problem:
+            raise SyncError(problem)
+        source = self.source.table(*work.name)
+        if source is None:
+            return None  # dropped meanwhile: its DROP_TABLE event follows
+        keys = [k.name for k in source.partitionKeys or []]
+        names = []
+        for pairs in work.partitions:
+            values = dict(pairs)
+            if set(values) != {k.lower() for k in keys}:
+                raise SyncError(f"events {_ids(work.events)} name partition keys {sorted(values)}, the table has "
+                                f"{keys}")
+            names.append(partition_name(keys, [values[k.lower()] for k in keys]))
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        at_source = {partition_name(keys, p.values): p for p in self.source.partitions_by_names(*work.name, names)}
+        at_target = {partition_name(keys, p.values): p for p in self.target.partitions_by_names(t.db, t.table, names)}
+        out = _Partitions(work, t, source)
+        for name in names:
+            src, have = at_source.get(name), at_target.get(name)
+            if src is None:
+                if have is not None and self.spec.propagate_deletes:
+                    out.drops.append(name)
+                continue
+            fp = o.partition_fingerprint(src)
+            recorded = (have.parameters or {}) if have is not None else {}
+            if t.mode == o.COPY:
+                out.copies.append((name, src, recorded.get(o.FILES), None if have is None else
+                                   recorded.get(o.FINGERPRINT, "")))
+                continue
+            if have is None:
+                out.adds.append(o.target_partition(src, t, name, now, fingerprint=fp))
+            elif recorded.get(o.FINGERPRINT) != fp:
+                out.alters.append(o.target_partition(src, t, name, now, fingerprint=fp))
+        return out
+
+    def _write_partitions(self, tables: list[_Partitions], done: Applied) -> None:
+        """Copy every partition's files of the page in one Spark job, then write each table's partitions."""
+        tasks = [CopyTask(f"{i}/{name}", src.sd.location, f"{p.target.location.rstrip('/')}/{name}", recorded,
+                          self.run_id)
+                 for i, p in enumerate(tables) for name, src, recorded, _ in p.copies
+                 if p.target.location is not None and src.sd is not None and src.sd.location]
+        if tasks and self.spark is None:
+            raise SyncError("copy mode needs a Spark session to copy files")
+        results = {r.name: r for r in copy_partitions(tasks, self.spark)} if tasks and self.spark else {}
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for i, p in enumerate(tables):
+            try:
+                for name, src, recorded, recorded_fp in p.copies:
+                    result = results.get(f"{i}/{name}")
+                    if result is None:
+                        continue
+                    if result.error:
+                        raise SyncError(f"copying {name} failed: {result.error}")
+                    done.bytes += result.bytes if result.copied else 0
+                    fp = o.partition_fingerprint(src)
+                    target = o.target_partition(src, p.target, name, now, result.files_fingerprint, fingerprint=fp)
+                    if recorded_fp is None:
+                        p.adds.append(target)
+                    elif result.copied or recorded != result.files_fingerprint or recorded_fp != fp:
+                        p.alters.append(target)
+                self._write(p, done)
+            except Exception as exc:
+                self._failed(done, p.work, describe(exc))
+
+    def _write(self, p: _Partitions, done: Applied) -> None:
+        t = p.target
+        if p.adds:
+            self.target.add_partitions(p.adds)
+        if p.alters:
+            self.target.alter_partitions(t.db, t.table, p.alters)
+        if p.drops:
+            self.target.drop_partitions(t.db, t.table, p.drops)
+            if t.mode == o.COPY and t.location is not None:
+                for name in p.drops:
+                    remove_tree(f"{t.location.rstrip('/')}/{name}")
+        done.partitions += len(p.adds) + len(p.alters) + len(p.drops)
+
+
+def _ids(events: list[int]) -> str:
+    return ", ".join(map(str, events[:5])) + (f" and {len(events) - 5} more" if len(events) > 5 else "")

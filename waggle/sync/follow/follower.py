@@ -1,0 +1,255 @@
+"""One policy followed: :class:`Follower`, whose :meth:`~Follower.step` is one batch.
+
+A batch is the bootstrap (when the policy has no checkpoint, its definition changed, or the log has a gap: the
+batch sync of its tables, with the source's event id read *before* it starts as the checkpoint), or one page of
+events after the checkpoint: read, planned (:mod:`.plan`), applied (:mod:`.apply`), then checkpointed. The
+checkpoint is written only once the page's effects are durable; a follower killed at any point reads the page
+again and applies it again, which changes nothing that is already right.
+
+Connections (two to the source, two to the target whose writes wait for the policy's share of the write budget,
+one to the primary for the records) are opened at the first step and again after a failure; a source or target
+that cannot be reached makes the batch a failed execution naming the metastore, and the next step tries again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from waggle.common.logging import get_logger
+from waggle.config.model import MetastoreConfig
+from waggle.hms.gen.hive_metastore.ttypes import NotificationEventRequest
+from waggle.sync import objects as o
+from waggle.sync.execution import (
+    BOOTSTRAP,
+    FAILED,
+    INCREMENTAL,
+    PARTIAL,
+    SUCCEEDED,
+    Execution,
+    PolicyState,
+    WriteBudget,
+)
+from waggle.sync.follow.apply import Applier
+from waggle.sync.follow.plan import Scope, gap, plan
+from waggle.sync.follow.records import Records, holder_id
+from waggle.sync.hms import Metastore, connections
+from waggle.sync.job import Options, TableSync, describe
+from waggle.sync.runner import TableSpec, resolve
+from waggle.upstream.handshake import UpstreamCredentials
+
+log = get_logger("waggle.sync.follow")
+
+
+@dataclass(frozen=True, slots=True)
+class FollowContext:
+    """What every policy's follower shares: where to read and write, as whom, under which budget."""
+
+    source: MetastoreConfig
+    primary: MetastoreConfig
+    credentials: UpstreamCredentials
+    budget: WriteBudget | None
+    spark: Callable[[], Any] | None
+    page_size: int = 1000
+    lease_seconds: float = 60.0
+
+
+def scope_digest(spec: TableSpec) -> str:
+    """What of a policy's definition decides its target's content: a change bootstraps it again."""
+    return o.digest([spec.source, list(spec.patterns), spec.mode, spec.target_database, spec.partition_filter,
+                     spec.location_root])
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Follower:
+    def __init__(self, name: str, spec: TableSpec, ctx: FollowContext) -> None:
+        self.name, self.spec, self.ctx = name, spec, ctx
+        self.scope = Scope.of(spec.patterns)
+        self.me = holder_id()
+        self._stack: contextlib.ExitStack | None = None
+        self._readers: list[Metastore] = []
+        self._writers: list[Metastore] = []
+        self._records: Records | None = None
+        self._lease_thread: threading.Thread | None = None
+        self._lease_stop = threading.Event()
+        self._state = PolicyState(name, spec.source, None, None, None, None)
+        self._failed: dict[str, str] = {}
+
+    # -- connections and the lease ---------------------------------------------------------------------------------
+    def _open(self) -> Records:
+        if self._records is not None:
+            return self._records
+        stack = contextlib.ExitStack()
+        try:
+            self._readers = stack.enter_context(connections(self.ctx.source, 2, self.ctx.credentials))
+            self._writers = stack.enter_context(connections(self.ctx.primary, 2, self.ctx.credentials,
+                                                            throttle=self.ctx.budget))
+            (own,) = stack.enter_context(connections(self.ctx.primary, 1, self.ctx.credentials))
+            records = Records(own, self.name)
+            records.take(self.me, self.ctx.lease_seconds)
+        except BaseException:
+            stack.close()
+            raise
+        self._stack, self._records = stack, records
+        self._start_renewing()
+        return records
+
+    def _start_renewing(self) -> None:
+        """Renew the lease from a connection of its own, a third of its length apart, while this follower runs
+        (a bootstrap may take longer than the lease)."""
+        if self._lease_thread is not None:
+            return
+        self._lease_stop.clear()
+
+        def renew() -> None:
+            while not self._lease_stop.wait(max(1.0, self.ctx.lease_seconds / 3)):
+                try:
+                    with connections(self.ctx.primary, 1, self.ctx.credentials, timeout=30) as (own,):
+                        Records(own, self.name).renew(self.me, self.ctx.lease_seconds)
+                except Exception as exc:
+                    log.warning("sync.follow_lease_renewal_failed", policy=self.name, error=describe(exc))
+
+        self._lease_thread = threading.Thread(target=renew, name=f"lease-{self.name}", daemon=True)
+        self._lease_thread.start()
+
+    def _drop_connections(self) -> None:
+        stack, self._stack, self._records = self._stack, None, None
+        if stack is not None:
+            with contextlib.suppress(Exception):
+                stack.close()
+
+    def close(self) -> None:
+        """Stop renewing, give the lease back, close the connections."""
+        self._lease_stop.set()
+        if self._lease_thread is not None:
+            self._lease_thread.join(5)
+            self._lease_thread = None
+        if self._records is not None:
+            with contextlib.suppress(Exception):
+                self._records.release(self.me)
+        self._drop_connections()
+
+    def _reachable(self, records: Records) -> None:
+        """Both sides still answer (raises when not): what failed in the batch failed for a reason of its own."""
+        self._readers[0].current_event_id()
+        self._writers[0].database_location("default")
+        records.checkpoint()
+
+    def state(self) -> PolicyState:
+        return self._state
+
+    # -- one batch ---------------------------------------------------------------------------------------------------
+    def step(self, stop: threading.Event) -> Execution | None:
+        started, clock = _now(), time.monotonic()
+        checkpoint = self._state.checkpoint or 0
+        try:
+            records = self._open()
+            saved = records.checkpoint()
+            if saved is None:
+                return self._bootstrap(records, stop, "first run", started, clock, 0)
+            if saved.source != self.spec.source or saved.scope != scope_digest(self.spec):
+                return self._bootstrap(records, stop, "policy changed", started, clock, saved.event_id)
+            checkpoint = saved.event_id
+            if self._state.checkpoint is None:
+                self._state = replace(self._state, checkpoint=checkpoint)
+            return self._incremental(records, checkpoint, stop, started, clock)
+        except Exception as exc:  # a metastore down, a lease held: this batch fails, the next one tries again
+            self._drop_connections()
+            error = describe(exc)
+            log.warning("sync.follow_batch_failed", policy=self.name, error=error)
+            return Execution(self.name, INCREMENTAL, checkpoint, checkpoint, status=FAILED, error=error,
+                             started_at=started, seconds=round(time.monotonic() - clock, 3))
+
+    def _bootstrap(self, records: Records, stop: threading.Event, reason: str, started: str, clock: float,
+                   previous: int) -> Execution:
+        source, target = self._readers[0], self._writers[0]
+        current = source.current_event_id()  # before anything is read: events from here on are replayed
+        log.info("sync.follow_bootstrap", policy=self.name, reason=reason, from_event=current)
+        targets = resolve(self.spec, source, target, dry_run=False)
+        db_names = {t.source_db: t.db for t in targets}
+        options = Options(propagate_deletes=self.spec.propagate_deletes, switch_mode=self.spec.switch_mode,
+                          partition_filter=self.spec.partition_filter)
+        objects = partitions = copied = 0
+        failed: dict[str, str] = {}
+        run_id = uuid.uuid4().hex[:8]
+        for t in targets:
+            if stop.is_set():
+                break
+            report = TableSync(source, target, t, options, db_names, run_id,
+                               spark=self.ctx.spark if t.mode == o.COPY else None, writers=self._writers,
+                               readers=self._readers).run()
+            if report.status == "failed":
+                failed[f"{t.db}.{t.table}"] = report.error or "failed"
+                continue
+            objects += 1
+            partitions += report.created + report.updated + report.dropped
+            copied += report.bytes
+        if stop.is_set():  # stopped in the middle: no checkpoint, the next start bootstraps again
+            status, to_event = FAILED, previous
+            error: str | None = "stopped before the bootstrap finished; the next start bootstraps again"
+        else:
+            self._reachable(records)
+            records.save(current, self.spec.source, scope_digest(self.spec), _now())
+            status, to_event, error = (PARTIAL if failed else SUCCEEDED), current, None
+        self._failed = dict(failed)
+        self._state = PolicyState(self.name, self.spec.source, to_event if not stop.is_set() else None, current,
+                                  None, None, dict(failed))
+        return Execution(self.name, BOOTSTRAP, previous, to_event, objects=objects, partitions=partitions,
+                         bytes=copied, seconds=round(time.monotonic() - clock, 3), status=status, error=error,
+                         started_at=started, bootstrap_reason=reason, failed_tables=failed)
+
+    def _incremental(self, records: Records, checkpoint: int, stop: threading.Event, started: str,
+                     clock: float) -> Execution | None:
+        source = self._readers[0]
+        current = source.current_event_id()
+        events = list(source.client.get_next_notification(
+            NotificationEventRequest(lastEvent=checkpoint, maxEvents=self.ctx.page_size)).events or [])
+        events = [e for e in events if e.eventId > checkpoint]
+        why = gap(checkpoint, events[0].eventId if events else None, current)
+        if why is not None:
+            log.warning("sync.follow_gap", policy=self.name, checkpoint=checkpoint, source_event=current, gap=why)
+            return self._bootstrap(records, stop, f"gap: {why}", started, clock, checkpoint)
+        if not events:
+            self._state = PolicyState(self.name, self.spec.source, checkpoint, current, 0, 0.0, dict(self._failed))
+            return None
+        page = plan(events, self.scope)
+        applier = Applier(self.spec, source, self._writers[0], self._readers, self._writers, self.ctx.spark,
+                          uuid.uuid4().hex[:8])
+        done = applier.apply(page.work)
+        last = events[-1].eventId
+        self._reachable(records)  # a table that failed because a metastore went away is not checkpointed past
+        records.save(last)
+        failed = {**{f"{(self.spec.target_database or n[0]).lower()}.{n[1]}": s.reason for s, n in page.unreadable},
+                  **done.failed}
+        for skipped, name in page.unreadable:
+            log.warning("sync.follow_unreadable_event", policy=self.name, event_id=skipped.event_id, kind=skipped.kind,
+                        table=f"{name[0]}.{name[1]}", error=skipped.reason)
+        outcomes: Counter[tuple[str, str]] = Counter()
+        failed_ids = done.failed_events | {s.event_id for s, _ in page.unreadable}
+        skipped_ids = {s.event_id for s in page.skipped}
+        for e in events:
+            outcome = "failed" if e.eventId in failed_ids else "skipped" if e.eventId in skipped_ids else "applied"
+            outcomes[(str(e.eventType), outcome)] += 1
+        self._failed = {**{k: v for k, v in self._failed.items() if k not in _targets(page, self.spec)}, **failed}
+        lag = max(0.0, time.time() - (events[-1].eventTime or time.time()))
+        self._state = PolicyState(self.name, self.spec.source, last, max(current, last), max(0, current - last),
+                                  lag if current > last else 0.0, dict(self._failed))
+        return Execution(self.name, INCREMENTAL, checkpoint, last, objects=done.objects, partitions=done.partitions,
+                         bytes=done.bytes, seconds=round(time.monotonic() - clock, 3),
+                         status=PARTIAL if failed else SUCCEEDED, started_at=started, events=dict(outcomes),
+                         failed_tables=failed, lag_seconds=round(lag, 3))
+
+
+def _targets(page: Any, spec: TableSpec) -> set[str]:
+    """The target tables a page worked on (a table that succeeds again is no longer failed)."""
+    return {f"{(spec.target_database or w.name[0]).lower()}.{w.name[1]}" for w in page.work}
