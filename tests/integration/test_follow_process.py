@@ -225,3 +225,44 @@ def test_iceberg_commits_at_the_source_move_the_mirror_and_the_copy_stands_alone
         i for k in (1, 2, 3) for i in range(10 * k, 10 * k + 5)]
     assert {urlsplit(f).path.startswith(str(root)) for f in copy.inspect.files().column("file_path").to_pylist()} \
         == {True}
+
+
+def test_a_large_bootstrap_does_not_hold_back_a_small_continuous_policy(setup: Setup) -> None:
+    """Fair shares of the target's write budget: while one policy bootstraps 20,000 partitions under a write
+    limit, another policy's partitions keep reaching the target within its lag bound."""
+    from waggle.hms.gen.hive_metastore import ttypes
+    from waggle.local.seed import ensure_partitioned_table
+
+    with hms_client("127.0.0.1", setup.analytics.port, timeout=600) as c:
+        ensure_partitioned_table(c, setup.source_db, "big", f"file://{setup.work}/src/big", 20_000, batch=2000)
+    config = sync_file(setup.work / "shares.yml", setup.federation, [
+        {"name": "big", "tables": f"{setup.source_db}\\.big", "target-database": setup.target_db, "follow": True},
+        {"name": "small", "tables": f"{setup.source_db}\\.a", "target-database": setup.target_db, "follow": True}],
+        source="analytics", **{"http-port": free_port(), "lease-seconds": 3, "max-writes-per-second": 2})
+    follower = FollowerProcess(config, setup.work / "shares.log").start()
+
+    def names(table: str) -> set[str]:
+        with hms_client("127.0.0.1", setup.primary.port, timeout=120) as c:
+            try:
+                return set(c.get_partition_names(setup.target_db, table, -1))
+            except ttypes.NoSuchObjectException:
+                return set()
+
+    try:
+        follower.until(lambda: _tables(setup.primary.port, setup.target_db) == ["a", "big"], 120,
+                       "both bootstraps started")
+        lags: list[float] = []
+        with hms_client("127.0.0.1", setup.analytics.port) as c:
+            for i in range(8):
+                value = f"s{i}"
+                c.add_partition(ttypes.Partition(values=[value], dbName=setup.source_db, tableName="a",
+                                                 parameters={},
+                                                 sd=text_sd(f"file://{setup.work}/src/a/day={value}", COLS)))
+                committed = time.monotonic()
+                follower.until(lambda v=value: f"day={v}" in names("a"), 30, f"partition {value} of the small policy")
+                lags.append(time.monotonic() - committed)
+        during = len(names("big"))
+        assert during < 20_000, "the large bootstrap was over before the small policy's partitions were measured"
+        assert max(lags) < 5, lags
+    finally:
+        follower.kill()  # the bootstrap's end is not what is measured (a restart would finish it)

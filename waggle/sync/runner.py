@@ -25,7 +25,7 @@ from waggle.config.model import MetastoreConfig
 from waggle.config.reader import MISSING, Reader
 from waggle.config.registry import setting_field
 from waggle.config.sync_settings import SYNC, SYNC_JOB, Sync, SyncJob
-from waggle.hms.gen.hive_metastore.ttypes import Database
+from waggle.hms.gen.hive_metastore.ttypes import AlreadyExistsException, Database
 from waggle.sync import objects as o
 from waggle.sync.hms import Metastore, connections
 from waggle.sync.job import Options, TableSync, describe
@@ -221,8 +221,11 @@ def target_of(spec: TableSpec, db: str, table: str, target: Metastore, locations
 
 
 def create_database(target: Metastore, db: str, spec: TableSpec, source_db: str) -> None:
-    target.create_database(Database(name=db, description=f"synced by waggle from {spec.source}:{source_db}",
-                                    parameters={o.SOURCE: spec.source}))
+    try:
+        target.create_database(Database(name=db, description=f"synced by waggle from {spec.source}:{source_db}",
+                                        parameters={o.SOURCE: spec.source}))
+    except AlreadyExistsException:
+        return  # another job or policy made it meanwhile
     log.info("sync.database_created", database=db)
 
 
