@@ -39,7 +39,7 @@ from waggle.sync.execution import (
 )
 from waggle.sync.follow.apply import Applier
 from waggle.sync.follow.plan import Scope, gap, plan
-from waggle.sync.follow.records import Records, holder_id
+from waggle.sync.follow.records import Checkpoint, Records, holder_id
 from waggle.sync.hms import Metastore, connections
 from waggle.sync.job import Options, TableSync, describe
 from waggle.sync.runner import TableSpec, resolve
@@ -84,6 +84,8 @@ class Follower:
         self._lease_stop = threading.Event()
         self._state = PolicyState(name, spec.source, None, None, None, None)
         self._failed: dict[str, str] = {}
+        #: the checkpoint as last read or written (read again after a failure); this follower holds the lease
+        self._saved: Checkpoint | None = None
 
     # -- connections and the lease ---------------------------------------------------------------------------------
     def _open(self) -> Records:
@@ -123,7 +125,7 @@ class Follower:
         self._lease_thread.start()
 
     def _drop_connections(self) -> None:
-        stack, self._stack, self._records = self._stack, None, None
+        stack, self._stack, self._records, self._saved = self._stack, None, None, None
         if stack is not None:
             with contextlib.suppress(Exception):
                 stack.close()
@@ -154,7 +156,7 @@ class Follower:
         checkpoint = self._state.checkpoint or 0
         try:
             records = self._open()
-            saved = records.checkpoint()
+            saved = self._saved or records.checkpoint()
             if saved is None:
                 return self._bootstrap(records, stop, "first run", started, clock, 0)
             if saved.source != self.spec.source or saved.scope != scope_digest(self.spec):
@@ -200,6 +202,7 @@ class Follower:
         else:
             self._reachable(records)
             records.save(current, self.spec.source, scope_digest(self.spec), _now())
+            self._saved = Checkpoint(current, self.spec.source, scope_digest(self.spec))
             status, to_event, error = (PARTIAL if failed else SUCCEEDED), current, None
         self._failed = dict(failed)
         self._state = PolicyState(self.name, self.spec.source, to_event if not stop.is_set() else None, current,
@@ -212,6 +215,9 @@ class Follower:
                      clock: float) -> Execution | None:
         source = self._readers[0]
         current = source.current_event_id()
+        if current == checkpoint:  # caught up: one call a poll
+            self._state = PolicyState(self.name, self.spec.source, checkpoint, current, 0, 0.0, dict(self._failed))
+            return None
         events = list(source.client.get_next_notification(
             NotificationEventRequest(lastEvent=checkpoint, maxEvents=self.ctx.page_size)).events or [])
         events = [e for e in events if e.eventId > checkpoint]
@@ -229,6 +235,7 @@ class Follower:
         last = events[-1].eventId
         self._reachable(records)  # a table that failed because a metastore went away is not checkpointed past
         records.save(last)
+        self._saved = Checkpoint(last, self.spec.source, scope_digest(self.spec))
         failed = {**{f"{(self.spec.target_database or n[0]).lower()}.{n[1]}": s.reason for s, n in page.unreadable},
                   **done.failed}
         for skipped, name in page.unreadable:
