@@ -148,7 +148,7 @@ def _get(url: str) -> tuple[int, str]:
 
 
 @pytest.mark.spark
-def test_service_http_run_now_and_hot_edits(primary: Any, analytics: Any, work: Path) -> None:
+def test_service_http_run_now_and_hot_edits(primary: Any, analytics: Any, work: Path, spark: Any) -> None:
     """One service process over a real primary and source: /healthz, /metrics and run-now answer; an edit adds
     a policy, disables it (its thread stops, its checkpoint stays) and enables it again (it resumes from it)."""
     _require_follower()
@@ -174,10 +174,10 @@ def test_service_http_run_now_and_hot_edits(primary: Any, analytics: Any, work: 
     pf = setup.policies()
     config = setup.config(pf)
     credentials = setup.credentials(config)
-    spark = _LazySpark("local[1]")
+    sync_spark = _LazySpark("local[1]")
     metrics = SyncMetrics()
     table = TableRows(config.federation.primary, credentials)
-    service = Service(pf, follower_factory(pf, config, credentials, spark), Observers(metrics, table),
+    service = Service(pf, follower_factory(pf, config, credentials, sync_spark), Observers(metrics, table),
                       FairBudget(config.federation.primary.name, 20)).start()
     http = HttpServer(Api(service.health, service.run_now, metrics), 0, "127.0.0.1").start()
     base = f"http://127.0.0.1:{http.port}"
@@ -219,8 +219,17 @@ def test_service_http_run_now_and_hot_edits(primary: Any, analytics: Any, work: 
     finally:
         http.stop()
         service.stop()
-        spark.stop()
+        sync_spark.stop()
     assert load_policies(str(sync_file)).policy(f"{src}_b") is not None
+    # Spark finds one row per execution the follower recorded (the first run, the run-now, policy b's windows)
+    spark.catalog.refreshTable("waggle_sys.replication_metrics")
+    for policy in (f"{src}_a", f"{src}_b"):
+        got = spark.sql("SELECT execution_id, trigger, status FROM waggle_sys.replication_metrics "
+                        f"WHERE policy_name = '{policy}'").collect()
+        assert sorted(r.execution_id for r in got) == sorted(r["execution_id"] for r in _rows(table, policy))
+        assert got and {r.status for r in got} == {"succeeded"}
+    assert "run-now" in {r.trigger for r in spark.sql("SELECT trigger FROM waggle_sys.replication_metrics "
+                                                      f"WHERE policy_name = '{src}_a'").collect()}
 
 
 def _edit(path: Path, text: str) -> None:
