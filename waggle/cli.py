@@ -167,11 +167,11 @@ def _sync(args: argparse.Namespace) -> int:
         if not args.config:
             print("error: --follow, --run-now and --status need --config FILE", file=sys.stderr)
             return 1
-        from waggle.sync import service_main
+        from waggle.sync import service_main, status
 
         if args.follow:
             return service_main.main_follow(args)
-        return service_main.run_now(args) if args.run_now else service_main.status(args)
+        return service_main.run_now(args) if args.run_now else status.status(args)
     configure()
     try:
         if args.config:

@@ -107,7 +107,7 @@ def test_status_prints_checkpoint_lag_last_execution_and_failed_tables(primary: 
                        started_at="2099-01-01T00:00:00.000Z", failed_tables={"sales.orders": "no such table"})
     write_rows(location, rows_for(policy, failed))
 
-    from waggle.sync.service_main import status
+    from waggle.sync.status import status
 
     out = io.StringIO()
     code = status(namespace(sync_file), out)
@@ -157,7 +157,7 @@ def test_service_http_run_now_and_hot_edits(primary: Any, analytics: Any, work: 
     from waggle.sync.policies import load_policies
     from waggle.sync.runner import _LazySpark
     from waggle.sync.service import Service
-    from waggle.sync.service_main import Observers, TableRows, _Setup, follower_factory
+    from waggle.sync.service_main import Observers, Setup, TableRows, follower_factory
 
     src = f"svc_{uuid.uuid4().hex[:6]}"
     wh = f"file://{analytics.warehouse}/{src}.db"
@@ -170,7 +170,7 @@ def test_service_http_run_now_and_hot_edits(primary: Any, analytics: Any, work: 
             "every: 1h}\n")
     sync_file.write_text(head)
     args = namespace(sync_file)
-    setup = _Setup(args, io.StringIO())
+    setup = Setup(args, io.StringIO())
     pf = setup.policies()
     config = setup.config(pf)
     credentials = setup.credentials(config)

@@ -14,27 +14,22 @@ import json
 import signal
 import sys
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from typing import IO, Any
 
 from waggle.common.logging import configure, get_logger
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import MetastoreConfig, WaggleConfig
-from waggle.hms.gen.hive_metastore.ttypes import NoSuchObjectException, NotificationEventRequest
 from waggle.sync.budget import FairBudget, Share
 from waggle.sync.execution import SUCCEEDED, Execution, PolicyState
 from waggle.sync.follow.follower import FollowContext, Follower
 from waggle.sync.follow.records import Records
-from waggle.sync.follow.records import key as records_key
 from waggle.sync.hms import connections
 from waggle.sync.http import Api, HttpServer, SyncMetrics
-from waggle.sync.metrics_table import TABLE, ExecutionRow, ensure_table, read_rows, write_rows
+from waggle.sync.metrics_table import TABLE, ExecutionRow, ensure_table, write_rows
 from waggle.sync.policies import Policy, PolicyFile, load_policies
 from waggle.sync.runner import SyncConfigError, _LazySpark
 from waggle.sync.service import RUN_NOW, FollowerFactory, FollowerLike, PolicyThread, Service
@@ -47,7 +42,7 @@ log = get_logger("waggle.sync.service")
 
 
 # -- shared set-up ------------------------------------------------------------------------------------------------
-class _Setup:
+class Setup:
     def __init__(self, args: argparse.Namespace, out: IO[str]) -> None:
         self.args, self.out = args, out
 
@@ -78,7 +73,7 @@ class _Setup:
                                  config.server.security.kerberos)
 
 
-def _problems(exc: SyncConfigError | ConfigError) -> int:
+def problems(exc: SyncConfigError | ConfigError) -> int:
     for problem in exc.problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1
@@ -140,12 +135,12 @@ def follower_factory(pf: PolicyFile, config: WaggleConfig, credentials: Upstream
 # -- waggle sync --follow -----------------------------------------------------------------------------------------
 def main_follow(args: argparse.Namespace) -> int:
     configure()
-    setup = _Setup(args, sys.stdout)
+    setup = Setup(args, sys.stdout)
     try:
         pf = setup.policies()
         config = setup.config(pf)
     except (SyncConfigError, ConfigError) as exc:
-        return _problems(exc)
+        return problems(exc)
     credentials = setup.credentials(config)
     primary = config.federation.primary
     budget = FairBudget(primary.name, pf.run.max_writes_per_second)
@@ -214,11 +209,11 @@ def run_now(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     configure()
     out = out or sys.stdout
     name: str = args.run_now
-    setup = _Setup(args, out)
+    setup = Setup(args, out)
     try:
         pf = setup.policies()
     except SyncConfigError as exc:
-        return _problems(exc)
+        return problems(exc)
     policy = pf.policy(name)
     if policy is None:
         print(f"error: no policy '{name}' in {pf.path} (policies: {', '.join(p.name for p in pf.policies)})",
@@ -236,7 +231,7 @@ def run_now(args: argparse.Namespace, out: IO[str] | None = None) -> int:
     try:
         config = setup.config(replace(pf, policies=(policy,)))
     except ConfigError as exc:
-        return _problems(exc)
+        return problems(exc)
     credentials = setup.credentials(config)
     spark = _LazySpark(pf.run.master)
     metrics = SyncMetrics()
@@ -277,124 +272,3 @@ def _post_run(port: int, name: str) -> tuple[int, dict[str, Any]] | None:
             return exc.code, {"error": f"HTTP {exc.code}"}
     except (urllib.error.URLError, OSError, ValueError):
         return None
-
-
-# -- waggle sync --status ------------------------------------------------------------------------------------------
-def status(args: argparse.Namespace, out: IO[str] | None = None) -> int:
-    """Each policy's checkpoint, the source's current event, the lag, the last execution and failed tables.
-    Exit code 0: all well; 1: the files or the primary are at fault; 2: some policy's last execution failed."""
-    configure()
-    out = out or sys.stdout
-    setup = _Setup(args, out)
-    try:
-        pf = setup.policies()
-        config = setup.config(pf)
-    except (SyncConfigError, ConfigError) as exc:
-        return _problems(exc)
-    credentials = setup.credentials(config)
-    members = {m.name: m for m in config.federation.members}
-    try:
-        with connections(config.federation.primary, 1, credentials) as (target,):
-            params, location = _records(target)
-    except Exception as exc:
-        print(f"error: primary metastore '{config.federation.primary.name}': {exc}", file=sys.stderr)
-        return 1
-    rows = _last_rows(location)
-    failed = 0
-    for source in dict.fromkeys(p.spec.source for p in pf.policies):
-        with _source(members[source], credentials) as reach:
-            for policy in (p for p in pf.policies if p.spec.source == source):
-                failed += _print_policy(out, policy, params, reach, rows.get(policy.name))
-    return 2 if failed else 0
-
-
-def _records(target: Any) -> tuple[dict[str, str], str | None]:
-    try:
-        params = dict(target.client.get_database(SYS_DB).parameters or {})
-    except NoSuchObjectException:
-        return {}, None
-    table = target.table(SYS_DB, TABLE)
-    return params, (str(table.sd.location) if table is not None else None)
-
-
-def _last_rows(location: str | None) -> dict[str, dict[str, str | None]]:
-    last: dict[str, dict[str, str | None]] = {}
-    if location is None:
-        return last
-    try:
-        rows = read_rows(location)
-    except Exception as exc:
-        log.warning("sync.metrics_table_unreadable", location=location, error=str(exc))
-        return last
-    for row in rows:
-        name = row.get("policy_name") or ""
-        if name and (name not in last or (row.get("ended_at") or "") >= (last[name].get("ended_at") or "")):
-            last[name] = row
-    return last
-
-
-class _Reach:
-    """The source's current event id, and an event's commit time, or why not."""
-
-    def __init__(self, metastore: Any, error: str | None) -> None:
-        self.metastore, self.error = metastore, error
-
-    def current(self) -> int | None:
-        return None if self.metastore is None else int(self.metastore.current_event_id())
-
-    def event_time(self, after: int) -> int | None:
-        if self.metastore is None:
-            return None
-        events = self.metastore.client.get_next_notification(NotificationEventRequest(lastEvent=after,
-                                                                                      maxEvents=1)).events or []
-        return int(events[0].eventTime) if events else None
-
-
-@contextmanager
-def _source(member: MetastoreConfig, credentials: UpstreamCredentials) -> Iterator[_Reach]:
-    try:
-        with connections(member, 1, credentials) as (source,):
-            yield _Reach(source, None)
-    except Exception as exc:
-        yield _Reach(None, f"source '{member.name}' unreachable: {exc}")
-
-
-def _print_policy(out: IO[str], policy: Policy, params: dict[str, str], reach: _Reach,
-                  row: dict[str, str | None] | None) -> int:
-    text = params.get(records_key(policy.name, "checkpoint"))
-    checkpoint = int(text) if text and text.lstrip("-").isdigit() else None
-    state = "disabled" if not policy.enabled else policy.schedule_text
-    print(f"policy {policy.name} ({state}; source {policy.spec.source}: {', '.join(policy.spec.patterns)})",
-          file=out)
-    print(f"  checkpoint: {checkpoint if checkpoint is not None else 'none (not bootstrapped yet)'}", file=out)
-    if reach.error:
-        print(f"  source: {reach.error}", file=out)
-    else:
-        try:
-            current = reach.current()
-            print(f"  source event: {current}", file=out)
-            if checkpoint is not None and current is not None:
-                lag = max(current - checkpoint, 0)
-                seconds = ""
-                if lag:
-                    when = reach.event_time(checkpoint)
-                    if when:
-                        seconds = f", {max(time.time() - when, 0):.0f}s behind the oldest unapplied event"
-                print(f"  lag: {lag} event(s){seconds}", file=out)
-        except Exception as exc:
-            print(f"  source: cannot read its events: {exc}", file=out)
-    failed: dict[str, str] = {}
-    if row is None:
-        print("  last execution: none", file=out)
-    else:
-        print(f"  last execution: {row.get('status')} ({row.get('trigger')}, {row.get('phase')}) "
-              f"{row.get('started_at')} .. {row.get('ended_at')}, events {row.get('from_event')} -> "
-              f"{row.get('to_event')}, {row.get('objects')} object(s), {row.get('partitions')} partition(s)"
-              + (f"; error: {row.get('error')}" if row.get("error") else ""), file=out)
-        try:
-            failed = json.loads(row.get("failed_tables") or "{}")
-        except ValueError:
-            failed = {}
-    for target, error in sorted(failed.items()):
-        print(f"  failed table: {target}: {error}", file=out)
-    return 1 if failed or (row is not None and row.get("status") != SUCCEEDED) else 0
