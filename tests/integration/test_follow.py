@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -215,7 +216,7 @@ def test_every_change_reaches_the_target_and_spark_reads_the_sources_rows(env: E
     altered = table(tport, tdb, "events")
     assert altered is not None and [c.name for c in altered.sd.cols] == ["id", "name", "score"]
 
-    # ADD_PARTITION (two tables' events in one page: each is one piece of work)
+    # ADD_PARTITION, twice: one piece of work
     add_partition(port, src, "events", "d1", root, ["1,ann"])
     add_partition(port, src, "events", "d2", root, ["2,bob"])
     added = incremental(f)
@@ -233,10 +234,11 @@ def test_every_change_reaches_the_target_and_spark_reads_the_sources_rows(env: E
     incremental(f)
     d1 = partitions(tport, tdb, "events")["day=d1"]
     if mode == o.MIRROR:
-        assert d1.sd.location == f"file://{moved}"
+        assert d1.sd.location == partitions(port, src, "events")["day=d1"].sd.location  # as the metastore spells it
+        assert d1.sd.location.endswith("/events/d1-moved")
     else:
-        assert d1.sd.location.startswith(f"file://{copies}") and (Path(d1.sd.location[7:]) / "data.csv").read_text() \
-            == "11,ann2\n"
+        assert urlsplit(d1.sd.location).path.startswith(str(copies))
+        assert (Path(urlsplit(d1.sd.location).path) / "data.csv").read_text() == "11,ann2\n"
 
     # DROP_PARTITION (propagate-deletes)
     with hms_client("127.0.0.1", port) as c:
@@ -278,8 +280,14 @@ def test_every_change_reaches_the_target_and_spark_reads_the_sources_rows(env: E
     after = table(tport, tdb, "events2")
     assert after is not None and after.createTime == before.createTime
     assert set(partitions(tport, tdb, "events2")) == {"day=d1"}
-    if mode == o.COPY:
+    if mode == o.COPY:  # the files moved with the table
         assert renamed.bytes == 0, renamed
+        assert urlsplit(after.sd.location).path == str(copies / "events2")
+        assert urlsplit(partitions(tport, tdb, "events2")["day=d1"].sd.location).path == str(copies / "events2/day=d1")
+        assert not (copies / "events").exists() and (copies / "events2/day=d1/more.csv").exists()
+    moved_parts = partitions(tport, tdb, "events2")
+    assert all(p.parameters[o.SOURCE_OBJECT] == f"{src}.events2/{n}" for n, p in moved_parts.items())
+    assert after.parameters[o.SOURCE_OBJECT] == f"{src}.events2"
 
     # Spark reads the source's rows at the target (a copy with the source's files gone)
     if mode == o.COPY:
