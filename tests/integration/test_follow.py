@@ -180,7 +180,9 @@ def session(request: pytest.FixtureRequest) -> Any:
     """The session's Spark (its Hive catalog is waggle, whose primary is the target), which also copies files
     (its Python workers run this interpreter, as ``waggle sync``'s own session's do)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return request.getfixturevalue("spark")
+    session = request.getfixturevalue("spark")
+    session.sparkContext.pythonExec = sys.executable  # when an earlier test started it without PYSPARK_PYTHON
+    return session
 
 
 @pytest.mark.spark
@@ -248,19 +250,25 @@ def test_every_change_reaches_the_target_and_spark_reads_the_sources_rows(env: E
     if mode == o.COPY:
         assert not (copies / "events" / "day=d2").exists()
 
-    # INSERT: a new file in d1, announced by the writer (Hive 2's IDL: its InsertEventRequestData)
+    # INSERT: a new file in d1, and one in the unpartitioned table, each announced by its writer (Hive 2's IDL:
+    # its InsertEventRequestData)
     (moved / "more.csv").write_text("12,cat\n")
+    (root / "keep" / "more.csv").write_text("2,more\n")
     import hmsclient.genthrift.hive_metastore.ttypes as h
 
     with hive2_client(port) as c:
-        c.fire_listener_event(h.FireEventRequest(
-            successful=True, dbName=src, tableName="events", partitionVals=["d1"],
-            data=h.FireEventRequestData(insertData=h.InsertEventRequestData(filesAdded=[f"file://{moved}/more.csv"]))))
+        for name, values, added_file in (("events", ["d1"], moved / "more.csv"), ("keep", [], root / "keep/more.csv")):
+            c.fire_listener_event(h.FireEventRequest(
+                successful=True, dbName=src, tableName=name, partitionVals=values or None,
+                data=h.FireEventRequestData(insertData=h.InsertEventRequestData(filesAdded=[f"file://{added_file}"]))))
     inserted = incremental(f)
-    assert inserted.events == {("INSERT", "applied"): 1}, inserted
+    assert inserted.events == {("INSERT", "applied"): 2}, inserted
     if mode == o.COPY:
-        assert inserted.bytes > 0 and sorted(p.name for p in (copies / "events" / "day=d1").iterdir()
-                                             if not p.name.startswith(".")) == ["data.csv", "more.csv"]
+        def files(where: Path) -> list[str]:
+            return sorted(p.name for p in where.iterdir() if not p.name.startswith("."))
+
+        assert inserted.bytes > 0 and files(copies / "events" / "day=d1") == ["data.csv", "more.csv"]
+        assert files(copies / "keep") == ["data.csv", "more.csv"]
 
     # RENAME: the target table moves (the same table, renamed), its files are not copied again
     before = table(tport, tdb, "events")
@@ -296,7 +304,8 @@ def test_every_change_reaches_the_target_and_spark_reads_the_sources_rows(env: E
         session.catalog.refreshTable(f"{tdb}.{name}")
     rows = session.sql(f"SELECT id, name, day FROM {tdb}.events2 ORDER BY id").collect()
     assert [tuple(r) for r in rows] == [(11, "ann2", "d1"), (12, "cat", "d1")]
-    assert [tuple(r) for r in session.sql(f"SELECT id, name FROM {tdb}.keep").collect()] == [(1, "kept")]
+    assert [tuple(r) for r in session.sql(f"SELECT id, name FROM {tdb}.keep ORDER BY id").collect()] == [
+        (1, "kept"), (2, "more")]
 
     # DROP_TABLE (propagate-deletes)
     with hms_client("127.0.0.1", port) as c:
