@@ -486,6 +486,7 @@ def test_a_crash_in_the_middle_of_a_page_is_replayed_to_the_same_end(env: Env, s
     assert partitions(tport, tdb, "y") == {}
     assert int(sys_params(tport)[record_key(f.name, "checkpoint")]) == checkpoint  # not moved past the page
     monkeypatch.setattr(apply.Applier, "_write", real_write)
+    f.close()  # the crashed process renews its lease no more
 
     again = env.follower(policy, name=f.name)  # a new follower of the same policy
     (replayed,) = catch_up(again)
@@ -499,6 +500,49 @@ def test_a_crash_in_the_middle_of_a_page_is_replayed_to_the_same_end(env: Env, s
     assert state(tport, tdb, True) == state(sport, src, False)
     assert set(partitions(tport, tdb, "y")) == {"day=d0", "day=d2"}
     assert catch_up(again) == []  # nothing left: the replay moved the checkpoint
+
+
+@pytest.mark.spark
+def test_a_crash_in_the_middle_of_a_copys_rename_is_replayed_without_copying_again(
+        env: Env, source_db: str, primary: Any, session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed after the copy's directory and partitions moved but before the table was renamed: the replay
+    renames it, and copies nothing."""
+    src, root, tport, sport = source_db, env.work / "src", primary.port, env.analytics.port
+    copies = env.work / "copies"
+    with hms_client("127.0.0.1", sport) as c:
+        ensure_table(c, src, "r", f"file://{root}/r", COLS, KEYS)
+    add_partition(sport, src, "r", "d1", root, ["1,ann"])
+    policy = spec(src, "c", o.COPY, location_root=f"file://{copies}")
+    tdb = str(policy.target_database)
+    f = env.follower(policy, spark=lambda: session)
+    (first,) = catch_up(f)
+    assert first.phase == BOOTSTRAP and first.bytes > 0, first
+    with hms_client("127.0.0.1", sport) as c:
+        t = c.get_table(src, "r")
+        t.tableName = "r2"
+        c.alter_table(src, "r", t)
+
+    real_move = apply.Applier._move_partitions
+
+    def move_then_crash(self: apply.Applier, *args: Any) -> None:
+        real_move(self, *args)
+        raise Crash("killed before the table was renamed")
+
+    monkeypatch.setattr(apply.Applier, "_move_partitions", move_then_crash)
+    with pytest.raises(Crash):
+        f.step(threading.Event())
+    assert table(tport, tdb, "r") is not None and (copies / "r2" / "day=d1" / "data.csv").exists()
+    monkeypatch.setattr(apply.Applier, "_move_partitions", real_move)
+    f.close()  # the crashed process renews its lease no more
+
+    (replayed,) = catch_up(env.follower(policy, name=f.name, spark=lambda: session))
+    assert (replayed.phase, replayed.status, replayed.bytes) == (INCREMENTAL, SUCCEEDED, 0), replayed
+    assert table(tport, tdb, "r") is None
+    (d1,) = partitions(tport, tdb, "r2").values()
+    assert urlsplit(d1.sd.location).path == str(copies / "r2" / "day=d1")
+    shutil.rmtree(root)
+    session.catalog.refreshTable(f"{tdb}.r2")
+    assert [tuple(r) for r in session.sql(f"SELECT id, name FROM {tdb}.r2").collect()] == [(1, "ann")]
 
 
 # -- the checkpoint ---------------------------------------------------------------------------------------------------
