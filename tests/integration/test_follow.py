@@ -68,7 +68,7 @@ class Env:
     followers: list[Follower] = field(default_factory=list)
 
     def follower(self, spec: TableSpec, name: str | None = None, members: dict[str, str] | None = None,
-                 spark: Callable[[], Any] | None = None) -> Follower:
+                 spark: Callable[[], Any] | None = None, page_size: int = 1000) -> Follower:
         """A follower of ``spec`` (its source one of ``members``, name -> URI; the analytics member by default),
         closed at the end of the test."""
         members = members or {"analytics": self.analytics.uri}
@@ -78,7 +78,7 @@ class Env:
         config = load(None, str(federation), serving=False)
         source = next(m for m in config.federation.members if m.name == spec.source)
         ctx = FollowContext(source=source, primary=config.federation.primary, credentials=UpstreamCredentials(None),
-                            budget=None, spark=spark, lease_seconds=30)
+                            budget=None, spark=spark, page_size=page_size, lease_seconds=30)
         made = Follower(name or f"p{uuid.uuid4().hex[:8]}", spec, ctx)
         self.followers.append(made)
         return made
@@ -574,3 +574,24 @@ def test_the_checkpoint_is_the_last_event_read_and_a_changed_definition_bootstra
     (again,) = catch_up(changed)
     assert (again.phase, again.bootstrap_reason, again.from_event) == (BOOTSTRAP, "policy changed", last), again
     assert table(tport, f"{src}_c", "a") is not None
+
+
+def test_a_long_log_is_read_a_page_at_a_time_each_checkpointed(env: Env, source_db: str, primary: Any) -> None:
+    src, root, sport, tport = source_db, env.work / "src", env.analytics.port, primary.port
+    with hms_client("127.0.0.1", sport) as c:
+        ensure_table(c, src, "a", f"file://{root}/a", COLS, KEYS)
+    policy = spec(src, "m")
+    f = env.follower(policy, page_size=2)
+    (first,) = catch_up(f)
+    for i in range(5):
+        add_partition(sport, src, "a", f"d{i}", root)
+    pages = []
+    for _ in range(3):
+        page = f.step(threading.Event())
+        assert page is not None and page.status == SUCCEEDED, page
+        assert int(sys_params(tport)[record_key(f.name, "checkpoint")]) == page.to_event
+        pages.append((page.from_event, page.to_event, page.partitions))
+    start = first.to_event
+    assert pages == [(start, start + 2, 2), (start + 2, start + 4, 2), (start + 4, start + 5, 1)]
+    assert f.step(threading.Event()) is None
+    assert set(partitions(tport, str(policy.target_database), "a")) == {f"day=d{i}" for i in range(5)}
