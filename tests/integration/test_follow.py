@@ -328,8 +328,8 @@ def short_lived_events(tmp_path: Path) -> Iterator[Any]:
     store.stop()
 
 
-def test_events_purged_before_they_were_read_bootstrap_again(env: Env, short_lived_events: Any, primary: Any,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_events_purged_before_they_were_read_or_a_restarted_log_bootstrap_again(
+        env: Env, short_lived_events: Any, primary: Any, source_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
     logs = Logs()
     monkeypatch.setattr(follower, "log", logs)
     store, src = short_lived_events, "gapsrc"
@@ -362,9 +362,29 @@ def test_events_purged_before_they_were_read_bootstrap_again(env: Env, short_liv
         assert warning["checkpoint"] == checkpoint and "purged" in warning["gap"]
         assert set(partitions(primary.port, str(policy.target_database), "a")) == {"day=d1"}
         assert table(primary.port, str(policy.target_database), "b") is not None
+
+        # a member whose log restarted (a new metastore database behind the same name): its newest event is
+        # below the checkpoint, which a policy that followed the analytics metastore until now has
+        moved = TableSpec(source="ttl", patterns=(rf"{src}\..*",), target_database=f"{policy.target_database}_r")
+        name = f"p{uuid.uuid4().hex[:8]}"
+        with hms_client("127.0.0.1", env.analytics.port) as c:
+            while current_event(env.analytics.port) <= current_event(store.port) + 5:
+                ensure_table(c, source_db, f"t{uuid.uuid4().hex[:6]}", f"file://{root}/elsewhere", COLS)
+        (before,) = catch_up(env.follower(moved, name=name, members={"ttl": env.analytics.uri}))
+        env.followers[-1].close()
+        assert before.to_event > current_event(store.port)
+        restarted = env.follower(moved, name=name, members={"ttl": store.uri}).step(threading.Event())
+        assert restarted is not None and restarted.phase == BOOTSTRAP, restarted
+        assert restarted.bootstrap_reason == (f"gap: the source's notification log restarted: its newest event is "
+                                              f"{current_event(store.port)}, the checkpoint {before.to_event}")
+        assert table(primary.port, str(moved.target_database), "b") is not None
     finally:
         with hms_client("127.0.0.1", primary.port) as c:
-            c.drop_database(str(policy.target_database), False, True)
+            for db in (str(policy.target_database), f"{policy.target_database}_r"):
+                try:
+                    c.drop_database(db, False, True)
+                except Exception:
+                    pass
 
 
 # -- bad input -------------------------------------------------------------------------------------------------------
