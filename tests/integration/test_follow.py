@@ -100,6 +100,12 @@ def env(primary: Any, analytics: Any, recorder: HiveStubMetastore, tmp_path: Pat
     yield made
     for f in made.followers:
         f.close()
+    with hms_client("127.0.0.1", primary.port) as c:  # the policies' records go too
+        prefixes = tuple(record_key(f.name, "") for f in made.followers)
+        if prefixes and SYS_DB in c.get_all_databases():
+            db = c.get_database(SYS_DB)
+            db.parameters = {k: v for k, v in (db.parameters or {}).items() if not k.startswith(prefixes)}
+            c.alter_database(SYS_DB, db)
 
 
 @pytest.fixture
