@@ -21,12 +21,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from waggle.common.logging import get_logger
 from waggle.hms.gen.hive_metastore.ttypes import Partition, Table
 from waggle.hms.names import partition_name
 from waggle.sync import objects as o
-from waggle.sync.files import CopyTask, copy_partitions, remove_tree
+from waggle.sync.files import CopyTask, copy_partitions, remove_tree, url
 from waggle.sync.follow.plan import Name, Work
 from waggle.sync.hms import Metastore
 from waggle.sync.job import Options, SyncError, TableSync, describe
@@ -132,10 +133,44 @@ class Applier:
             return
         moved = copy.deepcopy(existing)
         moved.dbName, moved.tableName = new.db, new.table
+        moved.parameters = {**(moved.parameters or {}), o.SOURCE_OBJECT: new.source_object}
+        was = existing.sd.location if existing.sd is not None else None
+        if new.mode == o.COPY and was and new.location and moved.sd is not None:
+            # a copy's files move with it, as Hive moves a managed table's directory and its partitions'
+            # locations on a rename (HiveAlterHandler.alterTable): nothing is copied again. Directory first, then
+            # the partitions, then the table, so that a replay after a crash finds each step done or to do.
+            fs, old_path = _filesystem(was)
+            new_path = _filesystem(new.location)[1]
+            if fs.exists(old_path) and not fs.exists(new_path):
+                fs.mv(old_path, new_path, recursive=True)
+            moved.sd.location = new.location
+        self._move_partitions(old, new, was)
         self.target.alter_table(old.db, old.table, moved)
         done.objects += 1
         log.info("sync.follow_renamed", source=f"{work.renamed_from[0]}.{work.renamed_from[1]}",
                  target=f"{new.db}.{new.table}", was=f"{old.db}.{old.table}")
+
+    def _move_partitions(self, old: o.Target, new: o.Target, was: str | None) -> None:
+        """The moved table's partitions name their new source object (and, in a copy, their new location)."""
+        names = self.target.partition_names(old.db, old.table)
+        prefix = urlsplit(was or "").path.rstrip("/")  # the metastore may spell the scheme differently (file:/, file:///)
+        for start in range(0, len(names), 1000):
+            changed = []
+            for p in self.target.partitions_by_names(old.db, old.table, names[start:start + 1000]):
+                params = dict(p.parameters or {})
+                _, _, name = params.get(o.SOURCE_OBJECT, "").partition("/")
+                location = urlsplit(p.sd.location).path if p.sd is not None and p.sd.location else None
+                relocate = bool(new.mode == o.COPY and new.location is not None and prefix and location is not None
+                                and location.startswith(prefix + "/"))
+                if not name or (params[o.SOURCE_OBJECT] == f"{new.source_object}/{name}" and not relocate):
+                    continue
+                params[o.SOURCE_OBJECT] = f"{new.source_object}/{name}"
+                p.parameters = params
+                if relocate and p.sd is not None and location is not None and new.location is not None:
+                    p.sd.location = new.location.rstrip("/") + location[len(prefix):]
+                changed.append(p)
+            if changed:
+                self.target.alter_partitions(old.db, old.table, changed)
 
     def _gone(self, work: Work, t: o.Target, done: Applied) -> None:
         """The source no longer holds the table: drop the target's with propagate-deletes, else keep it."""
@@ -234,6 +269,13 @@ class Applier:
                 for name in p.drops:
                     remove_tree(f"{t.location.rstrip('/')}/{name}")
         done.partitions += len(p.adds) + len(p.alters) + len(p.drops)
+
+
+def _filesystem(location: str) -> tuple[Any, str]:
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(url(location))
+    return fs, path
 
 
 def _ids(events: list[int]) -> str:
