@@ -378,13 +378,15 @@ def _derby_sql(database: Path, script: str, expect: str, what: str) -> None:
 
 #: The notification log's tables as Hive's own Derby schema script (``hive-schema-2.3.0.derby.sql``) makes them.
 #: Left to DataNucleus, the message would be a LONG VARCHAR of at most 32,700 characters, and a change whose
-#: message is longer (an ``add_partitions`` of a few hundred partitions) would fail.
+#: message is longer (an ``add_partitions`` of a few hundred partitions) would fail. The sequence starts with its
+#: one row, as Hive 3's schema scripts make it, so that the listener can lock it from the first event on.
 _NOTIFICATION_TABLES = """CREATE TABLE APP.NOTIFICATION_LOG (NL_ID BIGINT NOT NULL, DB_NAME VARCHAR(128),
  EVENT_ID BIGINT NOT NULL, EVENT_TIME INTEGER NOT NULL, EVENT_TYPE VARCHAR(32) NOT NULL, MESSAGE CLOB,
  TBL_NAME VARCHAR(256), MESSAGE_FORMAT VARCHAR(16));
 ALTER TABLE APP.NOTIFICATION_LOG ADD CONSTRAINT NOTIFICATION_LOG_PK PRIMARY KEY (NL_ID);
 CREATE TABLE APP.NOTIFICATION_SEQUENCE (NNI_ID BIGINT NOT NULL, NEXT_EVENT_ID BIGINT NOT NULL);
 ALTER TABLE APP.NOTIFICATION_SEQUENCE ADD CONSTRAINT NOTIFICATION_SEQUENCE_PK PRIMARY KEY (NNI_ID);
+INSERT INTO APP.NOTIFICATION_SEQUENCE (NNI_ID, NEXT_EVENT_ID) VALUES (1, 1);
 SELECT COUNT(*) AS NOTIFICATION_TABLES FROM SYS.SYSTABLES WHERE TABLENAME LIKE 'NOTIFICATION_%';
 """
 
@@ -402,8 +404,9 @@ def start_metastores(workdirs: list[Path], timeout: float = 180.0) -> list[Local
     return stores
 
 
-#: bumped when what the template holds changes (2: the notification log's tables, as Hive's schema makes them)
-TEMPLATE_VERSION = 2
+#: bumped when what the template holds changes (2: the notification log's tables, as Hive's schema makes them;
+#: 3: the sequence's row, which the listener locks)
+TEMPLATE_VERSION = 3
 
 
 def template_dir() -> Path:
