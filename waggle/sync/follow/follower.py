@@ -46,6 +46,8 @@ from waggle.sync.runner import TableSpec, resolve
 from waggle.upstream.handshake import UpstreamCredentials
 
 log = get_logger("waggle.sync.follow")
+#: seconds a hole right after the checkpoint may last before it is a gap (see Follower._uncommitted)
+HOLE_WAIT = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,7 @@ class Follower:
         self._failed: dict[str, str] = {}
         #: the checkpoint as last read or written (read again after a failure); this follower holds the lease
         self._saved: Checkpoint | None = None
+        self._hole_since: float | None = None  # when a hole after the checkpoint was first seen
 
     # -- connections and the lease ---------------------------------------------------------------------------------
     def _open(self) -> Records:
@@ -140,6 +143,17 @@ class Follower:
             with contextlib.suppress(Exception):
                 self._records.release(self.me)
         self._drop_connections()
+
+    def _uncommitted(self, source: Metastore, checkpoint: int) -> bool:
+        """Whether a hole right after the checkpoint is a change still committing (its neighbours are in the log,
+        so nothing was purged), for at most ``HOLE_WAIT`` seconds: Hive 2.3 hands out ids before commit, so a
+        later change may commit first. A hole that lasts longer is a gap."""
+        oldest = source.client.get_next_notification(NotificationEventRequest(lastEvent=0, maxEvents=1)).events
+        if not oldest or oldest[0].eventId > checkpoint:
+            return False  # purged: the events around the checkpoint are gone
+        if self._hole_since is None:
+            self._hole_since = time.monotonic()
+        return time.monotonic() - self._hole_since < HOLE_WAIT
 
     def _reachable(self, records: Records) -> None:
         """Both sides still answer (raises when not): what failed in the batch failed for a reason of its own."""
@@ -218,15 +232,20 @@ class Follower:
         if current == checkpoint:  # caught up: one call a poll
             self._state = PolicyState(self.name, self.spec.source, checkpoint, current, 0, 0.0, dict(self._failed))
             return None
+        size = self.ctx.page_size
         events = list(source.client.get_next_notification(
-            NotificationEventRequest(lastEvent=checkpoint, maxEvents=self.ctx.page_size)).events or [])
+            NotificationEventRequest(lastEvent=checkpoint, maxEvents=size + 1)).events or [])
         events = [e for e in events if e.eventId > checkpoint]
-        if len(events) >= self.ctx.page_size and events[0].eventId != events[-1].eventId:
-            # a full page may end inside a run of events sharing an id (Hive 2.3 gives concurrent changes the
-            # same id, HIVE-16886): the run is read whole by the next page, never half checkpointed
-            last = events[-1].eventId
-            events = [e for e in events if e.eventId != last]
+        if len(events) > size:
+            # one event more than a page: whether the page ends inside a run of events sharing an id (Hive 2.3
+            # gives concurrent changes the same id, HIVE-16886); such a run is read whole by the next page
+            after, events = events[size], events[:size]
+            if after.eventId == events[-1].eventId and events[0].eventId != after.eventId:
+                events = [e for e in events if e.eventId != after.eventId]
         why = gap(checkpoint, events[0].eventId if events else None, current)
+        if why is not None and events and current >= checkpoint and self._uncommitted(source, checkpoint):
+            return None  # a change that has its id but is not committed yet: read again at the next poll
+        self._hole_since = None
         if why is not None:
             log.warning("sync.follow_gap", policy=self.name, checkpoint=checkpoint, source_event=current, gap=why)
             return self._bootstrap(records, stop, f"gap: {why}", started, clock, checkpoint)
