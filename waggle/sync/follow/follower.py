@@ -215,7 +215,7 @@ class Follower:
             error: str | None = "stopped before the bootstrap finished; the next start bootstraps again"
         else:
             self._reachable(records)
-            records.save(current, self.spec.source, scope_digest(self.spec), _now())
+            records.save(current, self.spec.source, scope_digest(self.spec), _now(), me=self.me)
             self._saved = Checkpoint(current, self.spec.source, scope_digest(self.spec))
             status, to_event, error = (PARTIAL if failed else SUCCEEDED), current, None
         self._failed = dict(failed)
@@ -258,7 +258,7 @@ class Follower:
         done = applier.apply(page.work)
         last = events[-1].eventId
         self._reachable(records)  # a table that failed because a metastore went away is not checkpointed past
-        records.save(last)
+        records.save(last, me=self.me)
         self._saved = Checkpoint(last, self.spec.source, scope_digest(self.spec))
         failed = {**{f"{(self.spec.target_database or n[0]).lower()}.{n[1]}": s.reason for s, n in page.unreadable},
                   **done.failed}

@@ -60,11 +60,19 @@ class Records:
             self._ensured = True
         return dict(self.target.client.get_database(SYS_DB).parameters or {})
 
-    def _update(self, values: dict[str, str | None]) -> None:
+    def _update(self, values: dict[str, str | None], me: str | None = None) -> None:
+        """Write the policy's ``values``, re-read just before under the process's lock; with ``me``, only while no
+        other follower holds the lease (a follower that stalled past its lease must not write over the one that
+        took the policy since)."""
         with _WRITE:
             self._params()
             db = self.target.client.get_database(SYS_DB)
             params = dict(db.parameters or {})
+            if me is not None:
+                other = _live_other(params.get(key(self.policy, "lease")), me)
+                if other is not None:
+                    raise LeaseHeld(f"policy '{self.policy}' is now followed by {other}: this follower stopped "
+                                    "writing it")
             for name, value in values.items():
                 if value is None:
                     params.pop(key(self.policy, name), None)
@@ -83,7 +91,7 @@ class Records:
                                                                                                  "scope"), ""))
 
     def save(self, event_id: int, source: str | None = None, scope: str | None = None,
-             bootstrapped_at: str | None = None) -> None:
+             bootstrapped_at: str | None = None, me: str | None = None) -> None:
         values: dict[str, str | None] = {"checkpoint": str(event_id)}
         if source is not None:
             values["source"] = source
@@ -91,28 +99,15 @@ class Records:
             values["scope"] = scope
         if bootstrapped_at is not None:
             values["bootstrapped-at"] = bootstrapped_at
-        self._update(values)
+        self._update(values, me)
 
     # -- the lease ---------------------------------------------------------------------------------------------------
     def lease(self) -> tuple[str, float] | None:
-        value = self._params().get(key(self.policy, "lease"))
-        if not value or " " not in value:
-            return None
-        holder, _, expires = value.partition(" ")
-        try:
-            return holder, float(expires)
-        except ValueError:
-            return None
+        return _lease(self._params().get(key(self.policy, "lease")))
 
     def live_holder(self, me: str) -> str | None:
         """Who else holds the policy now, or None."""
-        found = self.lease()
-        if found is None:
-            return None
-        holder, expires = found
-        if holder == me or expires < time.time() or _dead_here(holder):
-            return None
-        return f"{holder} (until {time.strftime('%H:%M:%S', time.gmtime(expires))} UTC)"
+        return _live_other(self._params().get(key(self.policy, "lease")), me)
 
     def take(self, me: str, seconds: float, settle: float = 1.0) -> None:
         """Take the policy's lease, or raise :class:`LeaseHeld`."""
@@ -128,12 +123,33 @@ class Records:
                             "while starting: one follower at a time")
 
     def renew(self, me: str, seconds: float) -> None:
-        self._update({"lease": f"{me} {time.time() + seconds:.0f}"})
+        self._update({"lease": f"{me} {time.time() + seconds:.0f}"}, me)
 
     def release(self, me: str) -> None:
         found = self.lease()
         if found is not None and found[0] == me:
             self._update({"lease": None})
+
+
+def _lease(value: str | None) -> tuple[str, float] | None:
+    if not value or " " not in value:
+        return None
+    holder, _, expires = value.partition(" ")
+    try:
+        return holder, float(expires)
+    except ValueError:
+        return None
+
+
+def _live_other(value: str | None, me: str) -> str | None:
+    """The holder of a lease parameter's value when it is another live follower, described; else None."""
+    found = _lease(value)
+    if found is None:
+        return None
+    holder, expires = found
+    if holder == me or expires < time.time() or _dead_here(holder):
+        return None
+    return f"{holder} (until {time.strftime('%H:%M:%S', time.gmtime(expires))} UTC)"
 
 
 def _dead_here(holder: str) -> bool:
