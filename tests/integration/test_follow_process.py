@@ -227,6 +227,43 @@ def test_iceberg_commits_at_the_source_move_the_mirror_and_the_copy_stands_alone
         == {True}
 
 
+def test_run_now_runs_a_scheduled_policy_at_once_in_the_running_follower_or_here(setup: Setup) -> None:
+    """``waggle sync --run-now NAME``: the running follower runs the scheduled policy at once; with none running,
+    the command runs it itself until caught up."""
+    import subprocess
+    import sys
+
+    from tests.support.env import ROOT
+
+    config = setup.config("hourly", follow=False, every="1h")
+
+    def run_now() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "waggle", "sync", "--run-now", "hourly", "--config",
+                               str(config)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+    def later_exists() -> bool:
+        return "later" in _tables(setup.primary.port, setup.target_db)
+
+    follower = FollowerProcess(config, setup.work / "hourly.log").start()
+    try:
+        follower.until(lambda: any(line.get("event") == "sync.execution" for line in follower.lines()), 120,
+                       "the first run's end")
+        with hms_client("127.0.0.1", setup.analytics.port) as c:
+            ensure_table(c, setup.source_db, "later", f"file://{setup.work}/src/later", COLS, KEYS)
+        time.sleep(2)
+        assert not later_exists()  # the next run is an hour away
+        done = run_now()
+        assert done.returncode == 0 and "started in the running service" in done.stdout, done.stdout + done.stderr
+        follower.until(later_exists, 60, "the run the request started")
+    finally:
+        assert follower.stop() == 0, follower.output()[-3000:]
+    with hms_client("127.0.0.1", setup.analytics.port) as c:
+        ensure_table(c, setup.source_db, "latest", f"file://{setup.work}/src/latest", COLS, KEYS)
+    done = run_now()  # no follower runs: this process runs the policy until caught up
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "latest" in _tables(setup.primary.port, setup.target_db)
+
+
 def test_a_large_bootstrap_does_not_hold_back_a_small_continuous_policy(setup: Setup) -> None:
     """Fair shares of the target's write budget: while one policy bootstraps 20,000 partitions under a write
     limit, another policy's partitions keep reaching the target within its lag bound."""
@@ -266,40 +303,3 @@ def test_a_large_bootstrap_does_not_hold_back_a_small_continuous_policy(setup: S
         assert max(lags) < 5, lags
     finally:
         follower.kill()  # the bootstrap's end is not what is measured (a restart would finish it)
-
-
-def test_run_now_runs_a_scheduled_policy_at_once_in_the_running_follower_or_here(setup: Setup) -> None:
-    """``waggle sync --run-now NAME``: the running follower runs the scheduled policy at once; with none running,
-    the command runs it itself until caught up."""
-    import subprocess
-    import sys
-
-    from tests.support.env import ROOT
-
-    config = setup.config("hourly", follow=False, every="1h")
-
-    def run_now() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "waggle", "sync", "--run-now", "hourly", "--config",
-                               str(config)], capture_output=True, text=True, timeout=300, cwd=ROOT)
-
-    def later_exists() -> bool:
-        return "later" in _tables(setup.primary.port, setup.target_db)
-
-    follower = FollowerProcess(config, setup.work / "hourly.log").start()
-    try:
-        follower.until(lambda: any(line.get("event") == "sync.execution" for line in follower.lines()), 120,
-                       "the first run's end")
-        with hms_client("127.0.0.1", setup.analytics.port) as c:
-            ensure_table(c, setup.source_db, "later", f"file://{setup.work}/src/later", COLS, KEYS)
-        time.sleep(2)
-        assert not later_exists()  # the next run is an hour away
-        done = run_now()
-        assert done.returncode == 0 and "started in the running service" in done.stdout, done.stdout + done.stderr
-        follower.until(later_exists, 60, "the run the request started")
-    finally:
-        assert follower.stop() == 0, follower.output()[-3000:]
-    with hms_client("127.0.0.1", setup.analytics.port) as c:
-        ensure_table(c, setup.source_db, "latest", f"file://{setup.work}/src/latest", COLS, KEYS)
-    done = run_now()  # no follower runs: this process runs the policy until caught up
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "latest" in _tables(setup.primary.port, setup.target_db)
