@@ -266,30 +266,42 @@ def test_run_now_runs_a_scheduled_policy_at_once_in_the_running_follower_or_here
 
 def test_a_large_bootstrap_does_not_hold_back_a_small_continuous_policy(setup: Setup) -> None:
     """Fair shares of the target's write budget: while one policy bootstraps 20,000 partitions under a write
-    limit, another policy's partitions keep reaching the target within its lag bound."""
+    limit, another policy's partitions keep reaching the target within its lag bound. The source is a metastore
+    of its own (its 20,000 partitions stay out of the session's metastores)."""
     from waggle.hms.gen.hive_metastore import ttypes
+    from waggle.local.metastore import LocalMetastore
     from waggle.local.seed import ensure_partitioned_table
 
-    with hms_client("127.0.0.1", setup.analytics.port, timeout=600) as c:
-        ensure_partitioned_table(c, setup.source_db, "big", f"file://{setup.work}/src/big", 20_000, batch=2000)
-    config = sync_file(setup.work / "shares.yml", setup.federation, [
-        {"name": "big", "tables": f"{setup.source_db}\\.big", "target-database": setup.target_db, "follow": True},
-        {"name": "small", "tables": f"{setup.source_db}\\.a", "target-database": setup.target_db, "follow": True}],
-        source="analytics", **{"http-port": free_port(), "lease-seconds": 3, "max-writes-per-second": 2})
-    follower = FollowerProcess(config, setup.work / "shares.log").start()
-
-    def names(table: str) -> set[str]:
-        with hms_client("127.0.0.1", setup.primary.port, timeout=120) as c:
-            try:
-                return set(c.get_partition_names(setup.target_db, table, -1))
-            except ttypes.NoSuchObjectException:
-                return set()
-
+    store = LocalMetastore(setup.work / "big-source").start()
+    follower: FollowerProcess | None = None
     try:
+        store.wait_ready()
+        with hms_client("127.0.0.1", store.port, timeout=600) as c:
+            ensure_database(c, setup.source_db, f"file://{setup.work}/src")
+            ensure_table(c, setup.source_db, "a", f"file://{setup.work}/src/a", COLS, KEYS)
+            ensure_partitioned_table(c, setup.source_db, "big", f"file://{setup.work}/src/big", 20_000, batch=2000)
+        federation = setup.work / "big-federation.yml"
+        federation.write_text(federation_yaml(setup.primary.uri, "federated-meta-stores:\n- name: big\n"
+                                                                 f"  remote-meta-store-uris: {store.uri}\n"))
+        config = sync_file(setup.work / "shares.yml", federation, [
+            {"name": "big", "tables": f"{setup.source_db}\\.big", "target-database": setup.target_db,
+             "follow": True},
+            {"name": "small", "tables": f"{setup.source_db}\\.a", "target-database": setup.target_db,
+             "follow": True}],
+            source="big", **{"http-port": free_port(), "lease-seconds": 3, "max-writes-per-second": 2})
+        follower = FollowerProcess(config, setup.work / "shares.log").start()
+
+        def names(table: str) -> set[str]:
+            with hms_client("127.0.0.1", setup.primary.port, timeout=120) as c:
+                try:
+                    return set(c.get_partition_names(setup.target_db, table, -1))
+                except ttypes.NoSuchObjectException:
+                    return set()
+
         follower.until(lambda: _tables(setup.primary.port, setup.target_db) == ["a", "big"], 120,
                        "both bootstraps started")
         lags: list[float] = []
-        with hms_client("127.0.0.1", setup.analytics.port) as c:
+        with hms_client("127.0.0.1", store.port) as c:
             for i in range(8):
                 value = f"s{i}"
                 c.add_partition(ttypes.Partition(values=[value], dbName=setup.source_db, tableName="a",
@@ -302,4 +314,6 @@ def test_a_large_bootstrap_does_not_hold_back_a_small_continuous_policy(setup: S
         assert during < 20_000, "the large bootstrap was over before the small policy's partitions were measured"
         assert max(lags) < 5, lags
     finally:
-        follower.kill()  # the bootstrap's end is not what is measured (a restart would finish it)
+        if follower is not None:
+            follower.kill()  # the bootstrap's end is not what is measured (a restart would finish it)
+        store.stop()
