@@ -9,11 +9,11 @@ gets ``bench_src.t00`` ... ``t09``: external text tables partitioned by ``part``
 ``waggle sync --follow --config FILE`` subprocess (one policy, ``follow: true``, the default write limit of 20
 calls/s), and is watched from outside only:
 
-1. **Steady lag.** A writer adds one partition at a time (``add_partition``), round robin over the tables, at
-   20 events/s for ``--seconds``, then at 60 events/s (Uber's daily average). A poller lists the target tables'
-   partition names every 50 ms. A partition's lag is from the source call's return (its commit) to the poll that
-   first sees it at the target (so it includes up to one poll interval). Goals: p99 <= 2 s at 20/s and <= 5 s at
-   60/s, mirror mode.
+1. **Steady lag.** A writer adds one partition a call (``add_partition``), round robin over the tables, open loop
+   from four connections (the rate it reached is printed), at 20 events/s for ``--seconds``, then at 60 events/s
+   (Uber's daily average). A poller lists the target tables' partition names every 50 ms. A partition's lag is
+   from the source call's return (its commit) to the poll that first sees it at the target (so it includes up to
+   one poll interval). Goals: p99 <= 2 s at 20/s and <= 5 s at 60/s, mirror mode.
 2. **Catch-up.** The follower is stopped (SIGTERM), ``--backlog`` partitions are added at the source one call
    each (that many ADD_PARTITION events, from four connections), and the follower is started again: its rate is
    the backlog over the seconds from its start to the last partition's arrival at the target (the interpreter's
@@ -65,6 +65,7 @@ KEYS = [("part", "string")]
 BATCH = 500
 HEAP = "2g"
 POLL = 0.05  # seconds between the poller's rounds
+WRITERS = 4  # the steady writer's connections
 
 
 def table_names(n: int) -> list[str]:
@@ -256,28 +257,36 @@ class Poller(threading.Thread):
 
 def write(port: int, work: Path, tables: list[str], rate: float, seconds: float, start: int, files: bool
           ) -> dict[tuple[str, str], float]:
-    """Add partitions one call each at ``rate`` a second for ``seconds``; each one's commit time."""
+    """Add partitions one call each at ``rate`` a second for ``seconds``; each one's commit time. Open loop: call
+    ``i`` is due at ``i / rate`` and made from connection ``i % WRITERS``, so a slow call delays only its own
+    connection's next ones, not the offered rate."""
     committed: dict[tuple[str, str], float] = {}
-    with hms_client("127.0.0.1", port, timeout=600) as c:
-        t0 = time.perf_counter()
-        i = 0
-        while True:
-            due = t0 + i / rate
-            if due - t0 >= seconds:
-                break
-            delay = due - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            table = tables[i % len(tables)]
-            value = f"p{start + i:07d}"
-            location = f"file://{work}/src/{table}/part={value}"
-            if files:
-                Path(location[len("file://"):]).mkdir(parents=True, exist_ok=True)
-                Path(location[len("file://"):], "data.csv").write_text(f"{i},name{i}\n")
-            c.add_partition(ttypes.Partition(values=[value], dbName=SRC_DB, tableName=table, sd=text_sd(location, COLS),
-                                             parameters={}))
-            committed[(table, f"part={value}")] = time.perf_counter()
-            i += 1
+    t0 = time.perf_counter() + 0.2  # every connection open before the first call is due
+    count = int(seconds * rate)
+
+    def writer(k: int) -> None:
+        with hms_client("127.0.0.1", port, timeout=600) as c:
+            for i in range(k, count, WRITERS):
+                delay = t0 + i / rate - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                table = tables[i % len(tables)]
+                value = f"p{start + i:07d}"
+                location = f"file://{work}/src/{table}/part={value}"
+                if files:
+                    Path(location[len("file://"):]).mkdir(parents=True, exist_ok=True)
+                    Path(location[len("file://"):], "data.csv").write_text(f"{i},name{i}\n")
+                c.add_partition(ttypes.Partition(values=[value], dbName=SRC_DB, tableName=table,
+                                                 sd=text_sd(location, COLS), parameters={}))
+                committed[(table, f"part={value}")] = time.perf_counter()
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(WRITERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if len(committed) < count:
+        raise SystemExit(f"the writer made {len(committed)} of {count} partitions (see the errors above)")
     return committed
 
 
@@ -436,6 +445,10 @@ def main() -> None:
             print(f"copy at 20 events/s (written at {achieved:.1f}/s): {len(got)} partitions, lag p50 "
                   f"{pct(got, 0.5):.2f} s, p99 {pct(got, 0.99):.2f} s, max {got[-1]:.2f} s", flush=True)
             poller.stop.set()
+        events, duplicated = duplicate_event_ids(source.port)
+        print(f"source's notification log: {events} events, {len(duplicated)} ids held by more than one event "
+              f"(concurrent writers; e.g. {duplicated[:5]})", flush=True)
+        results["source events"] = {"events": events, "duplicated_ids": len(duplicated)}
         (work / "results.json").write_text(json.dumps(
             {k: (v if isinstance(v, dict) else {"p50": pct(v, 0.5), "p99": pct(v, 0.99), "n": len(v)})
              for k, v in results.items()}, indent=2))
@@ -445,6 +458,18 @@ def main() -> None:
             f.stop()
         source.stop()
         target.stop()
+
+
+def duplicate_event_ids(port: int) -> tuple[int, list[int]]:
+    """How many events the source's log holds, and the ids more than one of them carry."""
+    ids: Counter[int] = Counter()
+    last = 0
+    with hms_client("127.0.0.1", port, timeout=600) as c:
+        while events := c.get_next_notification(ttypes.NotificationEventRequest(lastEvent=last, maxEvents=5000)
+                                                ).events or []:
+            ids.update(e.eventId for e in events)
+            last = events[-1].eventId
+    return ids.total(), sorted(i for i, n in ids.items() if n > 1)
 
 
 def _on_term(signum: int, frame: object) -> None:
