@@ -17,14 +17,16 @@ ends in the state a run never killed reaches.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from queue import Queue
 from typing import Any
 from urllib.parse import urlsplit
 
 from waggle.common.logging import get_logger
-from waggle.hms.gen.hive_metastore.ttypes import Partition, Table
+from waggle.hms.gen.hive_metastore.ttypes import Partition
 from waggle.hms.names import partition_name
 from waggle.sync import objects as o
 from waggle.sync.files import CopyTask, copy_partitions, remove_tree, url
@@ -53,7 +55,6 @@ class _Partitions:
 
     work: Work
     target: o.Target
-    source_table: Table
     adds: list[Partition] = field(default_factory=list)
     alters: list[Partition] = field(default_factory=list)
     drops: list[str] = field(default_factory=list)
@@ -68,6 +69,9 @@ class Applier:
         self.readers, self.writers = readers, writers
         self.spark, self.run_id = spark, run_id
         self.locations: dict[str, str | None] = {}
+        #: tables known, from an earlier page, to exist at the target (made by the sync) and at the source, with
+        #: the source's partition keys; forgotten on whole-table work or a failure
+        self.known: dict[Name, list[str]] = {}
         self.options = Options(propagate_deletes=spec.propagate_deletes, switch_mode=spec.switch_mode,
                                partition_filter=spec.partition_filter)
 
@@ -78,22 +82,54 @@ class Applier:
         return {db: (self.spec.target_database or db).lower() for db, _ in names}
 
     def apply(self, page: tuple[Work, ...]) -> Applied:
+        """Whole tables one after another; then the partition work of every other table, read on the source and
+        target connection pairs in parallel, copied in one job, and written in parallel."""
         done = Applied()
-        partition_work: list[_Partitions] = []
         names = [w.name for w in page]
+        partial: list[tuple[Work, o.Target]] = []
         for work in page:
             try:
                 if work.whole or self.spec.partition_filter:
+                    self.known.pop(work.name, None)
+                    if work.renamed_from is not None:
+                        self.known.pop(work.renamed_from, None)
                     self._whole(work, done, names)
                 else:
-                    prepared = self._read_partitions(work)
-                    if prepared is not None:
-                        partition_work.append(prepared)
+                    partial.append((work, self._target(work.name)))
             except Exception as exc:  # one table's failure never stops the others
                 self._failed(done, work, describe(exc))
-        if partition_work:
-            self._write_partitions(partition_work, done)
+        prepared: list[_Partitions] = []
+        reads = self._in_parallel(lambda item, pair: self._read_partitions(item[0], item[1], *pair), partial)
+        for (work, _), result in zip(partial, reads, strict=True):
+            if isinstance(result, BaseException):
+                self._failed(done, work, describe(result))
+            elif result is not None:
+                prepared.append(result)
+        if prepared:
+            self._write_partitions(prepared, done)
         return done
+
+    def _in_parallel(self, job: Callable[[Any, tuple[Metastore, Metastore]], Any], items: Sequence[Any]
+                     ) -> list[Any]:
+        """``job(item, pair)`` for each item, each with a (source, target) connection pair of its own, as many at
+        once as there are pairs; each result, or the exception raised, in order."""
+        pairs: Queue[tuple[Metastore, Metastore]] = Queue()
+        for pair in zip(self.readers, self.writers, strict=False):
+            pairs.put(pair)
+
+        def run(item: Any) -> Any:
+            pair = pairs.get()
+            try:
+                return job(item, pair)
+            except Exception as exc:
+                return exc
+            finally:
+                pairs.put(pair)
+
+        if len(items) <= 1 or pairs.qsize() <= 1:
+            return [run(item) for item in items]
+        with ThreadPoolExecutor(pairs.qsize(), thread_name_prefix="apply") as pool:
+            return list(pool.map(run, items))
 
     def _failed(self, done: Applied, work: Work, why: str) -> None:
         target = f"{(self.spec.target_database or work.name[0]).lower()}.{work.name[1]}"
@@ -186,19 +222,22 @@ class Applier:
         done.objects += 1
 
     # -- named partitions ------------------------------------------------------------------------------------------
-    def _read_partitions(self, work: Work) -> _Partitions | None:
-        t = self._target(work.name)
-        existing = self.target.table(t.db, t.table)
-        if existing is None:
-            raise SyncError(f"the target holds no table {t.db}.{t.table} for these partition events (events "
-                            f"{_ids(work.events)}); a bootstrap of the policy makes it")
-        problem = o.ownership_problem(existing, t)
-        if problem:
-            raise SyncError(problem)
-        source = self.source.table(*work.name)
-        if source is None:
-            return None  # dropped meanwhile: its DROP_TABLE event follows
-        keys = [k.name for k in source.partitionKeys or []]
+    def _read_partitions(self, work: Work, t: o.Target, source_ms: Metastore, target_ms: Metastore
+                         ) -> _Partitions | None:
+        keys = self.known.get(work.name)
+        if keys is None:
+            existing = target_ms.table(t.db, t.table)
+            if existing is None:
+                raise SyncError(f"the target holds no table {t.db}.{t.table} for these partition events (events "
+                                f"{_ids(work.events)}); a bootstrap of the policy makes it")
+            problem = o.ownership_problem(existing, t)
+            if problem:
+                raise SyncError(problem)
+            source = source_ms.table(*work.name)
+            if source is None:
+                return None  # dropped meanwhile: its DROP_TABLE event follows
+            keys = [k.name for k in source.partitionKeys or []]
+            self.known[work.name] = keys
         names = []
         for pairs in work.partitions:
             values = dict(pairs)
@@ -207,9 +246,9 @@ class Applier:
                                 f"{keys}")
             names.append(partition_name(keys, [values[k.lower()] for k in keys]))
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        at_source = {partition_name(keys, p.values): p for p in self.source.partitions_by_names(*work.name, names)}
-        at_target = {partition_name(keys, p.values): p for p in self.target.partitions_by_names(t.db, t.table, names)}
-        out = _Partitions(work, t, source)
+        at_source = {partition_name(keys, p.values): p for p in source_ms.partitions_by_names(*work.name, names)}
+        at_target = {partition_name(keys, p.values): p for p in target_ms.partitions_by_names(t.db, t.table, names)}
+        out = _Partitions(work, t)
         for name in names:
             src, have = at_source.get(name), at_target.get(name)
             if src is None:
@@ -238,37 +277,44 @@ class Applier:
             raise SyncError("copy mode needs a Spark session to copy files")
         results = {r.name: r for r in copy_partitions(tasks, self.spark)} if tasks and self.spark else {}
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        for i, p in enumerate(tables):
-            try:
-                for name, src, recorded, recorded_fp in p.copies:
-                    result = results.get(f"{i}/{name}")
-                    if result is None:
-                        continue
-                    if result.error:
-                        raise SyncError(f"copying {name} failed: {result.error}")
-                    done.bytes += result.bytes if result.copied else 0
-                    fp = o.partition_fingerprint(src)
-                    target = o.target_partition(src, p.target, name, now, result.files_fingerprint, fingerprint=fp)
-                    if recorded_fp is None:
-                        p.adds.append(target)
-                    elif result.copied or recorded != result.files_fingerprint or recorded_fp != fp:
-                        p.alters.append(target)
-                self._write(p, done)
-            except Exception as exc:
-                self._failed(done, p.work, describe(exc))
+        writes = self._in_parallel(lambda item, pair: self._finish(item[0], item[1], results, now, pair[1]),
+                                   list(enumerate(tables)))
+        for p, result in zip(tables, writes, strict=True):
+            if isinstance(result, BaseException):
+                self.known.pop(p.work.name, None)
+                self._failed(done, p.work, describe(result))
+            else:
+                done.bytes += result[0]
+                done.partitions += result[1]
 
-    def _write(self, p: _Partitions, done: Applied) -> None:
+    def _finish(self, i: int, p: _Partitions, results: Mapping[str, Any], now: str, target_ms: Metastore
+                ) -> tuple[int, int]:
+        """One table's partitions written (copy mode: from its copies' results); (bytes copied, partitions)."""
+        copied = 0
+        for name, src, recorded, recorded_fp in p.copies:
+            result = results.get(f"{i}/{name}")
+            if result is None:
+                continue
+            if result.error:
+                raise SyncError(f"copying {name} failed: {result.error}")
+            copied += result.bytes if result.copied else 0
+            fp = o.partition_fingerprint(src)
+            target = o.target_partition(src, p.target, name, now, result.files_fingerprint, fingerprint=fp)
+            if recorded_fp is None:
+                p.adds.append(target)
+            elif result.copied or recorded != result.files_fingerprint or recorded_fp != fp:
+                p.alters.append(target)
         t = p.target
         if p.adds:
-            self.target.add_partitions(p.adds)
+            target_ms.add_partitions(p.adds)
         if p.alters:
-            self.target.alter_partitions(t.db, t.table, p.alters)
+            target_ms.alter_partitions(t.db, t.table, p.alters)
         if p.drops:
-            self.target.drop_partitions(t.db, t.table, p.drops)
+            target_ms.drop_partitions(t.db, t.table, p.drops)
             if t.mode == o.COPY and t.location is not None:
                 for name in p.drops:
                     remove_tree(f"{t.location.rstrip('/')}/{name}")
-        done.partitions += len(p.adds) + len(p.alters) + len(p.drops)
+        return copied, len(p.adds) + len(p.alters) + len(p.drops)
 
 
 def _filesystem(location: str) -> tuple[Any, str]:

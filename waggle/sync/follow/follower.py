@@ -48,6 +48,8 @@ from waggle.upstream.handshake import UpstreamCredentials
 log = get_logger("waggle.sync.follow")
 #: seconds a hole right after the checkpoint may last before it is a gap (see Follower._uncommitted)
 HOLE_WAIT = 10.0
+#: connections to the source, and to the target, that read and write a page's tables in parallel
+PAIRS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,7 @@ class Follower:
         #: the checkpoint as last read or written (read again after a failure); this follower holds the lease
         self._saved: Checkpoint | None = None
         self._hole_since: float | None = None  # when a hole after the checkpoint was first seen
+        self._applier: Applier | None = None  # kept from page to page (what it learnt of the tables with it)
 
     # -- connections and the lease ---------------------------------------------------------------------------------
     def _open(self) -> Records:
@@ -96,8 +99,8 @@ class Follower:
             return self._records
         stack = contextlib.ExitStack()
         try:
-            self._readers = stack.enter_context(connections(self.ctx.source, 2, self.ctx.credentials))
-            self._writers = stack.enter_context(connections(self.ctx.primary, 2, self.ctx.credentials,
+            self._readers = stack.enter_context(connections(self.ctx.source, PAIRS, self.ctx.credentials))
+            self._writers = stack.enter_context(connections(self.ctx.primary, PAIRS, self.ctx.credentials,
                                                             throttle=self.ctx.budget))
             (own,) = stack.enter_context(connections(self.ctx.primary, 1, self.ctx.credentials))
             records = Records(own, self.name)
@@ -129,6 +132,7 @@ class Follower:
 
     def _drop_connections(self) -> None:
         stack, self._stack, self._records, self._saved = self._stack, None, None, None
+        self._applier = None
         if stack is not None:
             with contextlib.suppress(Exception):
                 stack.close()
@@ -253,11 +257,13 @@ class Follower:
             self._state = PolicyState(self.name, self.spec.source, checkpoint, current, 0, 0.0, dict(self._failed))
             return None
         page = plan(events, self.scope)
-        applier = Applier(self.spec, source, self._writers[0], self._readers, self._writers, self.ctx.spark,
-                          uuid.uuid4().hex[:8])
-        done = applier.apply(page.work)
+        if self._applier is None:
+            self._applier = Applier(self.spec, source, self._writers[0], self._readers, self._writers,
+                                    self.ctx.spark, uuid.uuid4().hex[:8])
+        done = self._applier.apply(page.work)
         last = events[-1].eventId
-        self._reachable(records)  # a table that failed because a metastore went away is not checkpointed past
+        if done.failed:  # a table that failed because a metastore went away is not checkpointed past
+            self._reachable(records)
         records.save(last, me=self.me)
         self._saved = Checkpoint(last, self.spec.source, scope_digest(self.spec))
         failed = {**{f"{(self.spec.target_database or n[0]).lower()}.{n[1]}": s.reason for s, n in page.unreadable},

@@ -65,7 +65,8 @@ class Records:
         other follower holds the lease (a follower that stalled past its lease must not write over the one that
         took the policy since)."""
         with _WRITE:
-            self._params()
+            if not self._ensured:
+                self._params()
             db = self.target.client.get_database(SYS_DB)
             params = dict(db.parameters or {})
             if me is not None:
