@@ -124,7 +124,7 @@ def test_killed_at_five_points_under_a_steady_writer_it_ends_where_an_unkilled_r
         writer.stop.set()
         writer.join(30)
     assert writer.error is None, writer.error
-    follower = FollowerProcess(config, log).start()
+    follower = FollowerProcess(config, log).start().wait_started()
     try:
         expected = state(setup.analytics.port, setup.source_db, fingerprints=True)
         assert sum(len(v) for v in expected.values()) > 50

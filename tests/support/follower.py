@@ -32,6 +32,12 @@ class FollowerProcess:
                                          stderr=subprocess.STDOUT, cwd=ROOT, env=dict(os.environ))
         return self
 
+    def wait_started(self, timeout: float = 60) -> FollowerProcess:
+        """Until the service runs its policies (its signal handlers are in place)."""
+        self.until(lambda: any(line.get("event") == "sync.service_started" for line in self.lines()), timeout,
+                   "the follower's start")
+        return self
+
     def kill(self) -> None:
         """SIGKILL, as a crash (the process group: Spark's JVM too)."""
         if self.proc is not None and self.proc.poll() is None:

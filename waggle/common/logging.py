@@ -16,10 +16,21 @@ import structlog
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
+class _CurrentStderr:
+    """``sys.stderr`` as it is at each write (a caller that swaps it, as test runners do, gets the lines)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure(level: str = "info", fmt: str = "auto", stream: object = None, worker: int | None = None) -> None:
     """``worker``: every line of this process names it (a worker of ``waggle serve --workers``)."""
-    out = stream or sys.stderr
-    use_json = fmt == "json" or (fmt == "auto" and not getattr(out, "isatty", lambda: False)())
+    tty = getattr(stream or sys.stderr, "isatty", lambda: False)()
+    out = stream or _CurrentStderr()
+    use_json = fmt == "json" or (fmt == "auto" and not tty)
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=False)
     )

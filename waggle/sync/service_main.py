@@ -135,6 +135,8 @@ def follower_factory(pf: PolicyFile, config: WaggleConfig, credentials: Upstream
 # -- waggle sync --follow -----------------------------------------------------------------------------------------
 def main_follow(args: argparse.Namespace) -> int:
     configure()
+    stop = threading.Event()
+    _on_signals(stop)  # first: a SIGTERM while starting is a clean stop too
     setup = Setup(args, sys.stdout)
     try:
         pf = setup.policies()
@@ -151,8 +153,6 @@ def main_follow(args: argparse.Namespace) -> int:
         table.ensure()
     except Exception as exc:  # the rows wait for the primary; the policies do not
         log.error("sync.metrics_table_failed", table=f"{SYS_DB}.{TABLE}", error=str(exc))
-    stop = threading.Event()
-    _on_signals(stop)
     held = _held(pf, config.federation.primary, credentials)
     if held:
         for problem in held:
@@ -161,6 +161,9 @@ def main_follow(args: argparse.Namespace) -> int:
     factory = follower_factory(pf, config, credentials, spark)
     service = Service(pf, factory, Observers(metrics, table), budget)
     http: HttpServer | None = None
+    if stop.is_set():
+        log.info("sync.service_stopped", detail="stopped while starting")
+        return 0
     try:
         if pf.http_port:
             http = HttpServer(Api(service.health, service.run_now, metrics), pf.http_port).start()
