@@ -25,7 +25,7 @@ from typing import Any
 
 from waggle.common.logging import get_logger
 from waggle.config.model import MetastoreConfig
-from waggle.hms.gen.hive_metastore.ttypes import NotificationEventRequest
+from waggle.hms.gen.hive_metastore.ttypes import NotificationEvent, NotificationEventRequest
 from waggle.sync import objects as o
 from waggle.sync.execution import (
     BOOTSTRAP,
@@ -50,6 +50,14 @@ log = get_logger("waggle.sync.follow")
 HOLE_WAIT = 10.0
 #: connections to the source, and to the target, that read and write a page's tables in parallel
 PAIRS = 4
+#: event ids before the checkpoint read again for changes that committed late (see Follower._late)
+OVERLAP = 100
+
+
+def _identity(event: NotificationEvent) -> tuple[int, str, str, str, int]:
+    """An event told apart from another under the same id (by what it names, not its message)."""
+    return (int(event.eventId), str(event.eventType), (event.dbName or "").lower(), (event.tableName or "").lower(),
+            int(event.eventTime or 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +100,9 @@ class Follower:
         self._saved: Checkpoint | None = None
         self._hole_since: float | None = None  # when a hole after the checkpoint was first seen
         self._applier: Applier | None = None  # kept from page to page (what it learnt of the tables with it)
+        #: the events applied within OVERLAP ids of the checkpoint (see _late)
+        self._seen: set[tuple[int, str, str, str, int]] = set()
+        self._watching = False
 
     # -- connections and the lease ---------------------------------------------------------------------------------
     def _open(self) -> Records:
@@ -132,7 +143,8 @@ class Follower:
 
     def _drop_connections(self) -> None:
         stack, self._stack, self._records, self._saved = self._stack, None, None, None
-        self._applier = None
+        self._applier, self._watching = None, False
+        self._seen.clear()
         if stack is not None:
             with contextlib.suppress(Exception):
                 stack.close()
@@ -147,6 +159,27 @@ class Follower:
             with contextlib.suppress(Exception):
                 self._records.release(self.me)
         self._drop_connections()
+
+    def _late(self, source: Metastore, checkpoint: int) -> list[NotificationEvent]:
+        """Events at or below the checkpoint, within ``OVERLAP`` ids of it, that this follower has not applied:
+        Hive 2.3 hands out ids before commit and may give concurrent changes one id (HIVE-16886), so a change can
+        appear under an id the checkpoint has passed. The first look after a (re)start takes what is there as
+        covered by the checkpoint; from then on, what appears below it is applied with the next page."""
+        start = max(0, checkpoint - OVERLAP)
+        if start >= checkpoint:
+            return []
+        got = source.client.get_next_notification(NotificationEventRequest(lastEvent=start,
+                                                                           maxEvents=4 * OVERLAP)).events or []
+        below = [e for e in got if e.eventId <= checkpoint]
+        if not self._watching:  # the first look (after a start): what is there is what the checkpoint covers
+            self._watching = True
+            self._seen.update(_identity(e) for e in below)
+            return []
+        return [e for e in below if _identity(e) not in self._seen]
+
+    def _remember(self, events: list[NotificationEvent], checkpoint: int) -> None:
+        self._seen.update(_identity(e) for e in events)
+        self._seen = {k for k in self._seen if k[0] > checkpoint - OVERLAP}
 
     def _uncommitted(self, source: Metastore, checkpoint: int) -> bool:
         """Whether a hole right after the checkpoint is a change still committing (its neighbours are in the log,
@@ -253,19 +286,27 @@ class Follower:
         if why is not None:
             log.warning("sync.follow_gap", policy=self.name, checkpoint=checkpoint, source_event=current, gap=why)
             return self._bootstrap(records, stop, f"gap: {why}", started, clock, checkpoint)
-        if not events:
+        late = self._late(source, checkpoint)
+
+        if not events and not late:
             self._state = PolicyState(self.name, self.spec.source, checkpoint, current, 0, 0.0, dict(self._failed))
             return None
+        if late:
+            log.info("sync.follow_late_events", policy=self.name, checkpoint=checkpoint,
+                     events=[e.eventId for e in late][:20])
+        newest = events[-1].eventId if events else checkpoint
+        events = late + events
         page = plan(events, self.scope)
         if self._applier is None:
             self._applier = Applier(self.spec, source, self._writers[0], self._readers, self._writers,
                                     self.ctx.spark, uuid.uuid4().hex[:8])
         done = self._applier.apply(page.work)
-        last = events[-1].eventId
+        last = newest
         if done.failed:  # a table that failed because a metastore went away is not checkpointed past
             self._reachable(records)
         records.save(last, me=self.me)
         self._saved = Checkpoint(last, self.spec.source, scope_digest(self.spec))
+        self._remember(events, last)
         failed = {**{f"{(self.spec.target_database or n[0]).lower()}.{n[1]}": s.reason for s, n in page.unreadable},
                   **done.failed}
         for skipped, name in page.unreadable:
