@@ -44,6 +44,8 @@ log = get_logger("waggle.sync.service")
 WATCH_SECONDS = 2.0
 #: The first wait of a caught-up continuous policy; it doubles up to ``poll-interval-max``.
 FIRST_POLL = 0.1
+#: How long after its last applied batch a continuous policy keeps polling every FIRST_POLL seconds.
+ACTIVE_SECONDS = 5.0
 #: A policy whose batches have failed for this long makes ``/healthz`` answer 503.
 FAILING_SECONDS = 300.0
 RUN_NOW = "run-now"
@@ -179,6 +181,7 @@ class PolicyThread:
     # -- continuous ----------------------------------------------------------------------------------------
     def _follow(self) -> None:
         wait = FIRST_POLL
+        last_applied = float("-inf")
         row: ExecutionRow | None = None
         window_start = self.clock()
         while not self.stop_event.is_set():
@@ -194,9 +197,12 @@ class PolicyThread:
                 self.health.phase = "idle"
                 self.wake.wait(wait)
                 self.wake.clear()
-                wait = min(wait * 2, self.poll_interval_max)
+                # while the source is active (a batch applied lately), caught up is a moment between changes:
+                # the wait stays short, so the lag does too; after ACTIVE_SECONDS of nothing it backs off
+                active = execution is None and self.clock() - last_applied < ACTIVE_SECONDS
+                wait = FIRST_POLL if active else min(wait * 2, self.poll_interval_max)
             else:
-                wait = FIRST_POLL
+                wait, last_applied = FIRST_POLL, self.clock()
         if row is not None:
             self._flush(row)
 

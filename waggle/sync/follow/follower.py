@@ -50,6 +50,8 @@ log = get_logger("waggle.sync.follow")
 HOLE_WAIT = 10.0
 #: connections to the source, and to the target, that read and write a page's tables in parallel
 PAIRS = 4
+#: a follower this many pages behind reads pages this many times larger
+CATCH_UP = 5
 #: event ids before the checkpoint read again for changes that committed late (see Follower._late)
 OVERLAP = 100
 
@@ -270,6 +272,8 @@ class Follower:
             self._state = PolicyState(self.name, self.spec.source, checkpoint, current, 0, 0.0, dict(self._failed))
             return None
         size = self.ctx.page_size
+        if current - checkpoint > CATCH_UP * size:  # far behind: larger pages, larger batched writes
+            size *= CATCH_UP
         events = list(source.client.get_next_notification(
             NotificationEventRequest(lastEvent=checkpoint, maxEvents=size + 1)).events or [])
         events = [e for e in events if e.eventId > checkpoint]
