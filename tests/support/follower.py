@@ -24,8 +24,10 @@ class FollowerProcess:
     def __init__(self, config: Path, log: Path, *extra: str) -> None:
         self.config, self.log, self.extra = config, log, extra
         self.proc: subprocess.Popen[bytes] | None = None
+        self.offset = 0
 
     def start(self) -> FollowerProcess:
+        self.offset = self.log.stat().st_size if self.log.exists() else 0  # a log shared with earlier runs
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "waggle", "sync", "--follow", "--config",
                                           str(self.config), "--no-progress", *self.extra], stdout=out,
@@ -69,7 +71,12 @@ class FollowerProcess:
         return wait_for(check, timeout, lambda: f"{what}; the follower's log ends:\n{self.output()[-4000:]}")
 
     def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+        """What this run wrote to the log."""
+        if not self.log.exists():
+            return ""
+        with open(self.log, "rb") as f:
+            f.seek(self.offset)
+            return f.read().decode(errors="replace")
 
     def lines(self) -> list[dict[str, Any]]:
         """The JSON log lines."""
