@@ -185,6 +185,17 @@ def make(tmp_path: Path) -> Iterator[Any]:
 
 
 # -- Kerberos: a real MIT KDC and a Kerberized metastore -----------------------------------------------------
+@pytest.fixture
+def short_lived_events(tmp_path: Path) -> Iterator[Any]:
+    """A metastore of its own whose notification events live 2 seconds (purged every second)."""
+    require(java_available(), "Java 17 is needed to run a local Hive metastore")
+    from waggle.local.metastore import LocalMetastore
+
+    store = LocalMetastore(tmp_path / "ttl", event_ttl=2, event_cleaner_interval=1).start().wait_ready()
+    yield store
+    store.stop()
+
+
 @pytest.fixture(scope="session")
 def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One MIT KDC (realm WAGGLE.TEST) per session, with principals and keytabs (``kdc.keytab_path(name)``) for

@@ -23,7 +23,6 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.support.clients import hive2_client
-from tests.support.env import java_available, require
 from tests.support.federation import federation_yaml
 from tests.support.hive_stubs import HiveStubMetastore
 from tests.support.waits import wait_for
@@ -323,17 +322,6 @@ def test_every_change_reaches_the_target_and_spark_reads_the_sources_rows(env: E
 
 
 # -- a gap in the log ---------------------------------------------------------------------------------------------
-@pytest.fixture
-def short_lived_events(tmp_path: Path) -> Iterator[Any]:
-    """A source metastore of its own whose events live 2 seconds (purged every second)."""
-    require(java_available(), "Java 17 is needed to run a local Hive metastore")
-    from waggle.local.metastore import LocalMetastore
-
-    store = LocalMetastore(tmp_path / "ttl", event_ttl=2, event_cleaner_interval=1).start().wait_ready()
-    yield store
-    store.stop()
-
-
 def test_events_purged_before_they_were_read_or_a_restarted_log_bootstrap_again(
         env: Env, short_lived_events: Any, primary: Any, source_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
     logs = Logs()

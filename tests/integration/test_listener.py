@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.clients import hive2_client
-from tests.support.env import java_available, require
+from tests.support.java import compiled
 from tests.support.waits import wait_for
-from waggle.local.jvm import java_executable, pyspark_jars_dir
 
 pytestmark = pytest.mark.integration
 
@@ -27,11 +24,7 @@ CHECKER = Path(__file__).parent / "java" / "EventCheck.java"
 
 @pytest.fixture(scope="session")
 def event_check(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    require(java_available() and shutil.which("javac") is not None, "Java (java and javac) is not installed")
-    classes = tmp_path_factory.mktemp("event-check")
-    classpath = f"{pyspark_jars_dir()}/*"
-    subprocess.run(["javac", "-cp", classpath, "-d", str(classes), str(CHECKER)], check=True, timeout=120)
-    return [java_executable(), "-cp", f"{classes}:{classpath}", "EventCheck"]
+    return compiled(CHECKER, tmp_path_factory.mktemp("event-check"))
 
 
 def hive_reads(event_check: list[str], events: list[Any]) -> list[dict[str, Any]]:
@@ -138,16 +131,6 @@ def test_a_failed_change_writes_no_event(primary: Any) -> None:
         with pytest.raises(h.InvalidObjectException):
             c.create_table(_table("no_such_database_here", "t", "file:/tmp/nowhere"))
         assert c.get_current_notificationEventId().eventId == before
-
-
-@pytest.fixture
-def short_lived_events(tmp_path: Path) -> Iterator[Any]:
-    require(java_available(), "Java 17 is needed to run a local Hive metastore")
-    from waggle.local.metastore import LocalMetastore
-
-    store = LocalMetastore(tmp_path / "ttl", event_ttl=2, event_cleaner_interval=1).start().wait_ready()
-    yield store
-    store.stop()
 
 
 def test_events_older_than_the_time_to_live_are_deleted(short_lived_events: Any) -> None:

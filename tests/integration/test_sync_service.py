@@ -7,7 +7,6 @@ The analytics member is the source and the primary the target, as in ``test_sync
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import io
 import json
 import os
@@ -20,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from tests.support.env import require
 from tests.support.federation import federation_yaml
 from tests.support.waits import wait_for
 from waggle.local.client import hms_client
@@ -133,12 +131,6 @@ def test_run_now_without_a_running_service_names_an_unknown_policy(work: Path, c
 
 
 # -- with the follower (waggle.sync.follow) ----------------------------------------------------------------------
-def _require_follower() -> None:
-    require(importlib.util.find_spec("waggle.sync.follow") is not None
-            and importlib.util.find_spec("waggle.sync.follow.follower") is not None,
-            "the follower (waggle.sync.follow.follower.Follower) is not in this tree")
-
-
 def _get(url: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=10) as r:
@@ -151,7 +143,6 @@ def _get(url: str) -> tuple[int, str]:
 def test_service_http_run_now_and_hot_edits(primary: Any, analytics: Any, work: Path, spark: Any) -> None:
     """One service process over a real primary and source: /healthz, /metrics and run-now answer; an edit adds
     a policy, disables it (its thread stops, its checkpoint stays) and enables it again (it resumes from it)."""
-    _require_follower()
     from waggle.sync.budget import FairBudget
     from waggle.sync.http import Api, HttpServer, SyncMetrics
     from waggle.sync.policies import load_policies

@@ -9,7 +9,6 @@ Our DIGEST-MD5 server and client log in with such a token against Java's own SAS
 from __future__ import annotations
 
 import base64
-import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -17,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.env import java_available, require
-from waggle.local.jvm import java_executable, pyspark_jars_dir
+from tests.support.java import compiled
 from waggle.security.digest import DigestClient, DigestServer
 from waggle.security.principals import AuthToLocal, NoMatchingRule
 from waggle.security.tokens import KIND, TokenAuthority, TokenIdentifier, decode_token
@@ -34,11 +32,7 @@ DAY_MS = 24 * 3600 * 1000
 @pytest.fixture(scope="session")
 def token_check(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The command line that runs the compiled checker."""
-    require(java_available() and shutil.which("javac") is not None, "Java (java and javac) is not installed")
-    classes = tmp_path_factory.mktemp("token-check")
-    classpath = f"{pyspark_jars_dir()}/*"
-    subprocess.run(["javac", "-cp", classpath, "-d", str(classes), str(SOURCE)], check=True, timeout=120)
-    return [java_executable(), "-cp", f"{classes}:{classpath}", "TokenCheck"]
+    return compiled(SOURCE, tmp_path_factory.mktemp("token-check"))
 
 
 def run(command: list[str]) -> str:
