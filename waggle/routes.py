@@ -20,6 +20,7 @@ from waggle.call.memo import Memo
 from waggle.call.values import Capabilities
 from waggle.common.logging import get_logger
 from waggle.config.model import DatabaseResolution, MetastoreConfig, ServerConfig, WaggleConfig
+from waggle.copies.catalog import NONE, Copies
 from waggle.hms.methods import LIST_ALL_DATABASES
 from waggle.hms.service import METHOD_IO
 from waggle.remotes.links import Link
@@ -58,12 +59,14 @@ class Routes:
     memo: Memo = field(default_factory=Memo)
     #: what is known of each metastore the planner can send to (its pool's, learned as calls go)
     caps: Mapping[str, Capabilities] = field(default_factory=dict)
+    #: the copies of members' tables the primary holds (read-from-copies), as last read
+    copies: Copies = NONE
 
     @classmethod
     def build(cls, config: WaggleConfig, pools: Mapping[str, UpstreamPool], planner: Planner,
-              generation: int, registry: LinkRegistry | None = None) -> Routes:
+              generation: int, registry: LinkRegistry | None = None, copies: Copies = NONE) -> Routes:
         return replace(cls.of(config, planner, {name: pool.caps for name, pool in pools.items()}, registry),
-                       pools=pools, generation=generation, loaded_at=time.time())
+                       pools=pools, generation=generation, loaded_at=time.time(), copies=copies)
 
     @classmethod
     def of(cls, config: WaggleConfig, planner: Planner, caps: Mapping[str, Capabilities],

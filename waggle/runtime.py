@@ -14,6 +14,7 @@ flight finishes on the configuration it started with, and the next call uses the
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import gevent.lock
@@ -21,6 +22,7 @@ import gevent.lock
 from waggle.common import metrics
 from waggle.common.limiter import Limiter
 from waggle.config.model import DatabaseResolution, WaggleConfig
+from waggle.copies.registry import CopiesService
 from waggle.lifecycle import Lifecycle
 from waggle.loops import Loop, Loops
 from waggle.metastores import Metastores, ReloadPlan, TunnelFactory, plan_reload, restart_only
@@ -64,11 +66,15 @@ class Runtime:
         #: links and data connectors at run time: learned, reread, served (each change a new routes snapshot)
         self.remotes = LinksService(self.links, self.records, self.builder, self,
                                     lambda member: self.metastores.pool(member, self.config.server, {}))
-        #: the background loops: MANUAL database listings, remote databases' links and data connectors
+        #: copies of members' tables in the primary (read-from-copies): read, served, watched
+        self.copies = CopiesService(self, self.health, time.time)
+        #: the background loops: MANUAL database listings, remote databases' links and data connectors, copies
         self.loops = Loops([
             Loop("federation.refresh_failed", self._refresh_manual, lambda: self.config.server.database_refresh_seconds,
                  wait_first=True),
             Loop("links.refresh_failed", self.remotes.refresh, self.remotes.refresh_seconds),
+            Loop("copies.refresh_failed", self.copies.refresh, self.copies.refresh_seconds),
+            Loop("copies.watch_failed", self.copies.watch, lambda: 1.0, wait_first=True),
         ])
         #: client calls being answered (bounded by limits.max-in-flight-calls)
         self.call_slots = Limiter(config.server.load.max_in_flight_calls)
@@ -131,7 +137,7 @@ class Runtime:
             self.call_slots.limit = server.load.max_in_flight_calls
             self.guard.reload(config)
             self.routes = self.remotes.with_uri_pools(
-                Routes.build(config, pools, planner, old.generation + 1, self.links))
+                Routes.build(config, pools, planner, old.generation + 1, self.links, self.routes.copies))
             for name in plan.close_pools:
                 if name not in members:
                     self.created.pop(name, None)

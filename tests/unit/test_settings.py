@@ -75,6 +75,7 @@ SERVER_VALUES: dict[str, Callable[[ServerConfig], object]] = {
     "remote-databases.access": lambda s: "READ_ONLY" if s.remotes.read_only else "READ_AND_WRITE",
     "remote-databases.max-links": lambda s: s.remotes.max_links,
     "remote-databases.refresh-seconds": lambda s: s.remotes.refresh_seconds,
+    "copies-refresh-seconds": lambda s: s.copies_refresh_seconds,
 }
 
 METASTORE_VALUES: dict[str, Callable[[MetastoreConfig], object]] = {
@@ -91,6 +92,9 @@ METASTORE_VALUES: dict[str, Callable[[MetastoreConfig], object]] = {
     "read-timeout": lambda m: m.read_timeout_ms,
     "pool-max-idle": lambda m: m.pool_max_idle,
     "pool-idle-timeout": lambda m: m.pool_idle_timeout_seconds,
+    "read-from-copies": lambda m: m.read_from_copies,
+    "max-staleness": lambda m: m.max_staleness_seconds,
+    "partial": lambda m: m.partial,
     "impersonation-enabled": lambda m: m.security.impersonation,
     "tls.enabled": lambda m: m.security.tls is not None,
     "tls.ca-file": lambda m: m.security.tls.ca_file if m.security.tls else None,

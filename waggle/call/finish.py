@@ -16,8 +16,9 @@ from thrift.Thrift import TApplicationException, TMessageType
 
 from waggle.call.fields import value_at
 from waggle.call.plan import REWRITER
-from waggle.call.values import Answer, Call, Encoder, NameFn, Refusal, Send, Settled
+from waggle.call.values import Answer, Call, Encoder, NameFn, Paired, Refusal, Send, Settled
 from waggle.config.model import MetastoreConfig, ProtocolKind
+from waggle.copies.serve import as_source, with_copy_storage
 from waggle.hms import specs
 from waggle.hms.bridges import is_unknown_method
 from waggle.hms.catalogs import fill_catalog
@@ -155,7 +156,8 @@ def rewritten(plan: Send, reply: Reply, result_class: type, encoder: Encoder) ->
     assert naming is not None and decision is not None
     to_client = _to_client(naming, decision)
     if plan.fill is None and naming.member.mapped_tables is None and wire == plan.call.wire and \
-            plan.call.wire.protocol is ProtocolKind.BINARY and plan.link is None and plan.table_link is None:
+            plan.call.wire.protocol is ProtocolKind.BINARY and plan.link is None and plan.table_link is None and \
+            plan.copy is None:
         spliced = _SPLICER.splice_names(reply.raw, result_class, to_client, plan.limits)
         if spliced is not None:
             return spliced
@@ -180,7 +182,9 @@ def encoded_result(plan: Send, header: Header, result: Any, encoder: Encoder, to
     assert naming is not None and decision is not None and spec is not None
     if naming.member.mapped_tables is not None:  # on the member's names, before they are rewritten
         _filter_tables(result, naming.member, decision, spec)
-    if plan.table_link is not None:
+    if plan.copy is not None:
+        as_source(result, plan.copy)
+    elif plan.table_link is not None:
         local_names(result, plan.table_link)
     elif not naming.identity:
         REWRITER.rewrite(result, to_client or _to_client(naming, decision))
@@ -189,6 +193,43 @@ def encoded_result(plan: Send, header: Header, result: Any, encoder: Encoder, to
     if plan.link is not None:
         decorate(result, plan.link, naming.member)
     return encoder.encode(header.name, TMessageType.REPLY, header.seqid, result)
+
+
+def paired(plan: Paired, source: Reply | None, copy: Reply | None, encoder: Encoder) -> Answer:
+    """A prefer read's answer from both replies (None: that side failed): the source's partitions with the copy's
+    storage where the copy holds them, or a refusal naming those it lacks (partial: refuse). When one side
+    failed or answered with an exception, the other side's answer is the client's, as it would be alone."""
+    served = plan.copy.copy
+    assert served is not None
+    if source is None:
+        assert copy is not None
+        return reply(plan.copy, copy, encoder)
+    if copy is None or not _succeeded(copy) or not _succeeded(source):
+        return reply(plan.source, source, encoder)
+    call = plan.call
+    assert call.io is not None and call.io.result is not None
+    collecting = gc.isenabled()
+    gc.disable()  # see rewritten
+    try:
+        header, result = decode_message(source.raw, plan.source.wire.protocol, call.io.result, plan.source.limits)
+        copied = decode_message(copy.raw, plan.copy.wire.protocol, call.io.result, plan.copy.limits)[1]
+        missing = with_copy_storage(result, copied, served)
+        if missing and served.refuse_partial:
+            shown = ", ".join(missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
+            table = f"{served.client_db}.{next(iter(served.tables.values()))}"
+            return refused(call, f"{len(missing)} partition(s) of '{table}' are not in its copy "
+                                 f"'{served.describe()}' in the primary, or are older there than in metastore "
+                                 f"'{plan.source.metastore}' (partial: refuse): {shown}",
+                           encoder, plan.source.metastore)
+        raw = encoded_result(plan.source, header, result, encoder)
+    finally:
+        if collecting:
+            gc.enable()
+    return Answer(raw, "ok", plan.source.metastore, {"served_from": served.describe(), "from_source": len(missing)})
+
+
+def _succeeded(reply: Reply) -> bool:
+    return bool(reply.header.mtype == TMessageType.REPLY and reply.first_field == 0 and not reply.streamed)
 
 
 def bridged(plan: Send, result: Any, encoder: Encoder, via: str) -> Answer:

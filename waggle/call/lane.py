@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from waggle.call.fields import catalog_field
 from waggle.call.plan import REWRITER, member_args, send_plan
 from waggle.call.values import Call, Capabilities, Kind, MemberHealth, Send
-from waggle.config.model import MetastoreConfig, WireFormat
+from waggle.config.model import CopyReads, MetastoreConfig, WireFormat
+from waggle.copies.catalog import serving
 from waggle.hms.methods import Access, MethodSpec, Route
 from waggle.hms.service import MethodIO
 from waggle.routing.federation import Decision, Naming
@@ -109,6 +110,8 @@ class Lane:
         if decision.refusal is not None or decision.link is not None:
             return None
         member = decision.member
+        if member.read_from_copies is CopyReads.PREFER and serving(member, routes.copies):
+            return None  # its reads may be answered from copies: planned in full
         caps = routes.caps.get(member.name)
         naming = routes.planner.naming(member)
         if caps is None or (not naming.identity) != decision.rewrite_request:

@@ -11,13 +11,14 @@ logs and counts it), and only when no member answered does the client get an err
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from thrift.Thrift import TMessageType
 
 from waggle.call.memo import NameMemo
 from waggle.call.values import Answer, Call, Capabilities, Encoder, FanOut, NeedCatalogs
+from waggle.copies.catalog import serving
 from waggle.hms.bridges import DEFAULT_CATALOG
 from waggle.hms.gen.hive_metastore.ttypes import GetAllFunctionsResponse
 from waggle.hms.methods import Merge, MethodSpec, NameForm
@@ -37,6 +38,8 @@ class _Facts(NamedTuple):
     pattern: str | None  # the client's database pattern, without its catalog
     catalog: str | None  # the catalog the client named
     shown: NameMemo[tuple[str, ...]]  # the routes snapshot's names clients see for a member's database
+    #: member -> its databases that have copies in the primary (read-from-copies): listed while it is down
+    copied: Mapping[str, list[str]]
 
 
 def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> FanOut | NeedCatalogs:
@@ -53,7 +56,9 @@ def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> FanOu
         unknown = tuple(n.member.name for c, n in members if c.catalogs is None and n.member.name not in asked)
         if unknown:
             return NeedCatalogs(unknown, bounded=True)
-    facts = _Facts(spec.merge, qualified.db if qualified is not None else None, catalog, routes.memo.shown)
+    copied = {m.name: routes.copies.member_databases(m.name) for m in planner.federation.federated
+              if routes.copies and serving(m, routes.copies)} if spec.merge is Merge.DATABASE_NAMES else {}
+    facts = _Facts(spec.merge, qualified.db if qualified is not None else None, catalog, routes.memo.shown, copied)
     jobs = []
     for member_caps, naming in members:
         args = call.args  # only encoded for each member: shared unless its pattern differs
@@ -81,6 +86,9 @@ def merge(plan: FanOut, outcomes: Sequence[Outcome], encoder: Encoder, failure: 
     facts: _Facts = plan.facts
     assert call.io is not None and call.io.result is not None
     merged = _merger(facts.merge)(answered, facts)
+    if facts.copied:
+        merged = merged + _copied_databases(outcomes, facts, set(merged))
+        fields["from_copies"] = [o.pool.name for o in outcomes if o.error is not None and o.pool.name in facts.copied]
     if len(answered) == 1 and facts.merge is Merge.DATABASE_NAMES and answered[0].raw is not None and \
             merged == answered[0].result.success:
         # one member's listing that the merge left as it was: its own reply is the answer, not re-encoded
@@ -105,6 +113,21 @@ def _database_names(outcomes: Sequence[Outcome], facts: _Facts) -> list[str]:
                     seen.add(shown)
                     merged.append(shown)
     return merged
+
+
+def _copied_databases(outcomes: Sequence[Outcome], facts: _Facts, seen: set[str]) -> list[str]:
+    """The databases of members that did not answer whose tables have copies in the primary, as clients see
+    them (their reads are answered from the copies)."""
+    out = []
+    for outcome in outcomes:
+        if outcome.error is None:
+            continue
+        for db in facts.copied.get(outcome.pool.name, ()):
+            for shown in outcome.naming.client_names(db):
+                if shown not in seen and matches(facts.pattern, shown):
+                    seen.add(shown)
+                    out.append(shown)
+    return out
 
 
 def _table_metas(outcomes: Sequence[Outcome], facts: _Facts) -> list[Any]:

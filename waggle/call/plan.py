@@ -10,13 +10,29 @@ each member's capabilities and health are inputs, so a call for a member that is
 
 from __future__ import annotations
 
+import copy
+import time
 from collections.abc import Mapping, Set
 from typing import TYPE_CHECKING, Any
 
 from waggle.call import merge
-from waggle.call.fields import catalog_field, copied_along, table_refs, value_at
-from waggle.call.values import Call, Kind, Learned, MemberHealth, NeedCatalogs, NeedLinks, Plan, Refusal, Send
+from waggle.call.fields import catalog_field, copied_along, replaced, table_refs, value_at
+from waggle.call.values import (
+    Call,
+    Kind,
+    Learned,
+    MemberHealth,
+    NeedCatalogs,
+    NeedLinks,
+    Paired,
+    Plan,
+    Refusal,
+    Send,
+)
 from waggle.config.model import MetastoreConfig, TransportKind
+from waggle.copies import planning as copies
+from waggle.copies.catalog import serving
+from waggle.copies.serve import Served
 from waggle.hms.bridges import DEFAULT_CATALOG, strip_catalog
 from waggle.hms.catalogs import carries_catalog
 from waggle.hms.methods import Access, MethodSpec, Route
@@ -77,6 +93,14 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
     if decision.refusal is not None:
         return _refuse(call, decision.member.name, decision.refusal, decision.refused_as, decision)
     member = decision.member
+    both = None
+    if routes.copies and not member.primary and serving(member, routes.copies):
+        chosen = copies.choose(spec, call.io, call.args, names, planner.naming(member), routes.copies,
+                               health.is_up(member.name), time.time(), primary.name)
+        if isinstance(chosen, copies.FromBoth):
+            both = chosen.served
+        elif chosen is not None:
+            return _from_copies(call, spec, routes, health, decision, names, chosen)
     caps = routes.caps[member.name]
     naming = planner.naming(member)
     # Catalogs: a metastore without them (Hive 2) gets plain names, and its replies get the catalog the client
@@ -99,7 +123,12 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
     if decision.rewrite_request or strip:
         args = member_args(routes, naming, args, strip)
         raw = None
-    return send_plan(Kind.SEND, call, routes, health, member, naming, decision, raw, fill, args)
+    step = send_plan(Kind.SEND, call, routes, health, member, naming, decision, raw, fill, args)
+    if both is not None and isinstance(step, Send) and step.kind is Kind.SEND:
+        from_copy = _copy_send(call, spec, routes, health, names, both)
+        if isinstance(from_copy, Send):
+            return Paired(call, step._replace(stream=False, rewrite_reply=True), from_copy)
+    return step
 
 
 def member_args(routes: Routes, naming: Naming, args: Any, strip: bool = False) -> Any:
@@ -120,7 +149,7 @@ def member_args(routes: Routes, naming: Naming, args: Any, strip: bool = False) 
 
 def send_plan(kind: Kind, call: Call, routes: Routes, health: MemberHealth, member: MetastoreConfig, naming: Naming,
         decision: Decision | None, raw: bytes | None, fill: str | None, args: Any, link: Link | None = None,
-        table_link: TableLink | None = None) -> Send | Refusal:
+        table_link: TableLink | None = None, copy: Served | None = None) -> Send | Refusal:
     """The plan of a call sent to ``member`` (or, for Kind.LINK, answered by waggle, which may send it on)."""
     if kind is Kind.SEND and not health.is_up(member.name):  # the planner chose; the metastore is down
         return Refusal(Kind.DOWN, call, member.name, health.down_message(member.name), decision=decision)
@@ -139,14 +168,16 @@ def send_plan(kind: Kind, call: Call, routes: Routes, health: MemberHealth, memb
     wire = member.wire
     stream = not rewrite_reply and (wire is call.wire or wire == call.wire) and \
         call.wire.transport is TransportKind.BUFFERED
-    if kind is not Kind.LINK:  # a link made or dropped: its reply is the primary's, as it is
+    if copy is not None:
+        rewrite_reply, stream = True, False
+    elif kind is not Kind.LINK:  # a link made or dropped: its reply is the primary's, as it is
         if link is None and decision is not None:
             link = decision.link
         if link is not None or table_link is not None:
             # a link's database is described as such; a remote table's reply gets the local names
             rewrite_reply, stream = True, False
     return Send(kind, call, member.name, member, args, raw, naming, decision, bridge,
-                routes.config.server.upstream_limits, fill, rewrite_reply, stream, link, table_link)
+                routes.config.server.upstream_limits, fill, rewrite_reply, stream, link, table_link, copy)
 
 
 def reply_changes(result_class: type, naming: Naming, decision: Decision | None, fill: str | None
@@ -227,3 +258,53 @@ def _remote(call: Call, spec: MethodSpec, routes: Routes, health: MemberHealth, 
                          Decision(planner.primary), raw, None, args, step.link, step.table)
     return send_plan(Kind.SEND, call, routes, health, step.member, routes.planner.naming(step.member),
                      Decision(step.member), None, None, step.args, table_link=step.table)
+
+
+# -- reads answered from copies (read-from-copies) -----------------------------------------------------------
+def _from_copies(call: Call, spec: MethodSpec, routes: Routes, health: MemberHealth, decision: Decision,
+                 names: list[str], chosen: copies.Choice) -> Plan:
+    """The plan of a call that :func:`waggle.copies.planning.choose` answers from copies (or refuses)."""
+    member = decision.member
+    if isinstance(chosen, copies.WriteRefused):
+        if chosen.down:
+            return Refusal(Kind.DOWN, call, member.name, f"{health.down_message(member.name)}; {chosen.message}",
+                           decision=decision)
+        return _refuse(call, member.name, chosen.message, Refused.META, decision)
+    primary = routes.planner.primary
+    if isinstance(chosen, copies.LockInPrimary):
+        components = []
+        for component, renamed in zip(value_at(call.args, spec.lock_components) or (), chosen.renamed,
+                                      strict=True):
+            component = copy.copy(component)
+            if renamed is not None:
+                component.dbname, component.tablename = renamed
+            components.append(component)
+        args = replaced(call.args, [(spec.lock_components, components)])
+        return send_plan(Kind.SEND, call, routes, health, primary, routes.planner.naming(primary), Decision(primary),
+                         None, None, args)
+    assert isinstance(chosen, copies.FromCopy)
+    return _copy_send(call, spec, routes, health, names, chosen.served)
+
+
+def _copy_send(call: Call, spec: MethodSpec, routes: Routes, health: MemberHealth, names: list[str],
+               served: Served) -> Send | Refusal:
+    """The call sent to the primary about the copy: its database and table named as the copy's (plain names
+    for a primary without catalogs, whose reply gets the catalog the client named)."""
+    primary = routes.planner.primary
+    catalogs = routes.caps[primary.name].catalogs is True
+    catalog = _catalog_named(names, call.args, spec) if not catalogs else None
+
+    def to_copy(name: str) -> str:
+        qualified = parse(name)
+        if qualified.db is None or qualified.db.lower() != (parse(served.client_db).db or "").lower():
+            return name
+        return qualified.requalify(served.copy_db) if catalogs else served.copy_db
+
+    args = copied_along(call.args, REWRITER.plan(type(call.args)))
+    REWRITER.rewrite(args, to_copy)
+    if not served.listing:
+        copy_table = next(iter(served.tables))
+        args = replaced(args, [(ref.table, copy_table) for ref in spec.table_refs
+                               if value_at(args, ref.table) is not None])
+    return send_plan(Kind.SEND, call, routes, health, primary, routes.planner.naming(primary), Decision(primary),
+                     None, catalog, args, copy=served)

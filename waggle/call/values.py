@@ -17,6 +17,7 @@ from waggle.routing.federation import Decision, Naming, Refused
 from waggle.upstream.client import Identity
 
 if TYPE_CHECKING:
+    from waggle.copies.serve import Served
     from waggle.remotes.links import Link
     from waggle.remotes.tables import TableLink
     from waggle.security.frontdoor import Authenticated
@@ -99,6 +100,8 @@ class Kind(enum.Enum):
     TOKENS = "tokens"  # waggle's token service answers (a Kerberos front door); see MethodSpec.token
     LINK = "link"  # a link is created (the remote checked, then the primary) or dropped (in the primary only)
     CONNECTORS = "connectors"  # waggle answers a Hive 4 data-connector call (remote databases enabled)
+    PAIRED = "paired"  # the member and the primary's copy are asked at once; the source's partitions get the
+    # copy's storage (read-from-copies: prefer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +174,8 @@ class Send(NamedTuple):
     #: the call names a remote table (requests and replies carry its remote and local names), or makes or
     #: drops one (Kind.LINK)
     table_link: TableLink | None = None
+    #: the primary answers from a copy of the member's table: the reply is made the source's
+    copy: Served | None = None
 
     @property
     def wire(self) -> WireFormat:
@@ -214,8 +219,25 @@ class FanOut(NamedTuple):
         return "*"
 
 
+class Paired(NamedTuple):
+    """A read of partitions asked of the member (``source``) and of the primary's copy (``copy``) at once: the
+    source's partitions, with the copy's storage where the copy holds them (:mod:`waggle.copies.serve`)."""
+
+    call: Call
+    source: Send
+    copy: Send
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.PAIRED
+
+    @property
+    def metastore(self) -> str:
+        return self.source.metastore
+
+
 #: what :func:`waggle.call.plan.plan` decides, one shape per kind of work
-Plan = Send | Refusal | FanOut
+Plan = Send | Refusal | FanOut | Paired
 
 
 @dataclass(frozen=True, slots=True)

@@ -132,6 +132,10 @@ def forget(metastore: str) -> None:
             gauge.remove(metastore)
         except KeyError:
             pass
+COPY_READS = Counter("waggle_copy_reads", "Reads of a member's tables answered from their copies in the primary "
+                     "(read-from-copies), by member and reason: down (the member is down), prefer, or source (a "
+                     "prefer read whose partitions came partly from the member).", ["metastore", "reason"],
+                     registry=REGISTRY)
 LINKS = Gauge("waggle_links", "Remote databases linked from SQL and served now, by the metastore they name.",
               ["metastore"], registry=REGISTRY)
 AUTH_FAILURES = Counter("waggle_client_auth_failures", "Client connections refused at the front door (TLS or SASL "

@@ -34,6 +34,14 @@ def duration_ms(text: str) -> int:
     return int(m.group(1)) * _LIFETIME_UNITS_MS[m.group(2) or "ms"]
 
 
+def staleness_seconds(text: str) -> int:
+    """An age such as ``600`` (seconds), ``600s``, ``15m``, ``2h`` or ``1d``, in seconds."""
+    m = re.fullmatch(r"\s*(\d+)\s*(s|m|h|d)?\s*", text.lower())
+    if not m:
+        raise ValueError(text)
+    return int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2) or "s"]
+
+
 # -- protection levels (hadoop.rpc.protection) ---------------------------------------------------------------------
 #: QOP names (Hive's ``hadoop.rpc.protection`` values map onto them) and their security-layer bits
 QOP_BITS = {"auth": 1, "auth-int": 2, "auth-conf": 4}

@@ -22,6 +22,21 @@ class AccessControlType(enum.Enum):
         return "CREATE" in self.value
 
 
+class CopyReads(enum.Enum):
+    """When reads of a member's tables are answered from their copies in the primary (``read-from-copies``)."""
+
+    NEVER = "never"
+    WHEN_DOWN = "when-down"
+    PREFER = "prefer"
+
+
+class PartialCopies(enum.Enum):
+    """What a ``prefer`` read does with partitions its copy lacks or holds stale (``partial``)."""
+
+    SOURCE = "source"
+    REFUSE = "refuse"
+
+
 class TransportKind(enum.Enum):
     BUFFERED = "buffered"
     FRAMED = "framed"

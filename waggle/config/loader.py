@@ -24,6 +24,7 @@ from waggle.config.hive_properties import HiveMetastore as HM
 from waggle.config.hive_properties import HiveServer as HS
 from waggle.config.keys import KeyConflict, normalize
 from waggle.config.model import (
+    CopyReads,
     Federation,
     HostPort,
     MappedTables,
@@ -191,6 +192,9 @@ def parse_metastore(
     if member.access_control_type.primary_only and not primary:
         r.fail(M.ACCESS_CONTROL_TYPE.key, member.access_control_type.value,
                "this access type is allowed on the primary metastore only")
+    if primary and member.read_from_copies is not CopyReads.NEVER:
+        r.fail(M.READ_FROM_COPIES.key, member.read_from_copies.value,
+               "copies are read for federated metastores; the primary's tables are its own")
     return member
 
 

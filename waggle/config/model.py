@@ -19,7 +19,9 @@ from waggle.config.hive_properties import HiveMetastore as HM
 from waggle.config.hive_properties import HiveServer as HS
 from waggle.config.kinds import TIME_UNITS
 from waggle.config.kinds import AccessControlType as AccessControlType
+from waggle.config.kinds import CopyReads as CopyReads
 from waggle.config.kinds import DatabaseResolution as DatabaseResolution
+from waggle.config.kinds import PartialCopies as PartialCopies
 from waggle.config.kinds import ProtocolKind as ProtocolKind
 from waggle.config.kinds import TransportKind as TransportKind
 from waggle.config.registry import nested, setting_field
@@ -204,6 +206,9 @@ class MetastoreConfig:
     #: None: follow demand (see :class:`waggle.upstream.pool.UpstreamPool`)
     pool_max_idle: int | None = setting_field(M.POOL_MAX_IDLE)
     pool_idle_timeout_seconds: float = setting_field(M.POOL_IDLE_TIMEOUT, float)
+    read_from_copies: CopyReads = setting_field(M.READ_FROM_COPIES)
+    max_staleness_seconds: int | None = setting_field(M.MAX_STALENESS)
+    partial: PartialCopies = setting_field(M.PARTIAL)
     security: MetastoreSecurity = MetastoreSecurity()
 
     def upstream_key(self) -> tuple[object, ...]:
@@ -244,6 +249,7 @@ class ServerConfig:
     fan_out_timeout_ms: int = setting_field(S.FAN_OUT_TIMEOUT)
     down_retry_seconds: float = setting_field(S.DOWN_MEMBER_RETRY, float)
     database_refresh_seconds: float = setting_field(S.DATABASE_RESOLUTION_REFRESH, float)
+    copies_refresh_seconds: float = setting_field(S.COPIES_REFRESH, float)
     endpoint_port: int = setting_field(S.ENDPOINT_PORT)
     log_level: str = setting_field(S.LOG_LEVEL)
     log_format: str = setting_field(S.LOG_FORMAT)

@@ -16,9 +16,18 @@ import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from waggle.config.kinds import TIME_UNITS, AccessControlType, DatabaseResolution, ProtocolKind, TransportKind
+from waggle.config.kinds import (
+    TIME_UNITS,
+    AccessControlType,
+    CopyReads,
+    DatabaseResolution,
+    PartialCopies,
+    ProtocolKind,
+    TransportKind,
+)
 from waggle.config.registry import REQUIRED, Section, Setting
 from waggle.config.validators import (
+    age_seconds,
     aliases,
     boolean,
     choice,
@@ -224,6 +233,11 @@ class Server:
         "How often waggle rereads the primary's links. A new link is seen at once (a name waggle does not "
         "know is looked up in the primary); a dropped one within this time on other replicas.",
     )
+    COPIES_REFRESH = SERVER.add(
+        "copies-refresh-seconds", 30, integer(1),
+        "How often waggle rereads which tables of the primary are copies made by `waggle sync` (see "
+        "`read-from-copies`); a new copy is served within this time, with no reload (waggle addition).",
+    )
 
 
 SERVER.ignored("verbose", "false", "Accepted for compatibility; waggle's logs are always structured.")
@@ -331,6 +345,22 @@ class Metastore:
         "as many connections as the most calls in flight at once during that time, and gives back those a "
         "burst opened (each holds a metastore server thread) that long after it. `0`: never closed for being "
         "unused (waggle addition).",
+    )
+    READ_FROM_COPIES = METASTORE.add(
+        "read-from-copies", CopyReads.NEVER, choice(CopyReads),
+        "Answer reads of this member's tables from their copies in the primary (made by `waggle sync`): `never`; "
+        "`when-down`, while the member is down; `prefer`, always, partition by partition where the copy holds "
+        "them. Writes always go to the member. Federated members only (waggle addition).",
+    )
+    MAX_STALENESS: Setting[int | None] = METASTORE.add(
+        "max-staleness", None, age_seconds(),
+        "A copy not confirmed in sync with its source for longer than this (`600`, `600s`, `15m`, `2h`, `1d`) "
+        "is not read (waggle addition).", "none (no limit)",
+    )
+    PARTIAL = METASTORE.add(
+        "partial", PartialCopies.SOURCE, choice(PartialCopies),
+        "`read-from-copies: prefer`: partitions the copy lacks, or holds older than the source, are read from "
+        "the member (`source`), or the read is refused naming them (`refuse`) (waggle addition).",
     )
 
 

@@ -272,6 +272,21 @@ def timeout_ms() -> Validator[int]:
     return Validator("a duration such as 600s", convert)
 
 
+def age_seconds() -> Validator[int | None]:
+    """An age in seconds (``600``, ``600s``, ``15m``, ``2h``, ``1d``); null means no limit."""
+    def convert(v: object) -> int | None:
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise TypeError
+        try:
+            return hive_values.staleness_seconds(str(v))
+        except ValueError:
+            raise Invalid("expected an age such as 600, 600s, 15m, 2h or 1d") from None
+
+    return Validator("an age such as 600s, 15m, 2h or 1d", convert)
+
+
 def regexes() -> Validator[tuple[re.Pattern[str], ...]]:
     """Case-insensitive regular expressions, as a YAML list or one comma-separated string; every item that does not
     compile is named by its index."""

@@ -19,6 +19,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+import gevent
 import structlog
 from thrift.Thrift import TMessageType
 
@@ -33,6 +34,7 @@ from waggle.call.values import (
     Learned,
     NeedCatalogs,
     NeedLinks,
+    Paired,
     Refusal,
     Send,
     Session,
@@ -253,6 +255,8 @@ class ClientDriver:
             answer = finish.down(step, self.wire) if step.kind is Kind.DOWN else finish.refusal(step, self.wire)
         elif isinstance(step, FanOut):
             answer = self._fan_out(step, routes)
+        elif isinstance(step, Paired):
+            answer = self._paired(step, routes, started)
         else:
             handler = HANDLERS.get(step.kind)
             if handler is not None:
@@ -309,7 +313,41 @@ class ClientDriver:
             raise
         except UpstreamError as exc:
             return self._failed(call.header, call.io, pool, exc, started)
+        if step.copy is not None:
+            metrics.COPY_READS.labels(step.copy.member, step.copy.reason).inc()
         return self._replied(step, reply, pool)
+
+    def _paired(self, step: Paired, routes: Routes, started: float) -> Answer:
+        """A prefer read: the member and the primary's copy asked at once, their replies merged."""
+        call = step.call
+        source, primary = routes.pools[step.source.metastore], routes.pools[step.copy.metastore]
+        identity, protocol = self.session.identity, call.wire.protocol
+        limit = routes.config.server.stream_after_bytes
+
+        def ask(send: Send, pool: UpstreamPool) -> Reply | UpstreamError:
+            try:
+                reply = pool.forward(identity, call.header, send.args, send.raw, protocol, None, limit)
+            except UpstreamError as exc:
+                return exc
+            assert reply is not None  # not oneway
+            return reply
+
+        copied = gevent.spawn(ask, step.copy, primary)
+        got = ask(step.source, source)
+        other = copied.get()
+        if isinstance(got, UpstreamError):
+            self.runtime.health.call_failed(source.name, got)
+            if isinstance(other, UpstreamError):
+                return self._failed(call.header, call.io, source, got, started)
+        answer = finish.paired(step, None if isinstance(got, UpstreamError) else got,
+                               None if isinstance(other, UpstreamError) else other, self.wire)
+        if answer.outcome == "ok" and not isinstance(other, UpstreamError):
+            served = step.copy.copy
+            assert served is not None
+            reason = "down" if isinstance(got, UpstreamError) else \
+                "source" if answer.fields.get("from_source") else "prefer"
+            metrics.COPY_READS.labels(served.member, reason).inc()
+        return answer
 
     def _failed(self, header: Header, io: MethodIO | None, pool: UpstreamPool, exc: UpstreamError, started: float
                 ) -> Answer:

@@ -30,6 +30,7 @@ from waggle.sync import objects as o
 from waggle.sync.hms import Metastore, connections
 from waggle.sync.job import Options, TableSync, describe
 from waggle.sync.report import RunReport, TableReport
+from waggle.sync.system import mark_target, record_coverage
 from waggle.sync.throttle import WriteThrottle
 from waggle.upstream.blocking import kerberos_identity
 from waggle.upstream.handshake import UpstreamCredentials
@@ -210,6 +211,8 @@ def target_of(spec: TableSpec, db: str, table: str, target: Metastore, locations
         if locations[tdb] is None and not dry_run:
             create_database(target, tdb, spec, db)
             locations[tdb] = target.database_location(tdb) if spec.mode == o.COPY else ""
+        elif not dry_run:
+            mark_target(target, tdb, spec.source)
     location = None
     if spec.mode == o.COPY:
         root = spec.location_root or locations[tdb]
@@ -283,7 +286,9 @@ def _run_source(member: MetastoreConfig, primary: MetastoreConfig, credentials: 
         with connections(member, 2, credentials) as readers, \
                 connections(primary, 2, credentials, throttle=throttle) as writers:
             source, target = readers[0], writers[0]
+            started = time.time()  # every copy a spec's run finds in sync matched its source from here on
             resolved: list[tuple[o.Target, Options]] = []
+            covered: dict[str, list[o.Target]] = {}  # spec key -> its tables, for specs that resolved
             for spec in specs:
                 opts = Options(dry_run=sync.dry_run, incremental=sync.incremental,
                                propagate_deletes=spec.propagate_deletes, switch_mode=spec.switch_mode,
@@ -298,6 +303,8 @@ def _run_source(member: MetastoreConfig, primary: MetastoreConfig, credentials: 
                     report.tables.append(TableReport(f"{spec.source}:{','.join(spec.patterns)}", "-", spec.mode,
                                                      status="failed", error="no source table matches"))
                 resolved += [(t, opts) for t in targets]
+                if targets:
+                    covered[_coverage_name(spec)] = targets
             db_names = {t.source_db: t.db for t, _ in resolved}
             for t, opts in resolved:
                 log.info("sync.table_started", source=f"{t.source}:{t.source_object}", target=f"{t.db}.{t.table}",
@@ -312,10 +319,21 @@ def _run_source(member: MetastoreConfig, primary: MetastoreConfig, credentials: 
                          table=result.table, created=result.created, updated=result.updated,
                          dropped=result.dropped, unchanged=result.unchanged, bytes=result.bytes,
                          seconds=result.seconds, error=result.error)
+                if result.status == "failed":
+                    covered = {k: v for k, v in covered.items() if t not in v}
+            if not sync.dry_run:
+                for spec in specs:
+                    if _coverage_name(spec) in covered:
+                        record_coverage(target, _coverage_name(spec), spec.source, spec.patterns, started)
     except Exception as exc:  # the source or the target cannot be reached: every table of this source fails
         for spec in specs:
             report.tables.append(TableReport(f"{spec.source}:{','.join(spec.patterns)}", "-", spec.mode,
                                              status="failed", error=describe(exc)))
+
+
+def _coverage_name(spec: TableSpec) -> str:
+    """The name of the coverage record of a batch run of ``spec`` (:mod:`waggle.copies.coverage`)."""
+    return "run-" + o.digest([spec.source, list(spec.patterns), spec.target_database, spec.mode])[:12]
 
 
 class _LazySpark:

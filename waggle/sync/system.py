@@ -4,10 +4,17 @@ leases, ``replication_metrics``), as Hive keeps ``repl.last.id`` in the replicat
 
 from __future__ import annotations
 
-from waggle.hms.gen.hive_metastore.ttypes import AlreadyExistsException, Database
+import threading
+from collections.abc import Iterable
+
+from waggle.copies import coverage
+from waggle.hms.gen.hive_metastore.ttypes import AlreadyExistsException, Database, NoSuchObjectException
+from waggle.sync import objects as o
 from waggle.sync.hms import Metastore
 
 SYS_DB = "waggle_sys"
+#: one read-modify-write of waggle_sys's parameters at a time in this process
+WRITE = threading.Lock()
 
 
 def ensure_database(target: Metastore) -> str:
@@ -21,3 +28,39 @@ def ensure_database(target: Metastore) -> str:
             pass  # another process made it meanwhile
         location = target.database_location(SYS_DB) or ""
     return location
+
+
+def update_parameters(target: Metastore, values: dict[str, str | None]) -> None:
+    """Set (or, for None, remove) parameters of ``waggle_sys``, read again just before they are written."""
+    with WRITE:
+        db = target.client.get_database(SYS_DB)
+        params = dict(db.parameters or {})
+        for key, value in values.items():
+            if value is None:
+                params.pop(key, None)
+            else:
+                params[key] = value
+        db.parameters = params
+        target.client.alter_database(SYS_DB, db)
+
+
+def record_coverage(target: Metastore, name: str, source: str, patterns: Iterable[str], at: float) -> None:
+    """Say that every copy of ``source``'s tables that ``patterns`` name matched its source at ``at`` (epoch
+    seconds): the proxy judges the copies' freshness by it (:mod:`waggle.copies.coverage`)."""
+    ensure_database(target)
+    update_parameters(target, {coverage.PREFIX + name: coverage.record(source, patterns, at)})
+
+
+def mark_target(target: Metastore, db: str, source: str) -> None:
+    """Mark a database the sync writes into (``waggle.sync.source``), so that the proxy looks for copies in it;
+    a database made by the sync has the mark already."""
+    try:
+        database = target.client.get_database(db)
+    except NoSuchObjectException:
+        return
+    params = dict(database.parameters or {})
+    if o.SOURCE in params:
+        return
+    params[o.SOURCE] = source
+    database.parameters = params
+    target.client.alter_database(db, database)

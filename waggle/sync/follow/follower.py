@@ -54,6 +54,8 @@ PAIRS = 4
 CATCH_UP = 5
 #: event ids before the checkpoint read again for changes that committed late (see Follower._late)
 OVERLAP = 100
+#: seconds between two records of a caught-up policy's coverage (how fresh its copies are)
+COVER_EVERY = 10.0
 
 
 def _identity(event: NotificationEvent) -> tuple[int, str, str, str, int]:
@@ -105,6 +107,7 @@ class Follower:
         #: the events applied within OVERLAP ids of the checkpoint (see _late)
         self._seen: set[tuple[int, str, str, str, int]] = set()
         self._watching = False
+        self._covered = float("-inf")  # when the policy's coverage was last recorded (monotonic)
 
     # -- connections and the lease ---------------------------------------------------------------------------------
     def _open(self) -> Records:
@@ -200,6 +203,18 @@ class Follower:
         self._writers[0].database_location("default")
         records.checkpoint()
 
+    def _cover(self, records: Records, at: float) -> None:
+        """Say, at most every ``COVER_EVERY`` seconds, that the policy's copies matched the source at ``at`` (the
+        proxy judges their freshness by it: :mod:`waggle.copies.coverage`)."""
+        if time.monotonic() - self._covered < COVER_EVERY:
+            return
+        try:
+            records.cover(self.spec.source, list(self.spec.patterns), at, self.me)
+        except Exception as exc:  # the next one says it; following goes on
+            log.warning("sync.follow_coverage_failed", policy=self.name, error=describe(exc))
+            return
+        self._covered = time.monotonic()
+
     def state(self) -> PolicyState:
         return self._state
 
@@ -267,9 +282,11 @@ class Follower:
     def _incremental(self, records: Records, checkpoint: int, stop: threading.Event, started: str,
                      clock: float) -> Execution | None:
         source = self._readers[0]
+        read_at = time.time()
         current = source.current_event_id()
         if current == checkpoint:  # caught up: one call a poll
             self._state = PolicyState(self.name, self.spec.source, checkpoint, current, 0, 0.0, dict(self._failed))
+            self._cover(records, read_at)
             return None
         size = self.ctx.page_size
         if current - checkpoint > CATCH_UP * size:  # far behind: larger pages, larger batched writes
@@ -324,6 +341,8 @@ class Follower:
             outcomes[(str(e.eventType), outcome)] += 1
         self._failed = {**{k: v for k, v in self._failed.items() if k not in _targets(page, self.spec)}, **failed}
         lag = max(0.0, time.time() - (events[-1].eventTime or time.time()))
+        if last >= current and not failed:
+            self._cover(records, read_at)
         self._state = PolicyState(self.name, self.spec.source, last, max(current, last), max(0, current - last),
                                   lag if current > last else 0.0, dict(self._failed))
         return Execution(self.name, INCREMENTAL, checkpoint, last, objects=done.objects, partitions=done.partitions,

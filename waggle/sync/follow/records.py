@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import time
 import uuid
 from dataclasses import dataclass
 
+from waggle.copies import coverage
 from waggle.sync.hms import Metastore
-from waggle.sync.system import SYS_DB, ensure_database
+from waggle.sync.system import SYS_DB, WRITE, ensure_database
 
 PREFIX = "waggle.sync.policy."
-#: one read-modify-write of the database's parameters at a time in this process
-_WRITE = threading.Lock()
 
 
 def key(policy: str, field: str) -> str:
@@ -60,11 +58,12 @@ class Records:
             self._ensured = True
         return dict(self.target.client.get_database(SYS_DB).parameters or {})
 
-    def _update(self, values: dict[str, str | None], me: str | None = None) -> None:
+    def _update(self, values: dict[str, str | None], me: str | None = None, raw: dict[str, str] | None = None
+                ) -> None:
         """Write the policy's ``values``, re-read just before under the process's lock; with ``me``, only while no
         other follower holds the lease (a follower that stalled past its lease must not write over the one that
         took the policy since)."""
-        with _WRITE:
+        with WRITE:
             if not self._ensured:
                 self._params()
             db = self.target.client.get_database(SYS_DB)
@@ -79,6 +78,7 @@ class Records:
                     params.pop(key(self.policy, name), None)
                 else:
                     params[key(self.policy, name)] = value
+            params.update(raw or {})
             db.parameters = params
             self.target.client.alter_database(SYS_DB, db)
 
@@ -101,6 +101,10 @@ class Records:
         if bootstrapped_at is not None:
             values["bootstrapped-at"] = bootstrapped_at
         self._update(values, me)
+
+    def cover(self, source: str, patterns: list[str], at: float, me: str) -> None:
+        """Say that the policy's copies matched the source at ``at`` (:mod:`waggle.copies.coverage`)."""
+        self._update({}, me, {coverage.PREFIX + f"policy-{self.policy}": coverage.record(source, patterns, at)})
 
     # -- the lease ---------------------------------------------------------------------------------------------------
     def lease(self) -> tuple[str, float] | None:

@@ -1,0 +1,181 @@
+"""Whether a call is answered from a copy, and how: pure, asked by the call core (:func:`waggle.call.plan.plan`)
+once routing chose a federated member, with the member's health and the copies as inputs. A copy is chosen
+when the call is planned, never as a retry: a call never waits for a dead member when a copy can answer it.
+
+- ``when-down``, the member down: a read of a table that has a copy (within ``max-staleness``) is answered by
+  the primary from the copy (:class:`FromCopy`); a read of a database that has copies too (its tables listed
+  are the copied ones). Writes are refused, saying that reads are served from copies (:class:`WriteRefused`).
+- ``prefer``, the member up: a read of a table's object (``get_table``) is answered from its copy; a read of
+  partitions reads the source and the copy at once and merges them (:class:`FromBoth`). Other reads go to
+  the member. Only copies with files of their own (``mode: copy``) are preferred.
+- A read lock on tables answered from copies is taken in the primary (:class:`LockInPrimary`).
+- An Iceberg commit built on the copy's metadata is refused (:class:`WriteRefused`): the copy is read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from waggle.call.fields import table_refs, value_at
+from waggle.config.model import CopyReads, PartialCopies
+from waggle.copies.catalog import Copies, Copy
+from waggle.copies.serve import Served, carries
+from waggle.hms import specs
+from waggle.hms.gen.hive_metastore.ttypes import Partition, Table
+from waggle.hms.methods import Access, MethodSpec
+from waggle.hms.names import parse
+from waggle.hms.service import MethodIO
+from waggle.routing.federation import Naming
+from waggle.sync import objects as o
+
+DOWN, PREFER = "down", "prefer"
+SHARED_READ = 3  # LockType.SHARED_READ
+
+
+@dataclass(frozen=True, slots=True)
+class FromCopy:
+    """The primary answers from the copy: the call's names are the copy's, the reply made the source's."""
+
+    served: Served
+
+
+@dataclass(frozen=True, slots=True)
+class FromBoth:
+    """The member and the primary are asked at once; the source's partitions get the copy's storage."""
+
+    served: Served
+
+
+@dataclass(frozen=True, slots=True)
+class LockInPrimary:
+    """A read lock on tables answered from copies: the primary takes it, on the copies, named by these
+    (copy database, copy table) per component (None: a component of the primary's own, left as it is)."""
+
+    renamed: tuple[tuple[str, str] | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteRefused:
+    """A write refused before anything is sent: ``message`` (the member's down message comes first when
+    ``down``)."""
+
+    message: str
+    down: bool
+
+
+Choice = FromCopy | FromBoth | LockInPrimary | WriteRefused
+
+
+def choose(spec: MethodSpec, io: MethodIO | None, args: Any, names: Sequence[str], naming: Naming, copies: Copies,
+           up: bool, now: float, primary: str) -> Choice | None:
+    """How a call for ``naming``'s member is answered from copies, or None: as it would be without them."""
+    member = naming.member
+    mode = member.read_from_copies
+    reason = DOWN if not up else PREFER if mode is CopyReads.PREFER else None
+    if spec.lock_components:
+        return _lock(spec, args, naming, copies, reason, now) if reason is not None else None
+    if spec.access is not Access.READ:
+        if reason == DOWN:
+            return WriteRefused(f"reads of its tables are served from copies in the primary '{primary}' "
+                                f"(read-from-copies: {mode.value}); writes wait until it is back", True)
+        if reason == PREFER:
+            return _copy_commit(spec, args, naming, copies)
+        return None
+    if reason is None:
+        return None
+    refs = table_refs(args, spec)
+    result = io.result if io is not None else None
+    if refs:
+        client_db, client_table = refs[0]
+        found = _copy(naming, copies, client_db, client_table, now)
+        if found is None or (reason == PREFER and found.mode != o.COPY):
+            return None
+        served = _served(found, reason, client_db, {found.copy_table: client_table}, now)
+        if reason == DOWN:
+            return FromCopy(served)
+        if carries(result, Partition):
+            return FromBoth(Served(served.member, PREFER, served.copy_db, client_db, served.tables,
+                                   served.staleness, refuse_partial=member.partial is PartialCopies.REFUSE,
+                                   partition_keys=found.partition_keys))
+        return FromCopy(served) if carries(result, Table) else None
+    if reason != DOWN:
+        return None
+    return _database(names, naming, copies, now)
+
+
+def _copy(naming: Naming, copies: Copies, client_db: str, table: str, now: float) -> Copy | None:
+    db = parse(naming.to_member(client_db)).db
+    if not db:
+        return None
+    found = copies.table(naming.member.name, db, table)
+    return found if found is not None and found.usable(naming.member, now) else None
+
+
+def _served(found: Copy, reason: str, client_db: str, tables: dict[str, str], now: float) -> Served:
+    return Served(found.member, reason, found.copy_db, client_db, tables, found.staleness(now),
+                  partition_keys=found.partition_keys)
+
+
+def _database(names: Sequence[str], naming: Naming, copies: Copies, now: float) -> FromCopy | None:
+    """A database's call (no table named) while its member is down: answered from the copy database that holds
+    most of its copies, its listings naming the copied tables."""
+    if len(set(names)) != 1:
+        return None
+    client_db = names[0]
+    db = parse(naming.to_member(client_db)).db
+    held = [c for c in copies.database(naming.member.name, db or "") if c.usable(naming.member, now)]
+    if not held:
+        return None
+    counts: dict[str, int] = {}
+    for c in held:
+        counts[c.copy_db] = counts.get(c.copy_db, 0) + 1
+    copy_db = max(counts, key=lambda d: counts[d])
+    chosen = [c for c in held if c.copy_db == copy_db]
+    staleness = max(c.staleness(now) for c in chosen)
+    return FromCopy(Served(naming.member.name, DOWN, copy_db, client_db, {c.copy_table: c.table for c in chosen},
+                           staleness, listing=True))
+
+
+def _lock(spec: MethodSpec, args: Any, naming: Naming, copies: Copies, reason: str | None, now: float
+          ) -> LockInPrimary | None:
+    """A lock whose every component is a read of a table answered from a copy (the member down, or prefer)."""
+    components: Sequence[Any] = value_at(args, spec.lock_components) or ()
+    renamed: list[tuple[str, str] | None] = []
+    for c in components:
+        found = _copy(naming, copies, c.dbname or "", c.tablename or "", now) if c.tablename else None
+        if found is None or c.type != SHARED_READ or (reason == PREFER and found.mode != o.COPY):
+            return None
+        renamed.append((found.copy_db, found.copy_table))
+    return LockInPrimary(tuple(renamed)) if renamed else None
+
+
+def _copy_commit(spec: MethodSpec, args: Any, naming: Naming, copies: Copies) -> WriteRefused | None:
+    """An Iceberg commit whose base is the copy's metadata (read through waggle from the copy) would make the
+    source point at files of the copy's: refused."""
+    for client_db, client_table in table_refs(args, spec):
+        db = parse(naming.to_member(client_db)).db or ""
+        found = copies.table(naming.member.name, db, client_table)
+        if found is None or not found.metadata_location:
+            continue
+        for value in _tables_in(args):
+            previous = (value.parameters or {}).get(o.PREVIOUS_METADATA_LOCATION)
+            if previous == found.metadata_location:
+                return WriteRefused(f"table '{client_db}.{client_table}' was read from its copy "
+                                    f"'{found.copy_db}.{found.copy_table}' in the primary, which is read-only "
+                                    f"(read-from-copies: prefer of metastore '{naming.member.name}'): commit "
+                                    f"to it where it is read from its own metastore", False)
+    return None
+
+
+def _tables_in(args: Any) -> list[Table]:
+    """The tables a call's arguments carry, as arguments or inside a request struct."""
+    out = []
+    for f in specs.fields(type(args)):
+        value = getattr(args, f.attr, None)
+        if isinstance(value, Table):
+            out.append(value)
+        elif value is not None and f.struct is not None and not isinstance(value, list | set | dict):
+            out += [v for g in specs.fields(type(value)) if isinstance(v := getattr(value, g.attr, None), Table)]
+    return out

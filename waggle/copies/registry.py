@@ -1,0 +1,160 @@
+"""The copies the primary holds, read from the primary itself, and served (a new routes snapshot).
+
+One round (:meth:`CopiesService.refresh`, every ``copies-refresh-seconds``, run by :mod:`waggle.loops`):
+
+- the primary's databases are listed; a database seen for the first time is looked at once (its
+  ``waggle.sync.source`` parameter marks a database the sync writes into), and the unmarked ones again every
+  ``RECHECK`` rounds;
+- every table of a marked database is read (``get_table_objects_by_name``, in chunks), and those carrying the
+  sync's bookkeeping become :class:`~waggle.copies.catalog.Copy` values, their freshness from the coverage
+  records in ``waggle_sys`` (:mod:`waggle.copies.coverage`).
+
+Nothing is read while no member has ``read-from-copies``. Every replica reads for itself, so a copy made
+anywhere is served everywhere within a round, with no reload. A failed round keeps the copies served before.
+
+The service also says, in the log, when a member's reads switch to copies and when they switch back
+(:meth:`CopiesService.watch`, every second).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Protocol
+
+import gevent.pool
+
+from waggle.common.logging import get_logger
+from waggle.config.model import CopyReads, MetastoreConfig
+from waggle.copies import coverage
+from waggle.copies.catalog import NONE, Copies, Copy, copy_of
+from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
+from waggle.sync import objects as o
+from waggle.upstream.client import UpstreamError
+
+if TYPE_CHECKING:
+    from waggle.routes import Routes
+    from waggle.upstream.health import Health
+    from waggle.upstream.pool import UpstreamPool
+
+log = get_logger("waggle.copies")
+#: the system database the sync keeps its records in (waggle.sync.system.SYS_DB)
+SYS_DB = "waggle_sys"
+#: unmarked databases are looked at again every this many rounds (a database the sync started writing into)
+RECHECK = 10
+#: tables read per get_table_objects_by_name; databases read at once
+CHUNK = 100
+AT_ONCE = 8
+
+
+class RoutesHolder(Protocol):
+    routes: Routes
+
+
+class CopyRegistry:
+    """What one replica knows of the primary's databases: which of them the sync writes into."""
+
+    def __init__(self) -> None:
+        #: primary database (lower-case) -> whether the sync writes into it
+        self.marked: dict[str, bool] = {}
+        self.rounds = 0
+
+    def read(self, primary: UpstreamPool, members: Mapping[str, MetastoreConfig]) -> Copies:
+        """Every copy the primary holds of these members' tables (raises :class:`UpstreamError`)."""
+        names = [str(n).lower() for n in primary.invoke(None, "get_all_databases", T.get_all_databases_args(),
+                                                        T.get_all_databases_result).success or ()]
+        recheck = self.rounds % RECHECK == 0
+        self.rounds += 1
+        self.marked = {n: v for n, v in self.marked.items() if n in names}
+        look = [n for n in names if n not in self.marked or (recheck and not self.marked[n])]
+        group = gevent.pool.Pool(AT_ONCE)
+        for name, params in zip(look, group.imap(lambda n: _parameters(primary, n), look), strict=True):
+            if params is not None:
+                self.marked[name] = o.SOURCE in params
+        coverages = coverage.read(_parameters(primary, SYS_DB)) if SYS_DB in self.marked else []
+        marked = [n for n, v in self.marked.items() if v]
+        found: list[Copy] = []
+        for tables in group.imap(lambda db: _copies_in(primary, db, coverages, members), marked):
+            found += tables
+        return Copies.of(found)
+
+
+def _parameters(primary: UpstreamPool, name: str) -> dict[str, str] | None:
+    """A database's parameters; None when it is gone or the primary could not say."""
+    try:
+        result = primary.exchange(None, "get_database", T.get_database_args(name=name), T.get_database_result)
+    except UpstreamError as exc:
+        log.info("copies.lookup_failed", database=name, error=str(exc))
+        return None
+    database = getattr(result, "success", None)
+    return dict(database.parameters or {}) if database is not None else None
+
+
+def _copies_in(primary: UpstreamPool, db: str, coverages: list[coverage.Coverage],
+               members: Mapping[str, MetastoreConfig]) -> list[Copy]:
+    names = primary.invoke(None, "get_all_tables", T.get_all_tables_args(db_name=db),
+                           T.get_all_tables_result).success or []
+    out: list[Copy] = []
+    for start in range(0, len(names), CHUNK):
+        tables = primary.invoke(None, "get_table_objects_by_name",
+                                T.get_table_objects_by_name_args(dbname=db, tbl_names=names[start:start + CHUNK]),
+                                T.get_table_objects_by_name_result).success or []
+        for table in tables:
+            found = copy_of(db, table, coverages, members)
+            if found is not None:
+                out.append(found)
+    return out
+
+
+class CopiesService:
+    """The copies at run time: read every ``copies-refresh-seconds`` and served in the routes snapshot."""
+
+    def __init__(self, holder: RoutesHolder, health: Health, now: Callable[[], float]) -> None:
+        self.registry = CopyRegistry()
+        self._holder = holder
+        self._health = health
+        self._now = now
+        #: member -> why its reads are answered from copies now (down, prefer), as last logged
+        self._serving: dict[str, str] = {}
+
+    def refresh_seconds(self) -> float:
+        return self._holder.routes.config.server.copies_refresh_seconds
+
+    def refresh(self) -> None:
+        routes = self._holder.routes
+        members = {m.name: m for m in routes.config.federation.federated
+                   if m.read_from_copies is not CopyReads.NEVER}
+        copies = NONE if not members else self.registry.read(routes.primary, members)
+        if copies != self._holder.routes.copies:
+            before = self._holder.routes.copies.counts
+            self._holder.routes = replace(self._holder.routes, copies=copies)
+            for name in sorted(set(before) | set(copies.counts)):
+                if before.get(name, 0) != copies.counts.get(name, 0):
+                    log.info("copies.found", member=name, copies=copies.counts.get(name, 0))
+        self.watch()
+
+    def watch(self) -> None:
+        """Log each member whose reads switch to copies, or back."""
+        routes = self._holder.routes
+        for member in routes.config.federation.federated:
+            now = _serving_reason(member, routes.copies, self._health)
+            before = self._serving.get(member.name)
+            if now == before:
+                continue
+            if now is None:
+                self._serving.pop(member.name, None)
+                log.warning("copies.released", member=member.name, reason=before,
+                            detail="its reads go to the metastore again")
+            else:
+                self._serving[member.name] = now
+                log.warning("copies.serving", member=member.name, reason=now,
+                            copies=routes.copies.counts.get(member.name, 0),
+                            detail="reads of its tables with copies are answered from them")
+
+
+def _serving_reason(member: MetastoreConfig, copies: Copies, health: Health) -> str | None:
+    if member.read_from_copies is CopyReads.NEVER or not copies.held_for(member.name):
+        return None
+    if not health.is_up(member.name):
+        return "down"
+    return "prefer" if member.read_from_copies is CopyReads.PREFER else None

@@ -1,0 +1,210 @@
+"""Replies answered from copies, made to look like the source's: pure functions on decoded results.
+
+- :func:`as_source`: a reply of the primary about a copy (``ice_copy.t2``) becomes a reply about the table the
+  client asked for (``lake_ice.t2``): database and table names, and each table's, partition's and database's
+  parameters saying where the data comes from (``waggle.served-from``, how stale, why), without the sync's own
+  bookkeeping. A listing of a database answered from its copies names only the copied tables.
+- :func:`with_copy_storage`: a ``prefer`` read's two replies, the source's and the copy's, become the source's
+  partitions with the copy's storage wherever the copy holds them, and not older than the source's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from thrift.Thrift import TType
+
+from waggle.copies.catalog import synced_at
+from waggle.hms import specs
+from waggle.hms.gen.hive_metastore.ttypes import Database, Partition, Table
+from waggle.hms.names import parse
+from waggle.hms.rewrite import Rewriter, call_rewriter
+from waggle.sync import objects as o
+
+SERVED_FROM = "waggle.served-from"
+SERVED_STALENESS = "waggle.served-staleness-seconds"
+SERVED_REASON = "waggle.served-reason"
+#: a source partition changed this many seconds after its copy was written is stale (clocks of two clusters)
+CLOCK_SLACK = 1.0
+
+_REWRITER: Rewriter = call_rewriter()
+_OBJECTS = (Table, Partition, Database)
+_FOUND: specs.Plans[type] = specs.Plans(lambda _cls, f: f.struct if f.struct in _OBJECTS else None)
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A call answered from copies of ``member``'s tables: what its reply needs to look like the source's."""
+
+    member: str
+    #: down (the member is down) or prefer (read-from-copies: prefer)
+    reason: str
+    #: the copies' database in the primary, and the database as the client named it
+    copy_db: str
+    client_db: str
+    #: copy table -> the table's name as the client sees it (one for a table's call; every copy of the
+    #: database in ``copy_db`` for a database's)
+    tables: Mapping[str, str]
+    staleness: float
+    #: a database's call (no table named): listings of its tables keep the copied ones only
+    listing: bool = False
+    #: prefer: partitions the copy lacks refuse the call (partial: refuse) instead of coming from the source
+    refuse_partial: bool = False
+    partition_keys: tuple[str, ...] = ()
+
+    def describe(self, table: str | None = None) -> str:
+        copy_table = next(iter(self.tables), "") if table is None else table
+        return f"{self.copy_db}.{copy_table}"
+
+
+def carries(result_class: type | None, cls: type) -> bool:
+    """Whether a result class can hold objects of ``cls`` (a Table, a Partition) anywhere inside."""
+    plan = _FOUND.plan(result_class) if result_class is not None else None
+    if plan is None:
+        return False
+    return _reaches(plan, cls, set())
+
+
+def _reaches(plan: specs.Plan[type], cls: type, seen: set[int]) -> bool:
+    if id(plan) in seen:
+        return False
+    seen.add(id(plan))
+    if any(found is cls for _, found in plan.own):
+        return True
+    return any((w.plan is not None and _reaches(w.plan, cls, seen)) or
+               (w.element is not None and w.element.plan is not None and _reaches(w.element.plan, cls, seen))
+               for _, w in plan.children)
+
+
+def objects_in(result: Any) -> list[Any]:
+    """Every Table, Partition and Database inside a decoded result (outermost first)."""
+    out: list[Any] = []
+    plan = _FOUND.plan(type(result))
+    if plan is not None:
+        _collect(result, plan, out)
+    return out
+
+
+def _collect(obj: Any, plan: specs.Plan[type], out: list[Any]) -> None:
+    for f, _ in plan.own:
+        value = getattr(obj, f.attr, None)
+        if value is None:
+            continue
+        if isinstance(value, list | tuple | set):
+            out.extend(v for v in value if v is not None)
+        else:
+            out.append(value)
+    for f, walk in plan.children:
+        value = getattr(obj, f.attr, None)
+        if value is not None:
+            _descend(value, walk, out)
+
+
+def _descend(value: Any, walk: specs.Walk[type], out: list[Any]) -> None:
+    if walk.kind == TType.STRUCT and walk.plan is not None:
+        _collect(value, walk.plan, out)
+    elif walk.kind in specs.CONTAINERS and walk.element is not None:
+        for item in value:
+            _descend(item, walk.element, out)
+    elif walk.kind == TType.MAP and walk.element is not None:
+        for item in value.values():
+            if item is not None:
+                _descend(item, walk.element, out)
+
+
+def decorate(params: dict[str, str] | None, served: Served, copy_table: str | None = None,
+             database: bool = False) -> dict[str, str]:
+    """An object's parameters as the client sees them: the sync's bookkeeping left out, where it comes from."""
+    out = {k: v for k, v in (params or {}).items() if not k.startswith(o.PREFIX)}
+    out[SERVED_FROM] = served.copy_db if database else served.describe(copy_table)
+    out[SERVED_STALENESS] = str(int(served.staleness))
+    out[SERVED_REASON] = served.reason
+    return out
+
+
+def as_source(result: Any, served: Served) -> None:
+    """A reply about copies (decoded, in the primary's names), changed in place into the client's names."""
+    copy_db = served.copy_db
+
+    def database(name: str) -> str:
+        qualified = parse(name)
+        return qualified.requalify(served.client_db) if (qualified.db or "").lower() == copy_db else name
+
+    if served.listing:
+        _keep_copied(result, served)
+    _REWRITER.rewrite(result, database)
+    for obj in objects_in(result):
+        if isinstance(obj, Database):
+            obj.parameters = decorate(obj.parameters, served, database=True)
+            continue
+        table = str(obj.tableName or "").lower()
+        shown = served.tables.get(table)
+        if shown is not None:
+            obj.tableName = shown
+        obj.parameters = decorate(obj.parameters, served, table)
+
+
+def _keep_copied(result: Any, served: Served) -> None:
+    """A database's listing answered from its copies: the copied tables only, by their source names."""
+    success = getattr(result, "success", None)
+    if isinstance(success, list):
+        result.success = _kept(success, served.tables)
+        return
+    for attr in ("tables", "tableNames"):
+        value = getattr(success, attr, None)
+        if isinstance(value, list):
+            setattr(success, attr, _kept(value, served.tables))
+
+
+def _kept(items: list[Any], tables: Mapping[str, str]) -> list[Any]:
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            shown = tables.get(item.lower())
+            if shown is not None:
+                out.append(shown)
+        elif str(getattr(item, "tableName", "") or "").lower() in tables:
+            out.append(item)
+    return out
+
+
+def with_copy_storage(source: Any, copy: Any, served: Served) -> list[str]:
+    """A prefer read: each partition of the ``source`` reply (decoded, in the member's names) that the ``copy``
+    reply holds, written by the sync and not changed at the source since, gets the copy's storage and says so.
+    Returns the names of the partitions that stay the source's."""
+    held: dict[tuple[str, ...], Partition] = {}
+    for obj in objects_in(copy):
+        if isinstance(obj, Partition) and obj.parameters and o.SOURCE in obj.parameters:
+            held[tuple(obj.values or ())] = obj
+    missing: list[str] = []
+    for obj in objects_in(source):
+        if not isinstance(obj, Partition):
+            continue
+        found = held.get(tuple(obj.values or ()))
+        if found is None or found.sd is None or obj.sd is None or not _current(obj, found):
+            missing.append(partition_name(served.partition_keys, obj.values or []))
+            continue
+        obj.sd.location = found.sd.location
+        obj.parameters = decorate(obj.parameters, served)
+    return missing
+
+
+def _current(source: Partition, copied: Partition) -> bool:
+    """The copy was written after the source partition last changed (its ``transient_lastDdlTime``)."""
+    try:
+        changed = float((source.parameters or {}).get("transient_lastDdlTime") or 0)
+    except ValueError:
+        return False
+    return changed <= synced_at(copied.parameters) + CLOCK_SLACK
+
+
+def partition_name(keys: tuple[str, ...], values: list[str]) -> str:
+    if len(keys) != len(values):
+        return "/".join(values)
+    return "/".join(f"{k}={v}" for k, v in zip(keys, values, strict=True))
+
+
+#: a reply's names as the client sees them (the member's rewrite), applied by the caller
+NameFn = Callable[[str], str]
