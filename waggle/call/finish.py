@@ -18,7 +18,15 @@ from waggle.call.fields import value_at
 from waggle.call.plan import REWRITER
 from waggle.call.values import Answer, Call, Encoder, NameFn, Paired, Refusal, Send, Settled
 from waggle.config.model import MetastoreConfig, ProtocolKind
-from waggle.copies.serve import as_source, with_copy_storage
+from waggle.copies.serve import (
+    PartitionStamps,
+    Served,
+    as_source,
+    in_source_order,
+    partition_name,
+    stamped,
+    with_copy_storage,
+)
 from waggle.hms import specs
 from waggle.hms.bridges import is_unknown_method
 from waggle.hms.catalogs import fill_catalog
@@ -211,21 +219,55 @@ def paired(plan: Paired, source: Reply | None, copy: Reply | None, encoder: Enco
     collecting = gc.isenabled()
     gc.disable()  # see rewritten
     try:
+        if stamped(call.io.result):
+            return _paired_list(plan, source, copy, served, encoder)
         header, result = decode_message(source.raw, plan.source.wire.protocol, call.io.result, plan.source.limits)
         copied = decode_message(copy.raw, plan.copy.wire.protocol, call.io.result, plan.copy.limits)[1]
         missing = with_copy_storage(result, copied, served)
         if missing and served.refuse_partial:
-            shown = ", ".join(missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
-            table = f"{served.client_db}.{next(iter(served.tables.values()))}"
-            return refused(call, f"{len(missing)} partition(s) of '{table}' are not in its copy "
-                                 f"'{served.describe()}' in the primary, or are older there than in metastore "
-                                 f"'{plan.source.metastore}' (partial: refuse): {shown}",
-                           encoder, plan.source.metastore)
+            return _partial_refused(plan, missing, encoder)
         raw = encoded_result(plan.source, header, result, encoder)
     finally:
         if collecting:
             gc.enable()
     return Answer(raw, "ok", plan.source.metastore, {"served_from": served.describe(), "from_source": len(missing)})
+
+
+def _paired_list(plan: Paired, source: Reply, copy: Reply, served: Served, encoder: Encoder) -> Answer:
+    """A prefer read of a list of partitions: the source's reply read for its partitions' values and change
+    times only, and the copy's partitions answered in its place; the source's own partitions (decoded in full)
+    only where the copy lacks them."""
+    call = plan.call
+    assert call.io is not None and call.io.result is not None
+    header, stamps = decode_message(source.raw, plan.source.wire.protocol, PartitionStamps, plan.source.limits)
+    copied = decode_message(copy.raw, plan.copy.wire.protocol, call.io.result, plan.copy.limits)[1]
+    merged, missing = in_source_order(stamps.success or [], copied.success or [], served)
+    if missing:
+        names = [partition_name(served.partition_keys, stamps.success[i].values or []) for i in missing]
+        if served.refuse_partial:
+            return _partial_refused(plan, names, encoder)
+        own = decode_message(source.raw, plan.source.wire.protocol, call.io.result, plan.source.limits)[1]
+        naming, decision = plan.source.naming, plan.source.decision
+        assert naming is not None and decision is not None
+        if not naming.identity:
+            REWRITER.rewrite(own, _to_client(naming, decision))
+        for i in missing:
+            merged[i] = own.success[i]
+    result = call.io.result(success=merged)
+    if plan.source.fill is not None:
+        fill_catalog(result, plan.source.fill)
+    raw = encoder.encode(header.name, TMessageType.REPLY, header.seqid, result)
+    return Answer(raw, "ok", plan.source.metastore, {"served_from": served.describe(), "from_source": len(missing)})
+
+
+def _partial_refused(plan: Paired, missing: list[str], encoder: Encoder) -> Answer:
+    served = plan.copy.copy
+    assert served is not None
+    shown = ", ".join(missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
+    table = f"{served.client_db}.{next(iter(served.tables.values()))}"
+    return refused(plan.call, f"{len(missing)} partition(s) of '{table}' are not in its copy '{served.describe()}' "
+                              f"in the primary, or are older there than in metastore '{plan.source.metastore}' "
+                              f"(partial: refuse): {shown}", encoder, plan.source.metastore)
 
 
 def _succeeded(reply: Reply) -> bool:

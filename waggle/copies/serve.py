@@ -124,8 +124,44 @@ def decorate(params: dict[str, str] | None, served: Served, copy_table: str | No
     return out
 
 
+#: the sync's bookkeeping parameters (left out of what clients see), and what is said instead
+_BOOKKEEPING = (o.SOURCE, o.SOURCE_OBJECT, o.FINGERPRINT, o.SYNCED_AT, o.MODE, o.PARTITIONS, o.LAST_EVENT, o.FILES)
+
+
+def _partitions(result: Any) -> list[Partition] | None:
+    """The result's partitions when it is a plain list of them (most partition reads), else None."""
+    success = getattr(result, "success", None)
+    if type(success) is list and (not success or type(success[0]) is Partition):
+        return success
+    return None
+
+
+def as_partitions_of_source(partitions: list[Partition], served: Served) -> None:
+    """A copy's partitions (in the primary's names) as the source's: the hot path of a partition read answered
+    from a copy, without a walk (a Partition names its database and table in ``dbName`` and ``tableName``)."""
+    client_db = parse(served.client_db).db or served.client_db
+    shown = next(iter(served.tables.values()), None)
+    extra = {SERVED_FROM: served.describe(), SERVED_STALENESS: str(int(served.staleness)),
+             SERVED_REASON: served.reason}
+    for p in partitions:
+        p.dbName = client_db
+        if shown is not None:
+            p.tableName = shown
+        params = p.parameters
+        if params is None:
+            p.parameters = dict(extra)
+            continue
+        for key in _BOOKKEEPING:
+            params.pop(key, None)
+        params.update(extra)
+
+
 def as_source(result: Any, served: Served) -> None:
     """A reply about copies (decoded, in the primary's names), changed in place into the client's names."""
+    partitions = _partitions(result) if not served.listing else None
+    if partitions is not None:
+        as_partitions_of_source(partitions, served)
+        return
     copy_db = served.copy_db
 
     def database(name: str) -> str:
@@ -170,6 +206,54 @@ def _kept(items: list[Any], tables: Mapping[str, str]) -> list[Any]:
     return out
 
 
+class PartitionStamp:
+    """What a prefer read needs of a source partition: its values and parameters (the rest is skipped while
+    decoding, which makes reading the source's reply cheap)."""
+
+    __slots__ = ("parameters", "values")
+
+    def __init__(self, values: list[str] | None = None, parameters: dict[str, str] | None = None) -> None:
+        self.values, self.parameters = values, parameters
+
+
+class PartitionStamps:
+    """A reply whose success is a list of partitions, read as stamps."""
+
+    __slots__ = ("success",)
+
+    def __init__(self, success: list[PartitionStamp] | None = None) -> None:
+        self.success = success
+
+
+specs.declare(PartitionStamp, (None, Partition.thrift_spec[1], None, None, None, None, None,  # type: ignore[attr-defined]
+                               Partition.thrift_spec[7]))  # type: ignore[attr-defined]
+specs.declare(PartitionStamps, ((0, TType.LIST, "success", (TType.STRUCT, specs.codec(PartitionStamp), False), None),))
+
+
+def stamped(result_class: type) -> bool:
+    """Whether a result class's success is a plain list of partitions (read as :class:`PartitionStamps`)."""
+    success = specs.field_named(result_class, "success")
+    return success is not None and success.ttype == TType.LIST and success.struct is Partition
+
+
+def in_source_order(stamps: list[PartitionStamp], copied: list[Partition], served: Served
+                    ) -> tuple[list[Partition | None], list[int]]:
+    """A prefer read of a partition list: the copy's partitions, as the source's, in the source's order, for each
+    source partition the copy holds and is current; None (and its index in the second list) for the others."""
+    held = {tuple(p.values or ()): p for p in copied if p.parameters and o.SOURCE in p.parameters}
+    out: list[Partition | None] = []
+    missing: list[int] = []
+    for i, stamp in enumerate(stamps):
+        found = held.get(tuple(stamp.values or ()))
+        if found is None or not _current_params(stamp.parameters, found.parameters):
+            out.append(None)
+            missing.append(i)
+        else:
+            out.append(found)
+    as_partitions_of_source([p for p in out if p is not None], served)
+    return out, missing
+
+
 def with_copy_storage(source: Any, copy: Any, served: Served) -> list[str]:
     """A prefer read: each partition of the ``source`` reply (decoded, in the member's names) that the ``copy``
     reply holds, written by the sync and not changed at the source since, gets the copy's storage and says so.
@@ -183,7 +267,8 @@ def with_copy_storage(source: Any, copy: Any, served: Served) -> list[str]:
         if not isinstance(obj, Partition):
             continue
         found = held.get(tuple(obj.values or ()))
-        if found is None or found.sd is None or obj.sd is None or not _current(obj, found):
+        if found is None or found.sd is None or obj.sd is None or not _current_params(obj.parameters,
+                                                                                     found.parameters):
             missing.append(partition_name(served.partition_keys, obj.values or []))
             continue
         obj.sd.location = found.sd.location
@@ -191,13 +276,13 @@ def with_copy_storage(source: Any, copy: Any, served: Served) -> list[str]:
     return missing
 
 
-def _current(source: Partition, copied: Partition) -> bool:
+def _current_params(source: dict[str, str] | None, copied: dict[str, str] | None) -> bool:
     """The copy was written after the source partition last changed (its ``transient_lastDdlTime``)."""
     try:
-        changed = float((source.parameters or {}).get("transient_lastDdlTime") or 0)
+        changed = float((source or {}).get("transient_lastDdlTime") or 0)
     except ValueError:
         return False
-    return changed <= synced_at(copied.parameters) + CLOCK_SLACK
+    return changed <= synced_at(copied) + CLOCK_SLACK
 
 
 def partition_name(keys: tuple[str, ...], values: list[str]) -> str:
