@@ -9,10 +9,12 @@ the middle of a page is replayed to the same end; the checkpoint is the last eve
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -572,6 +574,10 @@ def test_the_checkpoint_is_the_last_event_read_and_a_changed_definition_bootstra
     params = sys_params(tport)
     assert int(params[record_key(f.name, "checkpoint")]) == first.to_event == current_event(sport)
     assert params[record_key(f.name, "source")] == "analytics"
+    # caught up: the policy says when its copies were last known to match the source (the proxy's freshness)
+    covered = json.loads(params[f"waggle.sync.coverage.policy-{f.name}"])
+    assert covered["source"] == "analytics" and covered["patterns"] == [rf"{src}\..*"], covered
+    assert time.time() - 60 < covered["at"] <= time.time()
     # events none of which is in scope: the checkpoint still moves to the last one read
     other = f"{src}_other"
     with hms_client("127.0.0.1", sport) as c:

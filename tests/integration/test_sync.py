@@ -61,7 +61,18 @@ class SyncEnv:
         return [c.method for c in self.recorder.calls]
 
     def writes(self) -> list[str]:
-        return [m for m in self.calls() if m in WRITES]
+        """The writes a run made to tables, partitions and databases (its own records in waggle_sys aside)."""
+        return [c.method for c in self.recorder.calls if c.method in WRITES and not _on_records(c.args)]
+
+    def records(self) -> list[str]:
+        """The writes a run made to its own records (waggle_sys: how fresh its copies are)."""
+        return [c.method for c in self.recorder.calls if c.method in WRITES and _on_records(c.args)]
+
+
+def _on_records(args: Any) -> bool:
+    names = {getattr(args, "dbname", None), getattr(args, "name", None),
+             getattr(getattr(args, "database", None), "name", None)}
+    return "waggle_sys" in names
 
 
 def table_report(report: dict[str, Any], target: str) -> dict[str, Any]:
@@ -129,6 +140,16 @@ def test_mirror_then_a_rerun_that_writes_nothing(env: SyncEnv) -> None:
     assert table_report(report, "m1.events")["unchanged"] == PARTITIONS
     assert env.writes() == [], env.writes()
     assert "get_partitions_by_names" not in env.calls()  # the combined fingerprint matched: never read
+    # the rerun's one write: its coverage record, saying when these copies were last found in sync
+    assert env.records() == ["alter_database"], env.records()
+    with hms_client("127.0.0.1", env.primary.port) as c:
+        params = c.get_database("waggle_sys").parameters
+        marked = c.get_database("m1").parameters
+    (record,) = [json.loads(v) for k, v in params.items() if k.startswith("waggle.sync.coverage.run-") and
+                 f"{SRC}.events" in v]
+    assert record["source"] == "analytics" and record["patterns"] == [f"{SRC}.events", f"{SRC}.people.*"]
+    assert time.time() - 120 < record["at"] < time.time()
+    assert marked["waggle.sync.source"] == "analytics"  # the proxy looks for copies in this database
 
 
 def test_changed_new_and_deleted_source_partitions(env: SyncEnv) -> None:

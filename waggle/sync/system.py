@@ -21,8 +21,8 @@ def ensure_database(target: Metastore) -> str:
     """Create ``waggle_sys`` in the target unless it exists; its location."""
     location = target.database_location(SYS_DB)
     if location is None:
-        try:
-            target.create_database(Database(name=SYS_DB, description="waggle sync's records: policies' "
+        try:  # the sync's own records: not one of the run's (throttled, counted) writes
+            target.client.create_database(Database(name=SYS_DB, description="waggle sync's records: policies' "
                                             "checkpoints and replication_metrics", parameters={}))
         except AlreadyExistsException:
             pass  # another process made it meanwhile
