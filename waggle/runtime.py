@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import gevent
 import gevent.lock
 
 from waggle.common import metrics
@@ -142,6 +143,8 @@ class Runtime:
                 if name not in members:
                     self.created.pop(name, None)
                     self.builder.listings.pop(name, None)
+            if self.lifecycle.serving and _copy_readers(old.config) != _copy_readers(config):
+                gevent.spawn(self.copies.refresh_quietly)  # read-from-copies changed: the copies now, not later
             return plan
 
     # -- start and stop -----------------------------------------------------------------------------------------
@@ -162,3 +165,7 @@ class Runtime:
         self.loops.close()
         self.guard.close()
         self.metastores.close(self.routes.pools)
+
+
+def _copy_readers(config: WaggleConfig) -> set[tuple[str, str]]:
+    return {(m.name, m.read_from_copies.value) for m in config.federation.federated}

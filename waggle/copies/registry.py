@@ -133,6 +133,13 @@ class CopiesService:
                     log.info("copies.found", member=name, copies=copies.counts.get(name, 0))
         self.watch()
 
+    def refresh_quietly(self) -> None:
+        """:meth:`refresh` out of its loop (after a reload): a failure is logged, as the loop logs it."""
+        try:
+            self.refresh()
+        except Exception as exc:
+            log.error("copies.refresh_failed", error=repr(exc))
+
     def watch(self) -> None:
         """Log each member whose reads switch to copies, or back."""
         routes = self._holder.routes
