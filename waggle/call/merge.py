@@ -11,6 +11,7 @@ logs and counts it), and only when no member answered does the client get an err
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Mapping, Sequence, Set
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -56,7 +57,8 @@ def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> FanOu
         unknown = tuple(n.member.name for c, n in members if c.catalogs is None and n.member.name not in asked)
         if unknown:
             return NeedCatalogs(unknown, bounded=True)
-    copied = {m.name: routes.copies.member_databases(m.name) for m in planner.federation.federated
+    now = time.time()
+    copied = {m.name: routes.copies.member_databases(m, now) for m in planner.federation.federated
               if routes.copies and serving(m, routes.copies)} if spec.merge is Merge.DATABASE_NAMES else {}
     facts = _Facts(spec.merge, qualified.db if qualified is not None else None, catalog, routes.memo.shown, copied)
     jobs = []

@@ -35,7 +35,7 @@ from waggle.copies.catalog import serving
 from waggle.copies.serve import Served
 from waggle.hms.bridges import DEFAULT_CATALOG, strip_catalog
 from waggle.hms.catalogs import carries_catalog
-from waggle.hms.methods import Access, MethodSpec, Route
+from waggle.hms.methods import Access, MethodSpec, NameForm, Route
 from waggle.hms.names import parse
 from waggle.hms.rewrite import Rewriter, call_rewriter
 from waggle.hms.strings import strings_in
@@ -95,8 +95,10 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
     member = decision.member
     both = None
     if routes.copies and not member.primary and serving(member, routes.copies):
-        chosen = copies.choose(spec, call.io, call.args, names, planner.naming(member), routes.copies,
-                               health.is_up(member.name), time.time(), primary.name)
+        facts = copies.Facts(routes.copies, health.is_up(member.name), health.is_up(primary.name), time.time(),
+                             primary.name)
+        chosen = copies.choose(spec, call.io, call.args, names, planner.naming(member), facts,
+                               REWRITER.holds(type(call.args), NameForm.QUALIFIED))
         if isinstance(chosen, copies.FromBoth):
             both = chosen.served
         elif chosen is not None:

@@ -89,8 +89,10 @@ class Copies:
     def database(self, member: str, db: str) -> tuple[Copy, ...]:
         return self.databases.get((member, db.lower()), ())
 
-    def member_databases(self, member: str) -> list[str]:
-        return sorted({db for m, db in self.databases if m == member})
+    def member_databases(self, member: MetastoreConfig, now: float) -> list[str]:
+        """The member's databases that have a copy within its ``max-staleness``."""
+        return sorted({db for (m, db), held in self.databases.items()
+                       if m == member.name and any(c.usable(member, now) for c in held)})
 
 
 NONE = Copies()

@@ -23,7 +23,7 @@ from waggle.config.model import CopyReads, PartialCopies
 from waggle.copies.catalog import Copies, Copy
 from waggle.copies.serve import Served, carries
 from waggle.hms import specs
-from waggle.hms.gen.hive_metastore.ttypes import Partition, Table
+from waggle.hms.gen.hive_metastore.ttypes import Partition, PartitionWithoutSD, Table
 from waggle.hms.methods import Access, MethodSpec
 from waggle.hms.names import parse
 from waggle.hms.service import MethodIO
@@ -68,12 +68,26 @@ class WriteRefused:
 Choice = FromCopy | FromBoth | LockInPrimary | WriteRefused
 
 
-def choose(spec: MethodSpec, io: MethodIO | None, args: Any, names: Sequence[str], naming: Naming, copies: Copies,
-           up: bool, now: float, primary: str) -> Choice | None:
-    """How a call for ``naming``'s member is answered from copies, or None: as it would be without them."""
-    member = naming.member
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What a choice depends on besides the call: the copies, and the health of the member and the primary."""
+
+    copies: Copies
+    #: the member is up; the primary (which holds the copies) is up
+    up: bool
+    primary_up: bool
+    now: float
+    primary: str
+
+
+def choose(spec: MethodSpec, io: MethodIO | None, args: Any, names: Sequence[str], naming: Naming, facts: Facts,
+           qualified: bool = False) -> Choice | None:
+    """How a call for ``naming``'s member is answered from copies, or None: as it would be without them.
+    ``qualified``: the call names tables as ``db.table`` strings (never a database's call)."""
+    member, copies, now, primary = naming.member, facts.copies, facts.now, facts.primary
     mode = member.read_from_copies
-    reason = DOWN if not up else PREFER if mode is CopyReads.PREFER else None
+    up = facts.up
+    reason = DOWN if not up else PREFER if mode is CopyReads.PREFER and facts.primary_up else None
     if spec.lock_components:
         return _lock(spec, args, naming, copies, reason, now) if reason is not None else None
     if spec.access is not Access.READ:
@@ -95,12 +109,14 @@ def choose(spec: MethodSpec, io: MethodIO | None, args: Any, names: Sequence[str
         served = _served(found, reason, client_db, {found.copy_table: client_table}, now)
         if reason == DOWN:
             return FromCopy(served)
+        if carries(result, PartitionWithoutSD):
+            return None  # partitions under a shared storage descriptor: answered by the member alone
         if carries(result, Partition):
             return FromBoth(Served(served.member, PREFER, served.copy_db, client_db, served.tables,
                                    served.staleness, refuse_partial=member.partial is PartialCopies.REFUSE,
                                    partition_keys=found.partition_keys))
         return FromCopy(served) if carries(result, Table) else None
-    if reason != DOWN:
+    if reason != DOWN or qualified:
         return None
     return _database(names, naming, copies, now)
 
@@ -157,8 +173,8 @@ def _copy_commit(spec: MethodSpec, args: Any, naming: Naming, copies: Copies) ->
     for client_db, client_table in table_refs(args, spec):
         db = parse(naming.to_member(client_db)).db or ""
         found = copies.table(naming.member.name, db, client_table)
-        if found is None or not found.metadata_location:
-            continue
+        if found is None or not found.metadata_location or found.mode != o.COPY:
+            continue  # a mirror's metadata is the source's own
         for value in _tables_in(args):
             previous = (value.parameters or {}).get(o.PREVIOUS_METADATA_LOCATION)
             if previous == found.metadata_location:

@@ -33,6 +33,7 @@ class Rewriter:
         self.plans: specs.Plans[DbField] = specs.Plans(self._select)
         #: per class, its plain name fields when they are all it has (see :meth:`names_in`); None: walk it
         self._flat: dict[type, tuple[tuple[str, bool], ...] | None] = {}
+        self._holds: dict[tuple[type, NameForm], bool] = {}
 
     def _select(self, cls: type, field: specs.Field) -> DbField | None:
         return next((f for f in self._fields.get(cls.__name__, ()) if f.attr == field.attr), None)
@@ -41,6 +42,16 @@ class Rewriter:
     def plan(self, cls: type) -> specs.Plan[DbField] | None:
         """The rewrite plan of a struct class, or None when nothing inside it can carry a database name."""
         return self.plans.plan(cls)
+
+    def holds(self, cls: type, form: NameForm) -> bool:
+        """Whether objects of this class can carry a database name spelled as ``form`` anywhere inside (say, a
+        ``db.table`` string)."""
+        key = (cls, form)
+        found = self._holds.get(key)
+        if found is None:
+            plan = self.plans.plan(cls)
+            found = self._holds[key] = plan is not None and _plan_holds(plan, form, set())
+        return found
 
     def touches(self, cls: type) -> bool:
         """Whether objects of this class can carry a database name anywhere inside."""
@@ -137,6 +148,20 @@ class Rewriter:
                              if f.form is not NameForm.PATTERN)
         self._flat[cls] = flat
         return flat
+
+
+def _plan_holds(plan: specs.Plan[DbField], form: NameForm, seen: set[int]) -> bool:
+    if id(plan) in seen:
+        return False
+    seen.add(id(plan))
+    if any(f.form is form for _, f in plan.own):
+        return True
+    for _, walk in plan.children:
+        while walk.plan is None and walk.element is not None:
+            walk = walk.element
+        if walk.plan is not None and _plan_holds(walk.plan, form, seen):
+            return True
+    return False
 
 
 _FLAT_FORMS = frozenset({NameForm.NAME, NameForm.QUALIFIED, NameForm.PATTERN})
