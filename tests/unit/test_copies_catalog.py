@@ -3,6 +3,7 @@ from the primary's Table values and those records. Pure: no socket, no metastore
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -161,7 +162,7 @@ def test_read_from_copies_defaults_to_never_and_partial_to_source(tmp_path: Path
 
 
 # -- the copies of the primary -------------------------------------------------------------------------------------
-def test_copies_are_found_by_their_source_table_and_database() -> None:
+def test_copies_are_found_by_their_source_table_and_database(tmp_path: Path) -> None:
     t2, t3 = _copy("t2"), _copy("t3")
     other_db = _copy("t9", db="web", copy_db="web_copy")
     sea = _copy("t2", member="sea", copy_db="sea_copy")
@@ -172,7 +173,10 @@ def test_copies_are_found_by_their_source_table_and_database() -> None:
     assert copies.table("sea", "ice", "t2") is sea
     assert set(copies.database("lake", "Ice")) == {t2, t3}
     assert copies.database("lake", "nosuch") == ()
-    assert copies.member_databases("lake") == ["ice", "web"] and copies.member_databases("sea") == ["ice"]
+    config = _config(tmp_path)
+    lake, sea_member = config.federation.member("lake"), config.federation.member("sea")
+    assert copies.member_databases(lake, time.time()) == ["ice", "web"]
+    assert copies.member_databases(sea_member, time.time()) == ["ice"]
     assert copies.counts == {"lake": 3, "sea": 1}
     assert copies.held_for("lake") and not copies.held_for("main")
 

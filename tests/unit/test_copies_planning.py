@@ -125,8 +125,9 @@ def _error(result: Any) -> T.MetaException:
 def _choose(core: Core, method: str, up: bool, /, **fields: Any) -> planning.Choice | None:
     call = _call(core, method, **fields)
     lake = core.config.federation.member("lake")
+    facts = planning.Facts(core.routes.copies, up, True, time.time(), "main")
     return planning.choose(METHODS[method], METHOD_IO[method], call.args, REWRITER.names_in(call.args),
-                           core.routes.planner.naming(lake), core.routes.copies, up, time.time(), "main")
+                           core.routes.planner.naming(lake), facts)
 
 
 def _from_copy(step: Any, reason: str, args: Any) -> Send:
@@ -388,9 +389,6 @@ def test_when_down_the_member_up_an_iceberg_commit_goes_to_it(tmp_path: Path) ->
                                          new_tbl=_iceberg(METADATA)).refusal
 
 
-@pytest.mark.xfail(strict=True, reason="bug: planning._copy_commit refuses Iceberg commits built on a mirror's "
-                   "metadata_location, which is the source's own (a mirror keeps it, waggle.sync.job); under prefer "
-                   "mirrors are never read, so every commit of a mirrored Iceberg table is refused")
 def test_prefer_an_iceberg_commit_on_a_mirrored_table_goes_to_the_member(tmp_path: Path) -> None:
     source_metadata = "hdfs://lake/ice.db/t2/metadata/00003-src.metadata.json"
     mirror = Copy("lake", "ice", "t2", "ice_mirror", "t2", o.MIRROR, time.time(), (), source_metadata)
@@ -492,18 +490,12 @@ def test_the_lane_never_relays_reads_of_a_member_whose_copies_are_preferred(tmp_
     assert lane.choose(names, when_down.health, when_down.config.server.wire) is None
 
 
-@pytest.mark.xfail(strict=True, reason="bug: merge._copied_databases lists a down member's databases from "
-                   "Copies.member_databases, which ignores max-staleness: a database whose copies are all too stale "
-                   "is listed, yet get_database of it fails as down")
 def test_database_listings_leave_out_databases_whose_copies_are_all_stale(tmp_path: Path) -> None:
     core = _core(tmp_path, _copies(age=7200), **{"read-from-copies": "when-down", "max-staleness": "1h"}).down()
     assert _plan(core, "get_database", name="lake_ice").kind is Kind.DOWN
     assert _merged(core, "get_all_databases", None)[0] == ["default"]
 
 
-@pytest.mark.xfail(strict=True, reason="bug: under prefer, a table read chosen FromCopy is planned to the primary "
-                   "even when the primary is down, and refused as down although the member (the table's own "
-                   "metastore) is up; partition reads fall back to the member (plan drops the Paired copy side)")
 def test_prefer_reads_go_to_the_member_while_the_primary_is_down(tmp_path: Path) -> None:
     core = _prefer(tmp_path).down("main")
     assert isinstance(_plan(core, "get_partitions", db_name="lake_ice", tbl_name="t2", max_parts=-1), Send)

@@ -332,17 +332,10 @@ def _shared_sd(location: str, db: str, days: list[str], synced: bool) -> T.Parti
     return T.PartitionSpec(dbName=db, tableName="t2", rootPath=location, sharedSDPartitionSpec=shared)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a prefer read whose reply groups partitions under a shared storage "
-                   "descriptor (get_partitions_pspec, get_partitions_spec_by_expr: PartitionWithoutSD) is planned "
-                   "as Paired, but serve.with_copy_storage sees only Partition structs: the copy's storage is never "
-                   "used and partial: refuse is not enforced (the reply says it was served, from_source 0)")
-def test_partial_refuse_holds_for_partitions_under_a_shared_storage_descriptor(tmp_path: Path) -> None:
+def test_partitions_under_a_shared_storage_descriptor_are_answered_by_the_member(tmp_path: Path) -> None:
+    # get_partitions_pspec (and Hive 4's get_partitions_spec_by_expr) group partitions under one storage
+    # descriptor: a prefer read of them is not merged with the copy, the member answers it alone
     core = _Core(tmp_path, **{"read-from-copies": "prefer", "partial": "refuse"})
     step = core.plan("get_partitions_pspec", db_name="lake_ice", tbl_name="t2", max_parts=-1)
-    assert isinstance(step, Paired)
-    source = core.reply("get_partitions_pspec", H.get_partitions_pspec_result(
-        success=[_shared_sd("hdfs://lake/t2", "ice", ["2024-01-01", "2024-01-02"], False)]))
-    copy = core.reply("get_partitions_pspec", H.get_partitions_pspec_result(
-        success=[_shared_sd("hdfs://main/t2", "ice_copy", ["2024-01-01"], True)]))
-    answer = finish.paired(step, source, copy, core)
-    assert answer.outcome == "refused"  # dt=2024-01-02 is not in the copy
+    assert isinstance(step, Send) and step.metastore == "lake" and step.copy is None, step
+    assert not isinstance(step, Paired)

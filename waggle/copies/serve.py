@@ -59,23 +59,17 @@ class Served:
         return f"{self.copy_db}.{copy_table}"
 
 
+_CARRIES: dict[type, specs.Plans[type]] = {}
+
+
 def carries(result_class: type | None, cls: type) -> bool:
     """Whether a result class can hold objects of ``cls`` (a Table, a Partition) anywhere inside."""
-    plan = _FOUND.plan(result_class) if result_class is not None else None
-    if plan is None:
+    if result_class is None:
         return False
-    return _reaches(plan, cls, set())
-
-
-def _reaches(plan: specs.Plan[type], cls: type, seen: set[int]) -> bool:
-    if id(plan) in seen:
-        return False
-    seen.add(id(plan))
-    if any(found is cls for _, found in plan.own):
-        return True
-    return any((w.plan is not None and _reaches(w.plan, cls, seen)) or
-               (w.element is not None and w.element.plan is not None and _reaches(w.element.plan, cls, seen))
-               for _, w in plan.children)
+    plans = _CARRIES.get(cls)
+    if plans is None:
+        plans = _CARRIES[cls] = specs.Plans(lambda _c, f: f.struct if f.struct is cls else None)
+    return plans.reaches(result_class)
 
 
 def objects_in(result: Any) -> list[Any]:
