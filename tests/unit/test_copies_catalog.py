@@ -85,7 +85,7 @@ def test_a_table_with_the_syncs_bookkeeping_is_a_copy_of_its_members_table() -> 
     table = _copied("T2", "Ice.T2", **{o.MODE: o.COPY, o.METADATA_LOCATION: "hdfs://main/m/00001.metadata.json"})
     found = copy_of("Ice_Copy", table, [], MEMBERS)
     assert found == Copy("lake", "ice", "t2", "ice_copy", "t2", o.COPY, T0, ("dt", "hr"),
-                         "hdfs://main/m/00001.metadata.json")
+                         "hdfs://main/m/00001.metadata.json", "hdfs://main/ice_copy/T2")
     assert found.served_from == "ice_copy.t2"
     # a table without a mode is a mirror (the sync's default)
     mirror = copy_of("ice_copy", _copied(), [], MEMBERS)

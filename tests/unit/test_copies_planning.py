@@ -379,6 +379,27 @@ def test_prefer_an_iceberg_commit_based_on_the_copys_metadata_is_refused(tmp_pat
     assert isinstance(step, Send) and step.metastore == "lake"
 
 
+def test_prefer_an_object_written_back_with_the_copys_storage_is_refused(tmp_path: Path) -> None:
+    # under prefer a partition is read with the copy's location; an engine that writes it back (statistics after
+    # an INSERT) or adds one below the table's location it read would point the source at the copy
+    root = "hdfs://main/ice_copy.db/t2"
+    core = _prefer(tmp_path, [Copy("lake", "ice", "t2", "ice_copy", "t2", o.COPY, time.time(), ("dt",), None, root)])
+
+    def part(location: str) -> T.Partition:
+        return T.Partition(values=["2024-01-01"], dbName="lake_ice", tableName="t2", parameters={},
+                           sd=T.StorageDescriptor(location=location))
+
+    step = _plan(core, "alter_partition", db_name="lake_ice", tbl_name="t2", new_part=part(f"{root}/dt=2024-01-01"))
+    assert isinstance(step, Refusal) and (step.kind, step.metastore) == (Kind.REFUSE, "lake"), step
+    assert "read-only" in step.refusal and f"{root}/dt=2024-01-01" in step.refusal
+    added = _plan(core, "add_partitions", new_parts=[part(f"{root}/dt=2024-01-02")])  # names no table: its parts do
+    assert isinstance(added, Refusal) and added.kind is Kind.REFUSE
+    # the source's own storage (and a directory that only begins like the copy's) goes to the member
+    for location in ("hdfs://lake/ice.db/t2/dt=2024-01-01", f"{root}_old/dt=2024-01-01"):
+        step = _plan(core, "alter_partition", db_name="lake_ice", tbl_name="t2", new_part=part(location))
+        assert isinstance(step, Send) and step.metastore == "lake", step
+
+
 def test_when_down_the_member_up_an_iceberg_commit_goes_to_it(tmp_path: Path) -> None:
     core = _when_down(tmp_path)
     step = _plan(core, "alter_table", dbname="lake_ice", tbl_name="t2", new_tbl=_iceberg(METADATA))

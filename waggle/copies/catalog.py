@@ -38,6 +38,8 @@ class Copy:
     partition_keys: tuple[str, ...] = ()
     #: an Iceberg copy's current metadata file
     metadata_location: str | None = None
+    #: the copy table's storage (its partitions' directories are below it)
+    location: str | None = None
 
     @property
     def served_from(self) -> str:
@@ -117,7 +119,7 @@ def copy_of(copy_db: str, table: Any, coverages: Iterable[Coverage], members: Ma
             confirmed = cover.at
     keys = tuple(str(k.name).lower() for k in table.partitionKeys or ())
     return Copy(member, db, name, copy_db.lower(), str(table.tableName).lower(), params.get(o.MODE) or o.MIRROR,
-                confirmed, keys, params.get(o.METADATA_LOCATION))
+                confirmed, keys, params.get(o.METADATA_LOCATION), table.sd.location if table.sd is not None else None)
 
 
 def _epoch(text: str | None) -> float:

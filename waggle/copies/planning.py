@@ -21,8 +21,7 @@ from typing import Any
 from waggle.call.fields import table_refs, value_at
 from waggle.config.model import CopyReads, PartialCopies
 from waggle.copies.catalog import Copies, Copy
-from waggle.copies.serve import Served, carries
-from waggle.hms import specs
+from waggle.copies.serve import Served, carries, objects_in
 from waggle.hms.gen.hive_metastore.ttypes import Partition, PartitionWithoutSD, Table
 from waggle.hms.methods import Access, MethodSpec
 from waggle.hms.names import parse
@@ -168,30 +167,33 @@ def _lock(spec: MethodSpec, args: Any, naming: Naming, copies: Copies, reason: s
 
 
 def _copy_commit(spec: MethodSpec, args: Any, naming: Naming, copies: Copies) -> WriteRefused | None:
-    """An Iceberg commit whose base is the copy's metadata (read through waggle from the copy) would make the
-    source point at files of the copy's: refused."""
-    for client_db, client_table in table_refs(args, spec):
+    """A write that would make the source point at the copy's storage: an object read from the copy (through
+    waggle, under prefer) and written back, say a partition's statistics after an INSERT, or an Iceberg commit
+    whose base is the copy's metadata. Refused: the source must never depend on a copy."""
+    refs = table_refs(args, spec)
+    for value in objects_in(args):
+        if not isinstance(value, Table | Partition):
+            continue
+        client_db = value.dbName or (refs[0][0] if refs else "")
+        client_table = value.tableName or (refs[0][1] if refs else "")
         db = parse(naming.to_member(client_db)).db or ""
         found = copies.table(naming.member.name, db, client_table)
-        if found is None or not found.metadata_location or found.mode != o.COPY:
-            continue  # a mirror's metadata is the source's own
-        for value in _tables_in(args):
-            previous = (value.parameters or {}).get(o.PREVIOUS_METADATA_LOCATION)
-            if previous == found.metadata_location:
-                return WriteRefused(f"table '{client_db}.{client_table}' was read from its copy "
-                                    f"'{found.copy_db}.{found.copy_table}' in the primary, which is read-only "
-                                    f"(read-from-copies: prefer of metastore '{naming.member.name}'): commit "
-                                    f"to it where it is read from its own metastore", False)
+        if found is None or found.mode != o.COPY:
+            continue  # a mirror's storage and metadata are the source's own
+        params = value.parameters or {}
+        location = value.sd.location if value.sd is not None else None
+        if (found.metadata_location and params.get(o.PREVIOUS_METADATA_LOCATION) == found.metadata_location) \
+                or _under(location, found.location):
+            return WriteRefused(f"this write would make table '{client_db}.{client_table}' of metastore "
+                                f"'{naming.member.name}' point at its copy '{found.copy_db}.{found.copy_table}' "
+                                f"in the primary ({location or found.metadata_location}), which it read from "
+                                f"the copy (read-from-copies: prefer); the copy is read-only: write where the "
+                                f"table is read from its own metastore", False)
     return None
 
 
-def _tables_in(args: Any) -> list[Table]:
-    """The tables a call's arguments carry, as arguments or inside a request struct."""
-    out = []
-    for f in specs.fields(type(args)):
-        value = getattr(args, f.attr, None)
-        if isinstance(value, Table):
-            out.append(value)
-        elif value is not None and f.struct is not None and not isinstance(value, list | set | dict):
-            out += [v for g in specs.fields(type(value)) if isinstance(v := getattr(value, g.attr, None), Table)]
-    return out
+def _under(location: str | None, root: str | None) -> bool:
+    if not location or not root:
+        return False
+    location, root = location.rstrip("/"), root.rstrip("/")
+    return location == root or location.startswith(root + "/")
