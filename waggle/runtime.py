@@ -74,7 +74,7 @@ class Runtime:
             Loop("federation.refresh_failed", self._refresh_manual, lambda: self.config.server.database_refresh_seconds,
                  wait_first=True),
             Loop("links.refresh_failed", self.remotes.refresh, self.remotes.refresh_seconds),
-            Loop("copies.refresh_failed", self.copies.refresh, self.copies.refresh_seconds),
+            Loop("copies.refresh_failed", self.copies.refresh, self.copies.refresh_seconds, wait_first=True),
             Loop("copies.watch_failed", self.copies.watch, lambda: 1.0, wait_first=True),
         ])
         #: client calls being answered (bounded by limits.max-in-flight-calls)
@@ -159,6 +159,7 @@ class Runtime:
             return
         if self.manual:
             self.refresh_databases()
+        self.copies.refresh_quietly()  # before serving: a replica started while a member is down serves its copies
         self.loops.start()
 
     def close(self) -> None:

@@ -34,7 +34,7 @@ from waggle.sync import objects as o
 from waggle.upstream.capabilities import Capabilities
 from waggle.upstream.outcome import Outcome
 
-SHARED_READ, SHARED_WRITE, EXCLUSIVE = 3, 2, 1
+SHARED_READ, SHARED_WRITE, EXCLUSIVE = T.LockType.SHARED_READ, T.LockType.SHARED_WRITE, T.LockType.EXCLUSIVE
 TABLE_LEVEL = 2
 METADATA = "hdfs://main/warehouse/ice_copy.db/t2/metadata/00003-abc.metadata.json"
 

@@ -22,7 +22,7 @@ from waggle.call.fields import table_refs, value_at
 from waggle.config.model import CopyReads, PartialCopies
 from waggle.copies.catalog import Copies, Copy
 from waggle.copies.serve import Served, carries, objects_in
-from waggle.hms.gen.hive_metastore.ttypes import Partition, PartitionWithoutSD, Table
+from waggle.hms.gen.hive_metastore.ttypes import LockType, Partition, PartitionWithoutSD, Table
 from waggle.hms.methods import Access, MethodSpec
 from waggle.hms.names import parse
 from waggle.hms.service import MethodIO
@@ -30,7 +30,7 @@ from waggle.routing.federation import Naming
 from waggle.sync import objects as o
 
 DOWN, PREFER = "down", "prefer"
-SHARED_READ = 3  # LockType.SHARED_READ
+SHARED_READ = LockType.SHARED_READ
 
 
 @dataclass(frozen=True, slots=True)

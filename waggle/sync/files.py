@@ -2,7 +2,8 @@
 
 One task per partition (or per unpartitioned table): list the source directory, fingerprint its files (relative
 name, size, modification time), and if that differs from what the target recorded, or the target directory is
-missing, copy the files into a temporary directory beside the target, then swap it into place.
+missing or holds other files (by name and size), copy the files into a temporary directory beside the target,
+then swap it into place.
 
 - Listing is done by the driver (in threads) for up to ``DRIVER_CHECK_MAX`` locations, so that Spark starts only
   when something must be copied. Copying is always done by executors.
@@ -89,8 +90,15 @@ def _inspect(task: CopyTask) -> tuple[Any, str, dict[str, tuple[int, float]], st
     files = listing(sfs, spath)
     fingerprint = files_fingerprint(files)
     tfs, tpath = _fs(task.target)
-    needed = fingerprint != task.recorded or not tfs.exists(tpath)
+    needed = fingerprint != task.recorded or not tfs.exists(tpath) or not _same_files(listing(tfs, tpath), files)
     return sfs, spath, files, fingerprint, tfs, tpath, needed
+
+
+def _same_files(target: dict[str, tuple[int, float]], source: dict[str, tuple[int, float]]) -> bool:
+    """Whether the target holds the source's files, by name and size: a file a writer left in a copy's directory
+    (an engine writes before the metastore refuses it) makes the copy be made again."""
+    return len(target) == len(source) and all(target.get(name, (-1, 0))[0] == size for name, (size, _) in
+                                              source.items())
 
 
 def copy_one(task: CopyTask) -> CopyResult:
