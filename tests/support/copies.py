@@ -48,8 +48,9 @@ def order_partition(location: str, dt: str) -> Any:
 
 
 def seed_lake(lake: Any) -> None:
-    """``sales.orders`` (text, partitioned by ``dt``, a file per partition), ``sales.nocopy`` and ``sales.later``
-    (unpartitioned, with rows), and the Iceberg table ``ice.t2`` (pyiceberg, partitioned by ``day``, two appends)."""
+    """``sales.orders`` (text, partitioned by ``dt``, a file per partition), ``sales.nocopy`` (unpartitioned, with
+    rows), ``sales.later`` (partitioned, no partition yet: its copy needs no Spark), and the Iceberg table ``ice.t2``
+    (pyiceberg, partitioned by ``day``, two appends)."""
     from waggle.local.client import hms_client
     from waggle.local.seed import ensure_database, ensure_table
 
@@ -63,7 +64,7 @@ def seed_lake(lake: Any) -> None:
             write_rows(f"{sales}/{ORDERS}/dt={dt}", rows)
         c.add_partitions([order_partition(f"{sales}/{ORDERS}", dt) for dt in ORDER_ROWS])
         ensure_table(c, SALES, NOCOPY, f"{sales}/{NOCOPY}", [("id", "int")], rows=["1"])
-        ensure_table(c, SALES, LATER, f"{sales}/{LATER}", [("id", "int")], rows=["7"])
+        ensure_table(c, SALES, LATER, f"{sales}/{LATER}", [("id", "int")], [("dt", "string")])  # no partition
     seed_iceberg(lake)
 
 
