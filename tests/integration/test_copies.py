@@ -403,6 +403,16 @@ def test_prefer_reads_the_copys_files_and_a_partition_it_lacks_from_the_source(l
     ice = cp.iceberg_catalog(f"thrift://127.0.0.1:{proxy.port}", lake.work).load_table(f"lake_{cp.ICE}.{cp.T2}")
     assert path(ice.metadata_location).startswith(f"{lake.copy_root(lake.ice_copy)}/{cp.T2}/metadata/")
     assert sorted(ice.scan().to_arrow().column("id").to_pylist()) == cp.ICE_IDS
+    # the copy's metadata is read-only: a commit based on it never reaches lake's table
+    import pyarrow as pa
+
+    with hive2_client(lake.store.port) as c:
+        source_metadata = c.get_table(cp.ICE, cp.T2).parameters["metadata_location"]
+    with pytest.raises(Exception) as refused:
+        ice.append(pa.table({"id": pa.array([99], pa.int64()), "day": pa.array(["2026-11-09"], pa.string())}))
+    assert "read-only" in str(refused.value) and lake.ice_copy in str(refused.value), refused.value
+    with hive2_client(lake.store.port) as c:
+        assert c.get_table(cp.ICE, cp.T2).parameters["metadata_location"] == source_metadata
     assert (proxy.metric("waggle_copy_reads_total", metastore="lake", reason="prefer") or 0) > 0
     assert (proxy.metric("waggle_copy_reads_total", metastore="lake", reason="source") or 0) > 0
 
