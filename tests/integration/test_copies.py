@@ -89,7 +89,12 @@ class Lake:
         """A waggle (PREFIXED) over the primary and ``lake`` with these member keys (``read_from_copies="prefer"``)."""
         proc = WaggleProcess(self.work / f"waggle-{len(self.proxies)}", self.federation(**keys), SERVER)
         self.proxies.append(proc)
-        return proc.start()
+        proc.start()
+        if keys.get("read_from_copies", "never") != "never":
+            # its first read of the copy registry (a round every copies-refresh-seconds) comes after it listens
+            wait_for(lambda: any(e.get("member") == "lake" for e in proc.events("copies.found")), timeout=10,
+                     message=lambda: proc.log()[-3000:])
+        return proc
 
     # -- lake's state, as a test needs it ---------------------------------------------------------------------
     def down(self, *proxies: WaggleProcess) -> None:
