@@ -223,6 +223,13 @@ def _lock_read(c: Any, db: str, table: str) -> Any:
     return c.lock(LockRequest(component=[component], user="alice", hostname="client"))
 
 
+def _client_partition(lake: Lake, dt: str) -> Any:
+    """The partition ``dt`` of ``lake_sales.orders`` as a client sends it through waggle."""
+    part = cp.order_partition(lake.orders_location, dt)
+    part.dbName = "lake_sales"
+    return part
+
+
 @pytest.mark.spark
 def test_when_down_spark_and_pyiceberg_read_the_copies_and_writes_are_refused(lake: Lake) -> None:
     lake.up()
@@ -307,7 +314,7 @@ def test_when_down_spark_and_pyiceberg_read_the_copies_and_writes_are_refused(la
 
     # a write through hmsclient: the message of the contract
     with proxy.client() as c, pytest.raises(ttypes.MetaException) as write:
-        c.add_partition(cp.order_partition(lake.orders_location, "2024-01-08"))
+        c.add_partition(_client_partition(lake, "2024-01-08"))
     assert "metastore 'lake' is unavailable" in write.value.message
     assert "reads of its tables are served from copies" in write.value.message
     assert (proxy.metric("waggle_copy_reads_total", metastore="lake", reason="down") or 0) > 0
@@ -362,13 +369,6 @@ def test_when_lake_returns_reads_and_writes_go_to_it(lake: Lake) -> None:
     assert path(ice.metadata_location).startswith(f"{lake.store.warehouse}/{cp.ICE}.db/")
     released = proxy.events("copies.released", since)
     assert released and released[0].get("member") == "lake", released
-
-
-def _client_partition(lake: Lake, dt: str) -> Any:
-    """The partition ``dt`` of ``lake_sales.orders`` as a client sends it through waggle."""
-    part = cp.order_partition(lake.orders_location, dt)
-    part.dbName = "lake_sales"
-    return part
 
 
 # -- prefer -------------------------------------------------------------------------------------------------------

@@ -94,7 +94,8 @@ def lake_member(uri: str, **keys: Any) -> str:
     """The federation entry of ``lake`` (prefix ``lake_``, ``sales`` and ``ice`` writable), with these more keys
     (``read_from_copies="prefer"`` is ``read-from-copies: prefer``)."""
     text = (f"- name: lake\n  remote-meta-store-uris: {uri}\n  database-prefix: lake_\n"
-            "  access-control-type: READ_AND_WRITE_ON_DATABASE_WHITELIST\n  writable-database-white-list: [sales, ice]\n")
+            "  access-control-type: READ_AND_WRITE_ON_DATABASE_WHITELIST\n"
+            "  writable-database-white-list: [sales, ice]\n")
     return text + "".join(f"  {key.replace('_', '-')}: {value}\n" for key, value in keys.items())
 
 
