@@ -87,7 +87,7 @@ class Lake:
 
     def proxy(self, **keys: Any) -> WaggleProcess:
         """A waggle (PREFIXED) over the primary and ``lake`` with these member keys (``read_from_copies="prefer"``)."""
-        proc = WaggleProcess(self.work / f"waggle-{len(self.proxies)}", self.federation(**keys), SERVER)
+        proc = WaggleProcess(self.work / f"waggle-{uuid.uuid4().hex[:6]}", self.federation(**keys), SERVER)
         self.proxies.append(proc)
         proc.start()
         if keys.get("read_from_copies", "never") != "never":
@@ -95,6 +95,10 @@ class Lake:
             wait_for(lambda: any(e.get("member") == "lake" for e in proc.events("copies.found")), timeout=10,
                      message=lambda: proc.log()[-3000:])
         return proc
+
+    def stop_proxies(self) -> None:
+        while self.proxies:
+            self.proxies.pop().stop()
 
     # -- lake's state, as a test needs it ---------------------------------------------------------------------
     def down(self, *proxies: WaggleProcess) -> None:
@@ -165,8 +169,7 @@ def lake(primary: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lak
         env.synced = time.time()
         yield env
     finally:
-        for proc in env.proxies:
-            proc.stop()
+        env.stop_proxies()
         store.stop()
         with hive2_client(primary.port) as c:
             for db in (env.sales_copy, env.ice_copy, env.later_copy, env.local_db):
@@ -174,6 +177,13 @@ def lake(primary: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lak
                     c.drop_database(db, True, True)
                 except Exception:
                     pass
+
+
+@pytest.fixture(autouse=True)
+def _own_proxies(lake: Lake) -> Iterator[None]:
+    """Each test's waggle processes stop when it ends."""
+    yield
+    lake.stop_proxies()
 
 
 # -- the copies themselves, and read-from-copies: never ------------------------------------------------------------
@@ -268,7 +278,7 @@ def test_when_down_spark_and_pyiceberg_read_the_copies_and_writes_are_refused(la
         with hive2_client(lake.primary.port) as p:
             held = [entry for entry in p.show_locks(ttypes.ShowLocksRequest()).locks or []
                     if entry.lockid == lock.lockid]
-        assert held and held[0].tablename == cp.ORDERS, held
+        assert held and (held[0].dbname, held[0].tablename) == (lake.sales_copy, cp.ORDERS), held
         c.unlock(ttypes.UnlockRequest(lockid=lock.lockid))
 
     # Spark: partition pruning, a join with a local table, DESCRIBE FORMATTED, and an INSERT (refused)
