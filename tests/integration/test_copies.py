@@ -226,11 +226,20 @@ def _not_served(params: dict[str, str]) -> None:
     assert not [k for k in params if k.startswith("waggle.served-")], params
 
 
-def _lock_read(c: Any, db: str, table: str) -> Any:
-    from hmsclient.genthrift.hive_metastore.ttypes import LockComponent, LockLevel, LockRequest, LockType
+def _lock(c: Any, db: str, table: str, kind: int = ttypes.LockType.SHARED_READ) -> Any:
+    """A table lock through ``c``, acquired."""
+    component = ttypes.LockComponent(type=kind, level=ttypes.LockLevel.TABLE, dbname=db, tablename=table)
+    lock = c.lock(ttypes.LockRequest(component=[component], user="alice", hostname="client"))
+    assert lock.state == ttypes.LockState.ACQUIRED, lock
+    return lock
 
-    component = LockComponent(type=LockType.SHARED_READ, level=LockLevel.TABLE, dbname=db, tablename=table)
-    return c.lock(LockRequest(component=[component], user="alice", hostname="client"))
+
+def _held(store: Any, lockid: int) -> list[tuple[str, str]]:
+    """The (database, table) of the lock ``lockid`` held in a metastore (lock ids of two metastores may be
+    equal: a test checks the tables too)."""
+    with hive2_client(store.port) as c:
+        return [(e.dbname, e.tablename) for e in c.show_locks(ttypes.ShowLocksRequest()).locks or []
+                if e.lockid == lockid]
 
 
 def _client_partition(lake: Lake, dt: str) -> Any:
@@ -273,13 +282,10 @@ def test_when_down_spark_and_pyiceberg_read_the_copies_and_writes_are_refused(la
         assert c.get_tables("lake_ice", "*") == [cp.T2]
         assert {"lake_sales", "lake_ice"} <= set(c.get_all_databases())
         # a read lock on a table served from a copy is taken in the primary
-        lock = _lock_read(c, "lake_sales", cp.ORDERS)
-        assert lock.state == ttypes.LockState.ACQUIRED, lock
-        with hive2_client(lake.primary.port) as p:
-            held = [entry for entry in p.show_locks(ttypes.ShowLocksRequest()).locks or []
-                    if entry.lockid == lock.lockid]
-        assert held and (held[0].dbname, held[0].tablename) == (lake.sales_copy, cp.ORDERS), held
+        lock = _lock(c, "lake_sales", cp.ORDERS)
+        assert _held(lake.primary, lock.lockid) == [(lake.sales_copy, cp.ORDERS)]
         c.unlock(ttypes.UnlockRequest(lockid=lock.lockid))
+        assert _held(lake.primary, lock.lockid) == []
 
     # Spark: partition pruning, a join with a local table, DESCRIBE FORMATTED, and an INSERT (refused)
     result = cp.spark_steps(f"thrift://127.0.0.1:{proxy.port}", lake.work / "wh-down", [
@@ -400,6 +406,15 @@ def test_prefer_reads_the_copys_files_and_a_partition_it_lacks_from_the_source(l
         _served(parts[dt].parameters, sales_copy, "prefer")
     assert path(parts[cp.NEW_PARTITION].sd.location) == f"{path(lake.orders_location)}/dt={cp.NEW_PARTITION}"
     _not_served(parts[cp.NEW_PARTITION].parameters)
+    with proxy.client() as c:  # a read lock is taken where the data is read; a write lock where writes go
+        read = _lock(c, "lake_sales", cp.ORDERS)
+        assert _held(lake.primary, read.lockid) == [(lake.sales_copy, cp.ORDERS)]
+        c.unlock(ttypes.UnlockRequest(lockid=read.lockid))
+        write = _lock(c, "lake_sales", cp.ORDERS, ttypes.LockType.EXCLUSIVE)
+        assert _held(lake.store, write.lockid) == [(cp.SALES, cp.ORDERS)]
+        assert (lake.sales_copy, cp.ORDERS) not in _held(lake.primary, write.lockid)
+        c.unlock(ttypes.UnlockRequest(lockid=write.lockid))
+        assert _held(lake.store, write.lockid) == []
 
     result = cp.spark_steps(f"thrift://127.0.0.1:{proxy.port}", lake.work / "wh-prefer", [
         ("files", "SELECT id, dt, input_file_name() FROM lake_sales.orders ORDER BY id"),
