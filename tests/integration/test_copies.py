@@ -96,6 +96,29 @@ class Lake:
                      message=lambda: proc.log()[-3000:])
         return proc
 
+    @property
+    def copy_orders(self) -> str:
+        """The copy of sales.orders: its directory in the primary's storage."""
+        return f"{self.copy_root(self.sales_copy)}/{cp.ORDERS}"
+
+    def copy_files(self) -> list[str]:
+        """Every file under the copy of sales.orders (hidden ones too), relative to it."""
+        return sorted(str(f.relative_to(self.copy_orders)) for f in Path(self.copy_orders).rglob("*")
+                      if f.is_file())
+
+    def restore_copy(self) -> None:
+        """Remove what a refused write left in the copy's storage, so that later tests read the copy made."""
+        import shutil
+
+        root = Path(self.copy_orders)
+        made = {f"dt={d}/data.csv" for d in cp.ORDER_ROWS}
+        for name in self.copy_files():
+            if name not in made:
+                (root / name).unlink()
+        for d in root.iterdir():
+            if d.is_dir() and not any(d.iterdir()):
+                shutil.rmtree(d)
+
     def stop_proxies(self) -> None:
         while self.proxies:
             self.proxies.pop().stop()
@@ -260,7 +283,7 @@ def test_when_down_spark_and_pyiceberg_read_the_copies_and_writes_are_refused(la
     since = len(proxy.log())
     lake.down(proxy)
     sales_copy = f"{lake.sales_copy}.{cp.ORDERS}"
-    copy_orders = f"{lake.copy_root(lake.sales_copy)}/{cp.ORDERS}"
+    copy_orders = lake.copy_orders
 
     # metadata: the client's names, the copy's storage, the marks
     with proxy.client() as c:
@@ -297,6 +320,8 @@ def test_when_down_spark_and_pyiceberg_read_the_copies_and_writes_are_refused(la
         ("all", "SELECT id, name, dt FROM lake_sales.orders ORDER BY id"),
         ("describe", "DESCRIBE FORMATTED lake_sales.orders"),
         ("insert", "INSERT INTO lake_sales.orders PARTITION (dt = '2024-01-09') VALUES (9, 'zed')"),
+        ("insert_existing", "INSERT INTO lake_sales.orders PARTITION (dt = '2024-01-02') VALUES (8, 'yan')"),
+        ("after", "SELECT id, name, dt FROM lake_sales.orders ORDER BY id"),
     ])
     assert cp.rows(result, "pruned") == [["3", "cid", "2024-01-02"], ["4", "dan", "2024-01-02"]]
     (plan,) = cp.rows(result, "explain")[0]
@@ -308,9 +333,12 @@ def test_when_down_spark_and_pyiceberg_read_the_copies_and_writes_are_refused(la
     properties = dict((r[0], r[1]) for r in cp.rows(result, "describe"))["Table Properties"]
     assert f"waggle.served-from={sales_copy}" in properties and "waggle.served-reason=down" in properties, \
         properties
-    assert "error" in result["insert"], result["insert"]
-    assert "metastore 'lake' is unavailable" in result["insert"]["error"], result["insert"]["error"]
-    assert "served from copies" in result["insert"]["error"], result["insert"]["error"]
+    for insert in ("insert", "insert_existing"):
+        assert "error" in result[insert], result[insert]
+        assert "metastore 'lake' is unavailable" in result[insert]["error"], result[insert]["error"]
+        assert "served from copies" in result[insert]["error"], result[insert]["error"]
+    written = lake.copy_files()
+    lake.restore_copy()
 
     # pyiceberg: the copy's metadata, the source's rows; a commit is refused naming lake
     ice = cp.iceberg_catalog(f"thrift://127.0.0.1:{proxy.port}", lake.work).load_table(f"lake_{cp.ICE}.{cp.T2}")
@@ -336,6 +364,11 @@ def test_when_down_spark_and_pyiceberg_read_the_copies_and_writes_are_refused(la
     assert (proxy.metric("waggle_copy_reads_total", metastore="lake", reason="down") or 0) > 0
     serving = proxy.events("copies.serving", since)
     assert serving and serving[0].get("member") == "lake" and serving[0].get("reason") == "down", serving
+
+    # last: the refused INSERTs left nothing in the copy's storage, and reads of the copy still give the source's
+    # rows (Spark writes the files before it asks the metastore to commit them)
+    assert written == [f"dt={d}/data.csv" for d in sorted(cp.ORDER_ROWS)], written
+    assert cp.rows(result, "after") == cp.rows(result, "all")
 
 
 def test_a_table_without_a_copy_on_a_down_member_fails_at_once(lake: Lake) -> None:
@@ -394,7 +427,7 @@ def test_prefer_reads_the_copys_files_and_a_partition_it_lacks_from_the_source(l
     lake.ensure_new_partition()
     proxy = lake.proxy(read_from_copies="prefer", max_staleness="1h")
     sales_copy = f"{lake.sales_copy}.{cp.ORDERS}"
-    copy_orders = f"{lake.copy_root(lake.sales_copy)}/{cp.ORDERS}"
+    copy_orders = lake.copy_orders
     with proxy.client() as c:
         table = c.get_table("lake_sales", cp.ORDERS)
         assert (table.dbName, path(table.sd.location)) == ("lake_sales", copy_orders)
@@ -419,7 +452,11 @@ def test_prefer_reads_the_copys_files_and_a_partition_it_lacks_from_the_source(l
     result = cp.spark_steps(f"thrift://127.0.0.1:{proxy.port}", lake.work / "wh-prefer", [
         ("files", "SELECT id, dt, input_file_name() FROM lake_sales.orders ORDER BY id"),
         ("describe", "DESCRIBE FORMATTED lake_sales.orders"),
+        ("insert_existing", "INSERT INTO lake_sales.orders PARTITION (dt = '2024-01-01') VALUES (8, 'yan')"),
+        ("after", "SELECT id, dt, input_file_name() FROM lake_sales.orders ORDER BY id"),
     ])
+    written = lake.copy_files()
+    lake.restore_copy()
     files = {row[0]: (row[1], path(row[2])) for row in cp.rows(result, "files")}
     expected = {row.split(",")[0]: (dt, f"{copy_orders}/dt={dt}/data.csv")
                 for dt, rs in cp.ORDER_ROWS.items() for row in rs}
@@ -446,13 +483,19 @@ def test_prefer_reads_the_copys_files_and_a_partition_it_lacks_from_the_source(l
     assert (proxy.metric("waggle_copy_reads_total", metastore="lake", reason="prefer") or 0) > 0
     assert (proxy.metric("waggle_copy_reads_total", metastore="lake", reason="source") or 0) > 0
 
+    # last: an INSERT into a partition read from the copy is refused (the copy is read-only), leaves nothing in
+    # the copy's storage, and reads still give the source's rows
+    assert "read-only" in result["insert_existing"].get("error", ""), result["insert_existing"]
+    assert written == [f"dt={d}/data.csv" for d in sorted(cp.ORDER_ROWS)], written
+    assert cp.rows(result, "after") == cp.rows(result, "files")
+
 
 @pytest.mark.spark
 def test_prefer_with_partial_refuse_names_the_partition_the_copy_lacks(lake: Lake) -> None:
     lake.up()
     lake.ensure_new_partition()
     proxy = lake.proxy(read_from_copies="prefer", partial="refuse")
-    copy_orders = f"{lake.copy_root(lake.sales_copy)}/{cp.ORDERS}"
+    copy_orders = lake.copy_orders
     with proxy.client() as c:
         with pytest.raises(ttypes.MetaException) as refused:
             c.get_partitions("lake_sales", cp.ORDERS, -1)
@@ -503,5 +546,5 @@ def test_a_second_replica_serves_a_copy_made_after_it_started_without_a_reload(l
 
     for proc in (second, first):
         wait_for(lambda p=proc: served(p), timeout=10, message=lambda p=proc: p.log()[-3000:])
-    assert time.monotonic() - synced < 1 + 2  # copies-refresh-seconds, and slack
+    assert time.monotonic() - synced < 1 + 3  # copies-refresh-seconds, and slack
     assert not second.events("config.reloaded") and not first.events("config.reloaded")
