@@ -416,8 +416,8 @@ def test_when_lake_returns_reads_and_writes_go_to_it(lake: Lake) -> None:
         assert f"dt={cp.NEW_PARTITION}" in c.get_partition_names(cp.SALES, cp.ORDERS, -1)
     ice = cp.iceberg_catalog(f"thrift://127.0.0.1:{proxy.port}", lake.work).load_table(f"lake_{cp.ICE}.{cp.T2}")
     assert path(ice.metadata_location).startswith(f"{lake.store.warehouse}/{cp.ICE}.db/")
-    released = proxy.events("copies.released", since)
-    assert released and released[0].get("member") == "lake", released
+    released = wait_for(lambda: proxy.events("copies.released", since), timeout=5)  # logged within a second
+    assert released[0].get("member") == "lake" and released[0].get("reason") == "down", released
 
 
 # -- prefer -------------------------------------------------------------------------------------------------------
