@@ -362,8 +362,8 @@ def test_when_down_spark_and_pyiceberg_read_the_copies_and_writes_are_refused(la
     assert "metastore 'lake' is unavailable" in write.value.message
     assert "reads of its tables are served from copies" in write.value.message
     assert (proxy.metric("waggle_copy_reads_total", metastore="lake", reason="down") or 0) > 0
-    serving = proxy.events("copies.serving", since)
-    assert serving and serving[0].get("member") == "lake" and serving[0].get("reason") == "down", serving
+    serving = wait_for(lambda: proxy.events("copies.serving", since), timeout=5)
+    assert serving[0].get("member") == "lake" and serving[0].get("reason") == "down", serving
 
     # last: the refused INSERTs left nothing in the copy's storage, and reads of the copy still give the source's
     # rows (Spark writes the files before it asks the metastore to commit them)
