@@ -1,0 +1,550 @@
+"""Reads from copies (issue 26), with real metastores, Spark and pyiceberg.
+
+A member ``lake`` (its own metastore, killed and restarted here) holds a partitioned Hive table
+(``lake_sales.orders`` to clients) and an Iceberg table (``lake_ice.t2``); ``waggle sync --mode copy`` copies both
+into the session's primary. waggle processes federate ``lake`` with ``read-from-copies``, and answer from the
+copies while ``lake`` is down (``when-down``), or with the copies' storage while it is up (``prefer``).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from hmsclient.genthrift.hive_metastore import ttypes
+
+from tests.support import copies as cp
+from tests.support.clients import hive2_client
+from tests.support.env import java_available, require
+from tests.support.federation import federation_yaml
+from tests.support.proxy import WaggleProcess
+from tests.support.waits import wait_for
+
+pytestmark = pytest.mark.integration
+SERVER = "database-resolution: PREFIXED\ndown-member-retry: 1\ncopies-refresh-seconds: 1\nlogging:\n  level: debug\n"
+
+
+@dataclass
+class Lake:
+    store: Any  # the member's LocalMetastore
+    primary: Any
+    work: Path
+    suffix: str
+    synced: float = 0.0  # time.time() when the copy run ended
+    proxies: list[WaggleProcess] = field(default_factory=list)
+
+    @property
+    def sales_copy(self) -> str:
+        return f"sales_cp_{self.suffix}"
+
+    @property
+    def ice_copy(self) -> str:
+        return f"ice_cp_{self.suffix}"
+
+    @property
+    def later_copy(self) -> str:
+        return f"later_cp_{self.suffix}"
+
+    @property
+    def local_db(self) -> str:
+        return f"local_{self.suffix}"
+
+    @property
+    def orders_location(self) -> str:
+        """The source table's location, as lake spells it."""
+        return f"file://{self.store.warehouse}/{cp.SALES}.db/{cp.ORDERS}"
+
+    def copy_root(self, db: str) -> str:
+        """Where the sync put a copy database's tables: its location in the primary (file:/... path only)."""
+        return f"{self.primary.warehouse}/{db}.db"
+
+    def federation(self, **keys: Any) -> str:
+        return federation_yaml(self.primary.uri, "federated-meta-stores:\n" + cp.lake_member(self.store.uri, **keys))
+
+    def sync(self, *args: str, sync_file: str | None = None) -> tuple[int, str]:
+        import subprocess
+        import sys
+
+        from tests.support.env import ROOT
+
+        federation = self.work / "sync-federation.yml"
+        federation.write_text(self.federation())
+        if sync_file is not None:
+            path = self.work / f"sync-{uuid.uuid4().hex[:6]}.yml"
+            path.write_text(f"federation-config: {federation}\n{sync_file}")
+            given = ["--config", str(path)]
+        else:
+            given = ["--federation-config", str(federation)]
+        run = subprocess.run([sys.executable, "-m", "waggle", "sync", *given, *args], capture_output=True,
+                             text=True, timeout=600, cwd=ROOT)
+        return run.returncode, run.stdout + run.stderr
+
+    def proxy(self, **keys: Any) -> WaggleProcess:
+        """A waggle (PREFIXED) over the primary and ``lake`` with these member keys (``read_from_copies="prefer"``)."""
+        proc = WaggleProcess(self.work / f"waggle-{uuid.uuid4().hex[:6]}", self.federation(**keys), SERVER)
+        self.proxies.append(proc)
+        proc.start()
+        if keys.get("read_from_copies", "never") != "never":
+            # its first read of the copy registry (a round every copies-refresh-seconds) comes after it listens
+            wait_for(lambda: any(e.get("member") == "lake" for e in proc.events("copies.found")), timeout=10,
+                     message=lambda: proc.log()[-3000:])
+        return proc
+
+    @property
+    def copy_orders(self) -> str:
+        """The copy of sales.orders: its directory in the primary's storage."""
+        return f"{self.copy_root(self.sales_copy)}/{cp.ORDERS}"
+
+    def copy_files(self) -> list[str]:
+        """Every file under the copy of sales.orders (hidden ones too), relative to it."""
+        return sorted(str(f.relative_to(self.copy_orders)) for f in Path(self.copy_orders).rglob("*")
+                      if f.is_file())
+
+    def restore_copy(self) -> None:
+        """Remove what a refused write left in the copy's storage, so that later tests read the copy made."""
+        import shutil
+
+        root = Path(self.copy_orders)
+        made = {f"dt={d}/data.csv" for d in cp.ORDER_ROWS}
+        for name in self.copy_files():
+            if name not in made:
+                (root / name).unlink()
+        for d in root.iterdir():
+            if d.is_dir() and not any(d.iterdir()):
+                shutil.rmtree(d)
+
+    def stop_proxies(self) -> None:
+        while self.proxies:
+            self.proxies.pop().stop()
+
+    # -- lake's state, as a test needs it ---------------------------------------------------------------------
+    def down(self, *proxies: WaggleProcess) -> None:
+        """Kill lake's metastore (if it runs) and wait until each proxy sees it down: a table without a copy
+        fails at once, saying so."""
+        self.store.kill()
+        for proc in proxies:
+            wait_for(lambda p=proc: _unavailable(p), timeout=15, message=lambda p=proc: p.log()[-3000:])
+
+    def up(self) -> None:
+        """Start lake again (same directory and port) unless it runs."""
+        if self.store.process is None or self.store.process.poll() is not None:
+            self.store.start().wait_ready()
+
+    def ensure_new_partition(self) -> None:
+        """The partition ``dt=2024-01-03``, added at the source after the copy (never copied)."""
+        with hive2_client(self.store.port) as c:
+            if f"dt={cp.NEW_PARTITION}" in c.get_partition_names(cp.SALES, cp.ORDERS, -1):
+                return
+            cp.write_rows(f"{self.orders_location}/dt={cp.NEW_PARTITION}", cp.NEW_ROWS)
+            c.add_partition(cp.order_partition(self.orders_location, cp.NEW_PARTITION))
+
+
+def _unavailable(proc: WaggleProcess) -> bool:
+    """Whether a call of a table without a copy fails at once with the member's down message."""
+    with hive2_client(proc.port, timeout=10) as c:
+        try:
+            c.get_table("lake_sales", cp.NOCOPY)
+        except ttypes.MetaException as exc:
+            return "metastore 'lake' is unavailable" in str(exc.message)
+        except Exception:
+            return False
+    return False
+
+
+def path(location: str) -> str:
+    return urlsplit(location).path
+
+
+@pytest.fixture(scope="module")
+def lake(primary: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
+    """lake seeded and copied into the primary (``sales_cp_*.orders``, ``ice_cp_*.t2``), and a local table of the
+    primary (``local_*.people``) to join with."""
+    require(java_available(), "Java 17 is needed to run the local Hive metastores and Spark")
+    try:
+        import pyiceberg  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        require(False, f"pyspark and pyiceberg are needed: {exc}")
+    from waggle.local.metastore import LocalMetastore
+    from waggle.local.seed import ensure_database, ensure_table
+
+    work = tmp_path_factory.mktemp("copies")
+    store = LocalMetastore(work / "lake").start().wait_ready()
+    env = Lake(store, primary, work, uuid.uuid4().hex[:6])
+    try:
+        cp.seed_lake(store)
+        with hive2_client(primary.port) as c:
+            location = f"file://{primary.warehouse}/{env.local_db}.db"
+            ensure_database(c, env.local_db, location)
+            ensure_table(c, env.local_db, "people", f"{location}/people", [("id", "int"), ("city", "string")],
+                         rows=["1,oslo", "3,rome"])
+        code, out = env.sync(sync_file=(
+            "source: lake\nmaster: local[2]\njobs:\n"
+            f"- tables: {cp.SALES}.{cp.ORDERS}\n  mode: copy\n  target-database: {env.sales_copy}\n"
+            f"- tables: {cp.ICE}.{cp.T2}\n  mode: copy\n  target-database: {env.ice_copy}\n"))
+        assert code == 0, out
+        env.synced = time.time()
+        yield env
+    finally:
+        env.stop_proxies()
+        store.stop()
+        with hive2_client(primary.port) as c:
+            for db in (env.sales_copy, env.ice_copy, env.later_copy, env.local_db):
+                try:
+                    c.drop_database(db, True, True)
+                except Exception:
+                    pass
+
+
+@pytest.fixture(autouse=True)
+def _own_proxies(lake: Lake) -> Iterator[None]:
+    """Each test's waggle processes stop when it ends."""
+    yield
+    lake.stop_proxies()
+
+
+# -- the copies themselves, and read-from-copies: never ------------------------------------------------------------
+def test_the_copies_and_never_is_todays_behaviour(lake: Lake) -> None:
+    with hive2_client(lake.primary.port) as c:
+        orders = c.get_table(lake.sales_copy, cp.ORDERS)
+        parts = c.get_partitions(lake.sales_copy, cp.ORDERS, -1)
+        ice = c.get_table(lake.ice_copy, cp.T2)
+    assert orders.parameters["waggle.sync.source"] == "lake"
+    assert orders.parameters["waggle.sync.source-object"] == f"{cp.SALES}.{cp.ORDERS}"
+    assert path(orders.sd.location) == f"{lake.copy_root(lake.sales_copy)}/{cp.ORDERS}"
+    assert sorted(p.values[0] for p in parts) == sorted(cp.ORDER_ROWS)
+    assert ice.parameters["waggle.sync.source-object"] == f"{cp.ICE}.{cp.T2}"
+    assert path(ice.parameters["metadata_location"]).startswith(f"{lake.copy_root(lake.ice_copy)}/{cp.T2}/metadata/")
+
+    proxy = lake.proxy()  # read-from-copies: never (the default)
+    with proxy.client() as c:
+        table = c.get_table("lake_sales", cp.ORDERS)
+        assert path(table.sd.location) == path(lake.orders_location)
+        _not_served(table.parameters)
+    table = cp.iceberg_catalog(f"thrift://127.0.0.1:{proxy.port}", lake.work).load_table(f"lake_{cp.ICE}.{cp.T2}")
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == cp.ICE_IDS
+
+    lake.down(proxy)
+    with proxy.client() as c, pytest.raises(ttypes.MetaException, match="metastore 'lake' is unavailable"):
+        c.get_table("lake_sales", cp.ORDERS)  # a copy exists, but this member never reads from it
+    lake.up()
+
+
+# -- when-down ----------------------------------------------------------------------------------------------------
+def _served(params: dict[str, str], copy: str, reason: str) -> None:
+    """The marks of a reply served from ``copy``; none of the copy's own sync bookkeeping."""
+    assert params.get("waggle.served-from") == copy, params
+    assert params.get("waggle.served-reason") == reason, params
+    assert int(params["waggle.served-staleness-seconds"]) >= 0, params
+    assert not [k for k in params if k.startswith("waggle.sync.")], params
+
+
+def _not_served(params: dict[str, str]) -> None:
+    assert not [k for k in params if k.startswith("waggle.served-")], params
+
+
+def _lock(c: Any, db: str, table: str, kind: int = ttypes.LockType.SHARED_READ) -> Any:
+    """A table lock through ``c``, acquired."""
+    component = ttypes.LockComponent(type=kind, level=ttypes.LockLevel.TABLE, dbname=db, tablename=table)
+    lock = c.lock(ttypes.LockRequest(component=[component], user="alice", hostname="client"))
+    assert lock.state == ttypes.LockState.ACQUIRED, lock
+    return lock
+
+
+def _held(store: Any, lockid: int) -> list[tuple[str, str]]:
+    """The (database, table) of the lock ``lockid`` held in a metastore (lock ids of two metastores may be
+    equal: a test checks the tables too)."""
+    with hive2_client(store.port) as c:
+        return [(e.dbname, e.tablename) for e in c.show_locks(ttypes.ShowLocksRequest()).locks or []
+                if e.lockid == lockid]
+
+
+def _client_partition(lake: Lake, dt: str) -> Any:
+    """The partition ``dt`` of ``lake_sales.orders`` as a client sends it through waggle."""
+    part = cp.order_partition(lake.orders_location, dt)
+    part.dbName = "lake_sales"
+    return part
+
+
+@pytest.mark.spark
+def test_when_down_spark_and_pyiceberg_read_the_copies_and_writes_are_refused(lake: Lake) -> None:
+    lake.up()
+    proxy = lake.proxy(read_from_copies="when-down")
+    with proxy.client() as c:  # lake up: its own table
+        table = c.get_table("lake_sales", cp.ORDERS)
+        assert path(table.sd.location) == path(lake.orders_location)
+        _not_served(table.parameters)
+    since = len(proxy.log())
+    lake.down(proxy)
+    sales_copy = f"{lake.sales_copy}.{cp.ORDERS}"
+    copy_orders = lake.copy_orders
+
+    # metadata: the client's names, the copy's storage, the marks
+    with proxy.client() as c:
+        started = time.monotonic()
+        table = c.get_table("lake_sales", cp.ORDERS)
+        assert time.monotonic() - started < 1.0  # a plan, not a retry after lake's timeout
+        assert (table.dbName, table.tableName) == ("lake_sales", cp.ORDERS)
+        assert [k.name for k in table.partitionKeys] == ["dt"]
+        assert path(table.sd.location) == copy_orders
+        _served(table.parameters, sales_copy, "down")
+        assert c.get_partition_names("lake_sales", cp.ORDERS, -1) == [f"dt={d}" for d in sorted(cp.ORDER_ROWS)]
+        (part,) = c.get_partitions_by_filter("lake_sales", cp.ORDERS, "dt = '2024-01-02'", -1)
+        assert (part.dbName, part.tableName, part.values) == ("lake_sales", cp.ORDERS, ["2024-01-02"])
+        assert path(part.sd.location) == f"{copy_orders}/dt=2024-01-02"
+        _served(part.parameters, sales_copy, "down")
+        assert c.get_database("lake_sales").name == "lake_sales"
+        assert c.get_database("lake_ice").name == "lake_ice"
+        assert c.get_all_tables("lake_sales") == [cp.ORDERS]  # only the copied tables
+        assert c.get_tables("lake_ice", "*") == [cp.T2]
+        assert {"lake_sales", "lake_ice"} <= set(c.get_all_databases())
+        # a read lock on a table served from a copy is taken in the primary
+        lock = _lock(c, "lake_sales", cp.ORDERS)
+        assert _held(lake.primary, lock.lockid) == [(lake.sales_copy, cp.ORDERS)]
+        c.unlock(ttypes.UnlockRequest(lockid=lock.lockid))
+        assert _held(lake.primary, lock.lockid) == []
+
+    # Spark: partition pruning, a join with a local table, DESCRIBE FORMATTED, and an INSERT (refused)
+    result = cp.spark_steps(f"thrift://127.0.0.1:{proxy.port}", lake.work / "wh-down", [
+        ("pruned", "SELECT id, name, dt FROM lake_sales.orders WHERE dt = '2024-01-02' ORDER BY id"),
+        ("explain", "EXPLAIN SELECT id FROM lake_sales.orders WHERE dt = '2024-01-02'"),
+        ("files", "SELECT id, input_file_name() FROM lake_sales.orders WHERE dt = '2024-01-02' ORDER BY id"),
+        ("join", f"SELECT o.id, o.name, p.city FROM lake_sales.orders o JOIN {lake.local_db}.people p "
+                 "ON o.id = p.id ORDER BY o.id"),
+        ("all", "SELECT id, name, dt FROM lake_sales.orders ORDER BY id"),
+        ("describe", "DESCRIBE FORMATTED lake_sales.orders"),
+        ("insert", "INSERT INTO lake_sales.orders PARTITION (dt = '2024-01-09') VALUES (9, 'zed')"),
+        ("insert_existing", "INSERT INTO lake_sales.orders PARTITION (dt = '2024-01-02') VALUES (8, 'yan')"),
+        ("after", "SELECT id, name, dt FROM lake_sales.orders ORDER BY id"),
+    ])
+    assert cp.rows(result, "pruned") == [["3", "cid", "2024-01-02"], ["4", "dan", "2024-01-02"]]
+    (plan,) = cp.rows(result, "explain")[0]
+    assert "Pruned Partitions: [(dt=2024-01-02)]" in plan, plan
+    assert {path(f) for _, f in cp.rows(result, "files")} == {f"{copy_orders}/dt=2024-01-02/data.csv"}
+    assert cp.rows(result, "join") == [["1", "ann", "oslo"], ["3", "cid", "rome"]]
+    assert cp.rows(result, "all") == [[*row.split(","), dt] for dt, rs in sorted(cp.ORDER_ROWS.items())
+                                      for row in rs]
+    properties = dict((r[0], r[1]) for r in cp.rows(result, "describe"))["Table Properties"]
+    assert f"waggle.served-from={sales_copy}" in properties and "waggle.served-reason=down" in properties, \
+        properties
+    for insert in ("insert", "insert_existing"):
+        assert "error" in result[insert], result[insert]
+        assert "metastore 'lake' is unavailable" in result[insert]["error"], result[insert]["error"]
+        assert "served from copies" in result[insert]["error"], result[insert]["error"]
+    written = lake.copy_files()
+    lake.restore_copy()
+
+    # pyiceberg: the copy's metadata, the source's rows; a commit is refused naming lake
+    ice = cp.iceberg_catalog(f"thrift://127.0.0.1:{proxy.port}", lake.work).load_table(f"lake_{cp.ICE}.{cp.T2}")
+    assert path(ice.metadata_location).startswith(f"{lake.copy_root(lake.ice_copy)}/{cp.T2}/metadata/")
+    assert sorted(ice.scan().to_arrow().column("id").to_pylist()) == cp.ICE_IDS
+    assert {path(f).startswith(lake.copy_root(lake.ice_copy))
+            for f in ice.inspect.files().column("file_path").to_pylist()} == {True}
+    import pyarrow as pa
+
+    with hive2_client(lake.primary.port) as p:
+        before = p.get_table(lake.ice_copy, cp.T2).parameters["metadata_location"]
+    with pytest.raises(Exception) as refused:  # pyiceberg's commit: an EXCLUSIVE lock, then alter_table
+        ice.append(pa.table({"id": pa.array([99], pa.int64()), "day": pa.array(["2026-11-09"], pa.string())}))
+    assert "lake" in str(refused.value), refused.value
+    with hive2_client(lake.primary.port) as p:  # the copy is not written
+        assert p.get_table(lake.ice_copy, cp.T2).parameters["metadata_location"] == before
+
+    # a write through hmsclient: the message of the contract
+    with proxy.client() as c, pytest.raises(ttypes.MetaException) as write:
+        c.add_partition(_client_partition(lake, "2024-01-08"))
+    assert "metastore 'lake' is unavailable" in write.value.message
+    assert "reads of its tables are served from copies" in write.value.message
+    assert (proxy.metric("waggle_copy_reads_total", metastore="lake", reason="down") or 0) > 0
+    serving = wait_for(lambda: proxy.events("copies.serving", since), timeout=5)
+    assert serving[0].get("member") == "lake" and serving[0].get("reason") == "down", serving
+
+    # last: the refused INSERTs left nothing in the copy's storage, and reads of the copy still give the source's
+    # rows (Spark writes the files before it asks the metastore to commit them)
+    assert written == [f"dt={d}/data.csv" for d in sorted(cp.ORDER_ROWS)], written
+    assert cp.rows(result, "after") == cp.rows(result, "all")
+
+
+def test_a_table_without_a_copy_on_a_down_member_fails_at_once(lake: Lake) -> None:
+    proxy = lake.proxy(read_from_copies="when-down")
+    lake.down(proxy)
+    with proxy.client() as c:
+        for table in (cp.NOCOPY, cp.LATER):
+            started = time.monotonic()
+            with pytest.raises(ttypes.MetaException) as failed:
+                c.get_table("lake_sales", table)
+            assert time.monotonic() - started < 2.0
+            assert "metastore 'lake' is unavailable" in failed.value.message, failed.value.message
+
+
+def test_when_lake_returns_reads_and_writes_go_to_it(lake: Lake) -> None:
+    proxy = lake.proxy(read_from_copies="when-down")
+    lake.down(proxy)
+    with proxy.client() as c:
+        _served(c.get_table("lake_sales", cp.ORDERS).parameters, f"{lake.sales_copy}.{cp.ORDERS}", "down")
+    since = len(proxy.log())
+    lake.up()
+
+    def from_lake() -> Any:
+        with proxy.client() as c:
+            try:
+                table = c.get_table("lake_sales", cp.ORDERS)
+            except ttypes.MetaException:
+                return None
+            return table if "waggle.served-from" not in table.parameters else None
+
+    table = wait_for(from_lake, timeout=15, message=lambda: proxy.log()[-3000:])
+    assert path(table.sd.location) == path(lake.orders_location)
+    with proxy.client() as c:
+        for part in c.get_partitions("lake_sales", cp.ORDERS, -1):
+            assert path(part.sd.location).startswith(path(lake.orders_location)), part
+            _not_served(part.parameters)
+        assert set(c.get_all_tables("lake_sales")) >= {cp.ORDERS, cp.NOCOPY, cp.LATER}
+        # a write reaches lake again: the partition the prefer tests read from the source
+        cp.write_rows(f"{lake.orders_location}/dt={cp.NEW_PARTITION}", cp.NEW_ROWS)
+        names = c.get_partition_names("lake_sales", cp.ORDERS, -1)
+        if f"dt={cp.NEW_PARTITION}" not in names:
+            added = c.add_partition(_client_partition(lake, cp.NEW_PARTITION))
+            assert added.dbName == "lake_sales"
+    with hive2_client(lake.store.port) as c:
+        assert f"dt={cp.NEW_PARTITION}" in c.get_partition_names(cp.SALES, cp.ORDERS, -1)
+    ice = cp.iceberg_catalog(f"thrift://127.0.0.1:{proxy.port}", lake.work).load_table(f"lake_{cp.ICE}.{cp.T2}")
+    assert path(ice.metadata_location).startswith(f"{lake.store.warehouse}/{cp.ICE}.db/")
+    released = wait_for(lambda: proxy.events("copies.released", since), timeout=5)  # logged within a second
+    assert released[0].get("member") == "lake" and released[0].get("reason") == "down", released
+
+
+# -- prefer -------------------------------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_prefer_reads_the_copys_files_and_a_partition_it_lacks_from_the_source(lake: Lake) -> None:
+    lake.up()
+    lake.ensure_new_partition()
+    proxy = lake.proxy(read_from_copies="prefer", max_staleness="1h")
+    sales_copy = f"{lake.sales_copy}.{cp.ORDERS}"
+    copy_orders = lake.copy_orders
+    with proxy.client() as c:
+        table = c.get_table("lake_sales", cp.ORDERS)
+        assert (table.dbName, path(table.sd.location)) == ("lake_sales", copy_orders)
+        _served(table.parameters, sales_copy, "prefer")
+        parts = {p.values[0]: p for p in c.get_partitions("lake_sales", cp.ORDERS, -1)}
+    assert sorted(parts) == sorted([*cp.ORDER_ROWS, cp.NEW_PARTITION])
+    for dt in cp.ORDER_ROWS:
+        assert path(parts[dt].sd.location) == f"{copy_orders}/dt={dt}"
+        _served(parts[dt].parameters, sales_copy, "prefer")
+    assert path(parts[cp.NEW_PARTITION].sd.location) == f"{path(lake.orders_location)}/dt={cp.NEW_PARTITION}"
+    _not_served(parts[cp.NEW_PARTITION].parameters)
+    with proxy.client() as c:  # a read lock is taken where the data is read; a write lock where writes go
+        read = _lock(c, "lake_sales", cp.ORDERS)
+        assert _held(lake.primary, read.lockid) == [(lake.sales_copy, cp.ORDERS)]
+        c.unlock(ttypes.UnlockRequest(lockid=read.lockid))
+        write = _lock(c, "lake_sales", cp.ORDERS, ttypes.LockType.EXCLUSIVE)
+        assert _held(lake.store, write.lockid) == [(cp.SALES, cp.ORDERS)]
+        assert (lake.sales_copy, cp.ORDERS) not in _held(lake.primary, write.lockid)
+        c.unlock(ttypes.UnlockRequest(lockid=write.lockid))
+        assert _held(lake.store, write.lockid) == []
+
+    result = cp.spark_steps(f"thrift://127.0.0.1:{proxy.port}", lake.work / "wh-prefer", [
+        ("files", "SELECT id, dt, input_file_name() FROM lake_sales.orders ORDER BY id"),
+        ("describe", "DESCRIBE FORMATTED lake_sales.orders"),
+        ("insert_existing", "INSERT INTO lake_sales.orders PARTITION (dt = '2024-01-01') VALUES (8, 'yan')"),
+        ("after", "SELECT id, dt, input_file_name() FROM lake_sales.orders ORDER BY id"),
+    ])
+    written = lake.copy_files()
+    lake.restore_copy()
+    files = {row[0]: (row[1], path(row[2])) for row in cp.rows(result, "files")}
+    expected = {row.split(",")[0]: (dt, f"{copy_orders}/dt={dt}/data.csv")
+                for dt, rs in cp.ORDER_ROWS.items() for row in rs}
+    expected.update({row.split(",")[0]: (cp.NEW_PARTITION,
+                                          f"{path(lake.orders_location)}/dt={cp.NEW_PARTITION}/data.csv")
+                     for row in cp.NEW_ROWS})
+    assert files == expected
+    properties = dict((r[0], r[1]) for r in cp.rows(result, "describe"))["Table Properties"]
+    assert f"waggle.served-from={sales_copy}" in properties and "waggle.served-reason=prefer" in properties
+
+    ice = cp.iceberg_catalog(f"thrift://127.0.0.1:{proxy.port}", lake.work).load_table(f"lake_{cp.ICE}.{cp.T2}")
+    assert path(ice.metadata_location).startswith(f"{lake.copy_root(lake.ice_copy)}/{cp.T2}/metadata/")
+    assert sorted(ice.scan().to_arrow().column("id").to_pylist()) == cp.ICE_IDS
+    # the copy's metadata is read-only: a commit based on it never reaches lake's table
+    import pyarrow as pa
+
+    with hive2_client(lake.store.port) as c:
+        source_metadata = c.get_table(cp.ICE, cp.T2).parameters["metadata_location"]
+    with pytest.raises(Exception) as refused:
+        ice.append(pa.table({"id": pa.array([99], pa.int64()), "day": pa.array(["2026-11-09"], pa.string())}))
+    assert "read-only" in str(refused.value) and lake.ice_copy in str(refused.value), refused.value
+    with hive2_client(lake.store.port) as c:
+        assert c.get_table(cp.ICE, cp.T2).parameters["metadata_location"] == source_metadata
+    assert (proxy.metric("waggle_copy_reads_total", metastore="lake", reason="prefer") or 0) > 0
+    assert (proxy.metric("waggle_copy_reads_total", metastore="lake", reason="source") or 0) > 0
+
+    # last: an INSERT into a partition read from the copy is refused (the copy is read-only), leaves nothing in
+    # the copy's storage, and reads still give the source's rows
+    assert "read-only" in result["insert_existing"].get("error", ""), result["insert_existing"]
+    assert written == [f"dt={d}/data.csv" for d in sorted(cp.ORDER_ROWS)], written
+    assert cp.rows(result, "after") == cp.rows(result, "files")
+
+
+@pytest.mark.spark
+def test_prefer_with_partial_refuse_names_the_partition_the_copy_lacks(lake: Lake) -> None:
+    lake.up()
+    lake.ensure_new_partition()
+    proxy = lake.proxy(read_from_copies="prefer", partial="refuse")
+    copy_orders = lake.copy_orders
+    with proxy.client() as c:
+        with pytest.raises(ttypes.MetaException) as refused:
+            c.get_partitions("lake_sales", cp.ORDERS, -1)
+        assert f"dt={cp.NEW_PARTITION}" in refused.value.message, refused.value.message
+        (part,) = c.get_partitions_by_filter("lake_sales", cp.ORDERS, "dt = '2024-01-01'", -1)
+        assert path(part.sd.location) == f"{copy_orders}/dt=2024-01-01"  # what it reads, the copy holds
+    result = cp.spark_steps(f"thrift://127.0.0.1:{proxy.port}", lake.work / "wh-refuse", [
+        ("all", "SELECT count(*) FROM lake_sales.orders"),
+        ("pruned", "SELECT id, input_file_name() FROM lake_sales.orders WHERE dt = '2024-01-01' ORDER BY id"),
+    ])
+    assert "error" in result["all"] and f"dt={cp.NEW_PARTITION}" in result["all"]["error"], result["all"]
+    assert [(i, path(f)) for i, f in cp.rows(result, "pruned")] == \
+        [(row.split(",")[0], f"{copy_orders}/dt=2024-01-01/data.csv") for row in cp.ORDER_ROWS["2024-01-01"]]
+
+
+def test_a_copy_older_than_max_staleness_is_not_used(lake: Lake) -> None:
+    lake.up()
+    wait_for(lambda: time.time() - lake.synced > 2.5, timeout=5)
+    proxy = lake.proxy(read_from_copies="prefer", max_staleness=1)
+    with proxy.client() as c:
+        table = c.get_table("lake_sales", cp.ORDERS)
+        assert path(table.sd.location) == path(lake.orders_location)
+        _not_served(table.parameters)
+        for part in c.get_partitions("lake_sales", cp.ORDERS, -1):
+            assert path(part.sd.location).startswith(path(lake.orders_location)), part
+            _not_served(part.parameters)
+        ice = c.get_table(f"lake_{cp.ICE}", cp.T2)
+        assert path(ice.parameters["metadata_location"]).startswith(f"{lake.store.warehouse}/{cp.ICE}.db/")
+
+
+# -- replicas -----------------------------------------------------------------------------------------------------
+def test_a_second_replica_serves_a_copy_made_after_it_started_without_a_reload(lake: Lake) -> None:
+    lake.up()
+    first = lake.proxy(read_from_copies="prefer")
+    second = lake.proxy(read_from_copies="prefer")
+    for proc in (first, second):
+        with proc.client() as c:
+            _not_served(c.get_table("lake_sales", cp.LATER).parameters)
+    code, out = lake.sync("--source", "lake", "--tables", f"{cp.SALES}.{cp.LATER}", "--target-database",
+                          lake.later_copy, "--mode", "copy")  # no partition: no file to copy, no Spark
+    assert code == 0, out
+    synced = time.monotonic()
+
+    def served(proc: WaggleProcess) -> bool:
+        with proc.client() as c:
+            return c.get_table("lake_sales", cp.LATER).parameters.get("waggle.served-from") == \
+                f"{lake.later_copy}.{cp.LATER}"
+
+    for proc in (second, first):
+        wait_for(lambda p=proc: served(p), timeout=10, message=lambda p=proc: p.log()[-3000:])
+    assert time.monotonic() - synced < 1 + 3  # copies-refresh-seconds, and slack
+    assert not second.events("config.reloaded") and not first.events("config.reloaded")
