@@ -2,7 +2,7 @@
 side by side in one run.
 
     .venv/bin/python bench/bench_copies.py [--partitions 3000] [--rounds 2000] [--big-rounds 40]
-                                           [--dead-member refused|silent]
+                                           [--dead-member refused|silent] [--cpu-calls 1000] [--cpu-repeats 3]
 
 Two local Derby-backed Hive 2.3 metastores are started (Java 17 and pyspark needed), full JIT: ``lake`` (the
 source) and ``primary``. ``lake`` gets ``bench_db.parts`` (``--partitions`` partitions) and ``bench_db.small``
@@ -36,6 +36,10 @@ The table prints p50, p99 and max per route, then the targets of issue 26:
 * with ``lake`` down, a read served from the copy vs a read of a local primary table through waggle: as fast
   (p50 <= 1.10x), and no call waits for a timeout (the max of the when-down route is printed, against the 2 s
   timeout).
+
+Then the CPU each waggle process spends per call (bench/cpu_cost.py, the best of ``--cpu-repeats`` runs of
+``--cpu-calls`` calls; ``get_partitions``: a hundredth as many), the byte relay's for reference: waggle's own cost
+of each way of answering, which the machine's noise does not inflate as it does latency.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import cpu_cost
 from bench_proxy import DB, Route, measure, pct, seed, start_relay, stop_processes
 
 from waggle.local.client import hms_client
@@ -187,6 +192,8 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=2000, help="rounds of get_table")
     ap.add_argument("--big-rounds", type=int, default=40, help="rounds of get_partitions")
+    ap.add_argument("--cpu-calls", type=int, default=1000, help="get_table calls per CPU measurement")
+    ap.add_argument("--cpu-repeats", type=int, default=3, help="CPU measurements per server (the best is kept)")
     ap.add_argument("--dead-member", choices=("refused", "silent"), default="refused",
                     help="the when-down waggle's lake URI: a port nothing listens on, or one that never answers")
     args = ap.parse_args()
@@ -248,6 +255,10 @@ def main() -> int:
             wait_for_copies(routes, time.monotonic() + 60)
             check(routes, lake.warehouse, primary.warehouse, args.partitions)
             run(list(routes.values()), args)
+            pids = {RELAY: relay.pid, NEVER: waggles[NEVER].proc.pid, PREFER: waggles[PREFER].proc.pid,
+                    DOWN: down.proc.pid, LOCAL: down.proc.pid}
+            cpu([cpu_cost.Server(label, pid, routes[label].client, routes[label].db) for label, pid in pids.items()],
+                args)
             for label in (PREFER, DOWN):
                 lines = [ln for ln in waggles[label].http("/metrics").splitlines()
                          if ln.startswith("waggle_copy_reads_total")]
@@ -307,6 +318,21 @@ def run(routes: list[Route], args: argparse.Namespace) -> None:
         worst = top[DOWN]
         print(f"{'lake down: slowest call served from the copy':<52}{worst:>7.1f} ms   no wait for the "
               f"{DEAD_TIMEOUT_MS} ms timeout: {'met' if worst < DEAD_TIMEOUT_MS / 2 else 'MISSED'}")
+
+
+def cpu(servers: list[cpu_cost.Server], args: argparse.Namespace) -> None:
+    """Each server process's CPU per call, and the ratios of the ways of answering."""
+    print(f"\nCPU per call of each server process (not the metastores'), best of {args.cpu_repeats} runs")
+    print(f"{'call':<26}{'server':<40}{'us/call':>10}{'vs never':>10}")
+    for name, call, calls in (
+            ("get_table", lambda c, db: c.get_table(db, "small"), args.cpu_calls),
+            (f"get_partitions x{args.partitions}", lambda c, db: c.get_partitions(db, "parts", -1),
+             max(3, args.cpu_calls // 100))):
+        per = cpu_cost.per_call(servers, call, calls, args.cpu_repeats)
+        label = name
+        for s in servers:
+            print(f"{label:<26}{s.label:<40}{1e6 * per[s.label]:>10.1f}{per[s.label] / per[NEVER]:>9.2f}x")
+            label = ""
 
 
 if __name__ == "__main__":
