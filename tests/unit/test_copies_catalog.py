@@ -72,6 +72,20 @@ def test_a_coverage_record_reads_back_as_written() -> None:
     assert not cover.covers("lake", "iced", "t2")  # matched whole: "ice\." is not a prefix of "iced."
 
 
+def test_a_record_covers_the_copies_of_its_own_target_and_mode_only() -> None:
+    # a run into another target database (a mirror beside the copy) says nothing of the copy
+    (into, own_name, old) = coverage.read({
+        coverage.PREFIX + "a": coverage.record("lake", [r"ice\..*"], T0, "ice_mirror", "mirror"),
+        coverage.PREFIX + "b": coverage.record("lake", [r"ice\..*"], T0),  # target: the source database's name
+        coverage.PREFIX + "c": '{"source": "lake", "patterns": ["ice\\\\..*"], "at": 1}',  # says neither
+    })
+    assert into.covers("lake", "ice", "t2", "ice_mirror", "mirror")
+    assert not into.covers("lake", "ice", "t2", "ice_copy", "copy")
+    assert not into.covers("lake", "ice", "t2", "ice_mirror", "copy")
+    assert own_name.covers("lake", "ice", "t2", "ICE", "copy") and not own_name.covers("lake", "ice", "t2", "x")
+    assert old.covers("lake", "ice", "t2", "anything", "copy")
+
+
 def test_unreadable_coverage_records_are_left_out() -> None:
     good = coverage.record("lake", ["ice.t2"], T0)
     params = {coverage.PREFIX + "a": "not json", coverage.PREFIX + "b": '{"source": "lake"}',
@@ -110,7 +124,8 @@ def test_freshness_is_the_later_of_synced_at_and_the_records_that_cover_the_copy
     assert copy_of("ice_copy", table, [], MEMBERS).confirmed_at == T0  # type: ignore[union-attr]
 
     def confirmed(*records: tuple[str, list[str], float]) -> float:
-        covers = coverage.read({coverage.PREFIX + str(i): coverage.record(*r) for i, r in enumerate(records)})
+        covers = coverage.read({coverage.PREFIX + str(i): coverage.record(*r, "ice_copy")
+                                for i, r in enumerate(records)})
         found = copy_of("ice_copy", table, covers, MEMBERS)
         assert found is not None
         return found.confirmed_at
@@ -127,7 +142,7 @@ def test_a_copy_without_synced_at_is_confirmed_only_by_records() -> None:
     for at in (None, "not a time"):
         table = _copied(at=at)
         assert copy_of("ice_copy", table, [], MEMBERS).confirmed_at == 0.0  # type: ignore[union-attr]
-        covers = coverage.read({coverage.PREFIX + "run": coverage.record("lake", ["ice.t2"], T0)})
+        covers = coverage.read({coverage.PREFIX + "run": coverage.record("lake", ["ice.t2"], T0, "ice_copy")})
         assert copy_of("ice_copy", table, covers, MEMBERS).confirmed_at == T0  # type: ignore[union-attr]
     assert synced_at({o.SYNCED_AT: "2026-11-25T10:00:00Z"}) == T0
     assert synced_at({o.SYNCED_AT: "2026-11-25T10:00:00+00:00"}) == T0

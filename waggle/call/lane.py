@@ -35,6 +35,7 @@ from waggle.call.values import Call, Capabilities, Kind, MemberHealth, Send
 from waggle.config.model import CopyReads, MetastoreConfig, WireFormat
 from waggle.copies.catalog import serving
 from waggle.hms.methods import Access, MethodSpec, Route
+from waggle.hms.names import parse
 from waggle.hms.service import MethodIO
 from waggle.routing.federation import Decision, Naming
 
@@ -110,7 +111,8 @@ class Lane:
         if decision.refusal is not None or decision.link is not None:
             return None
         member = decision.member
-        if member.read_from_copies is CopyReads.PREFER and serving(member, routes.copies):
+        if member.read_from_copies is CopyReads.PREFER and serving(member, routes.copies) and \
+                _copied(routes, member, names):
             return None  # its reads may be answered from copies: planned in full
         caps = routes.caps.get(member.name)
         naming = routes.planner.naming(member)
@@ -132,6 +134,16 @@ class Lane:
                          args)
         assert isinstance(step, Send), "the lane chose a member that is up"
         return step
+
+def _copied(routes: Routes, member: MetastoreConfig, names: list[str]) -> bool:
+    """Whether a database these names reach has copies of the member's tables (or may: a name not plain)."""
+    naming = routes.planner.naming(member)
+    for name in names:
+        db = parse(naming.to_member(name)).db
+        if db is None or routes.copies.database(member.name, db):
+            return True
+    return False
+
 
 def lane_of(routes: Routes, spec: MethodSpec | None, io: MethodIO | None) -> Lane | None:
     """The lane of a method under ``routes``, or None when its calls are always planned in full."""

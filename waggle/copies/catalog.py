@@ -114,11 +114,12 @@ def copy_of(copy_db: str, table: Any, coverages: Iterable[Coverage], members: Ma
         return None
     db, _, name = source.lower().partition(".")
     confirmed = _epoch(params.get(o.SYNCED_AT))
+    mode = params.get(o.MODE) or o.MIRROR
     for cover in coverages:
-        if cover.at > confirmed and cover.covers(member, db, name):
+        if cover.at > confirmed and cover.covers(member, db, name, copy_db, mode):
             confirmed = cover.at
     keys = tuple(str(k.name).lower() for k in table.partitionKeys or ())
-    return Copy(member, db, name, copy_db.lower(), str(table.tableName).lower(), params.get(o.MODE) or o.MIRROR,
+    return Copy(member, db, name, copy_db.lower(), str(table.tableName).lower(), mode,
                 confirmed, keys, params.get(o.METADATA_LOCATION), table.sd.location if table.sd is not None else None)
 
 

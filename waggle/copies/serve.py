@@ -130,6 +130,15 @@ def _partitions(result: Any) -> list[Partition] | None:
     return None
 
 
+def _table(result: Any) -> Table | None:
+    """The result's one table when that is all it is (not a view, whose text names databases), else None."""
+    success = getattr(result, "success", None)
+    table = success if type(success) is Table else getattr(success, "table", None)
+    if not isinstance(table, Table) or table.tableType == "VIRTUAL_VIEW":
+        return None
+    return table
+
+
 def as_partitions_of_source(partitions: list[Partition], served: Served) -> None:
     """A copy's partitions (in the primary's names) as the source's: the hot path of a partition read answered
     from a copy, without a walk (a Partition names its database and table in ``dbName`` and ``tableName``)."""
@@ -137,8 +146,10 @@ def as_partitions_of_source(partitions: list[Partition], served: Served) -> None
     shown = next(iter(served.tables.values()), None)
     extra = {SERVED_FROM: served.describe(), SERVED_STALENESS: str(int(served.staleness)),
              SERVED_REASON: served.reason}
+    copy_db = served.copy_db
     for p in partitions:
-        p.dbName = client_db
+        if p.dbName == copy_db or str(p.dbName or "").lower() == copy_db:
+            p.dbName = client_db
         if shown is not None:
             p.tableName = shown
         params = p.parameters
@@ -155,6 +166,14 @@ def as_source(result: Any, served: Served) -> None:
     partitions = _partitions(result) if not served.listing else None
     if partitions is not None:
         as_partitions_of_source(partitions, served)
+        return
+    table = _table(result) if not served.listing else None
+    if table is not None:  # get_table, get_table_req: one table, set directly
+        copied = str(table.tableName or "").lower()
+        if str(table.dbName or "").lower() == served.copy_db:
+            table.dbName = parse(served.client_db).db or served.client_db
+        table.tableName = served.tables.get(copied, table.tableName)
+        table.parameters = decorate(table.parameters, served, copied)
         return
     copy_db = served.copy_db
 

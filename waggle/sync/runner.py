@@ -324,7 +324,8 @@ def _run_source(member: MetastoreConfig, primary: MetastoreConfig, credentials: 
             if not sync.dry_run:
                 for spec in specs:
                     if _coverage_name(spec) in covered:
-                        record_coverage(target, _coverage_name(spec), spec.source, spec.patterns, started)
+                        record_coverage(target, _coverage_name(spec), spec.source, spec.patterns, started,
+                                        spec.target_database, spec.mode)
     except Exception as exc:  # the source or the target cannot be reached: every table of this source fails
         for spec in specs:
             report.tables.append(TableReport(f"{spec.source}:{','.join(spec.patterns)}", "-", spec.mode,

@@ -44,11 +44,12 @@ def update_parameters(target: Metastore, values: dict[str, str | None]) -> None:
         target.client.alter_database(SYS_DB, db)
 
 
-def record_coverage(target: Metastore, name: str, source: str, patterns: Iterable[str], at: float) -> None:
+def record_coverage(target: Metastore, name: str, source: str, patterns: Iterable[str], at: float,
+                    database: str | None = None, mode: str | None = None) -> None:
     """Say that every copy of ``source``'s tables that ``patterns`` name matched its source at ``at`` (epoch
     seconds): the proxy judges the copies' freshness by it (:mod:`waggle.copies.coverage`)."""
     ensure_database(target)
-    update_parameters(target, {coverage.PREFIX + name: coverage.record(source, patterns, at)})
+    update_parameters(target, {coverage.PREFIX + name: coverage.record(source, patterns, at, database, mode)})
 
 
 def mark_target(target: Metastore, db: str, source: str) -> None:

@@ -209,7 +209,8 @@ class Follower:
         if time.monotonic() - self._covered < COVER_EVERY:
             return
         try:
-            records.cover(self.spec.source, list(self.spec.patterns), at, self.me)
+            records.cover(self.spec.source, list(self.spec.patterns), at, self.me, self.spec.target_database,
+                          self.spec.mode)
         except Exception as exc:  # the next one says it; following goes on
             log.warning("sync.follow_coverage_failed", policy=self.name, error=describe(exc))
             return

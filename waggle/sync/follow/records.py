@@ -102,9 +102,11 @@ class Records:
             values["bootstrapped-at"] = bootstrapped_at
         self._update(values, me)
 
-    def cover(self, source: str, patterns: list[str], at: float, me: str) -> None:
+    def cover(self, source: str, patterns: list[str], at: float, me: str, database: str | None = None,
+              mode: str | None = None) -> None:
         """Say that the policy's copies matched the source at ``at`` (:mod:`waggle.copies.coverage`)."""
-        self._update({}, me, {coverage.PREFIX + f"policy-{self.policy}": coverage.record(source, patterns, at)})
+        self._update({}, me, {coverage.PREFIX + f"policy-{self.policy}": coverage.record(source, patterns, at,
+                                                                                           database, mode)})
 
     # -- the lease ---------------------------------------------------------------------------------------------------
     def lease(self) -> tuple[str, float] | None:
