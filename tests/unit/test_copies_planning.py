@@ -74,7 +74,7 @@ def _copies(t2_mode: str = o.COPY, age: float = 60.0) -> list[Copy]:
     """lake's ice.t2 (partitioned by dt, an Iceberg copy) and ice.t3 copied into the primary's ice_copy;
     lake's web has no copies."""
     at = time.time() - age
-    return [Copy("lake", "ice", "t2", "ice_copy", "t2", t2_mode, at, ("dt",), METADATA),
+    return [Copy("lake", "ice", "t2", "ice_copy", "t2", t2_mode, at, ("dt",), METADATA, "hdfs://main/ice_copy.db/t2"),
             Copy("lake", "ice", "t3", "ice_copy", "t3", o.COPY, at)]
 
 

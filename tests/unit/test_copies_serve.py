@@ -148,15 +148,16 @@ def _source(*days: str, changed: float = T0 - 60) -> H.get_partitions_result:
     return H.get_partitions_result(success=[_partition(d, "lake", "ice", None, changed) for d in days])
 
 
+def _prefer(confirmed: float = T0) -> Served:
+    return replace(_served("prefer"), copy_location="hdfs://main/t2/", confirmed_at=confirmed)
+
+
 def test_the_source_partitions_the_copy_holds_get_the_copys_storage() -> None:
     source = _source("2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04")
     source.success[1].parameters["transient_lastDdlTime"] = str(int(T0 + 100))  # changed after it was copied
-    copy = H.get_partitions_result(success=[
-        _partition("2024-01-01"), _partition("2024-01-02"),
-        _partition("2024-01-04", synced=None),  # not written by the sync
-    ])
-    missing = with_copy_storage(source, copy, _served("prefer"))
-    assert missing == ["dt=2024-01-02", "dt=2024-01-03", "dt=2024-01-04"]
+    source.success[3].values = ["2024-01-04", "extra"]  # not a partition of these keys
+    missing = with_copy_storage(source, {"dt=2024-01-01", "dt=2024-01-02", "dt=2024-01-04"}, _prefer())
+    assert missing == ["dt=2024-01-02", "dt=2024-01-03", "2024-01-04/extra"]
     held, changed, absent, foreign = source.success
     assert held.sd.location == "hdfs://main/t2/dt=2024-01-01"
     assert _shown(held.parameters) == {SERVED_FROM: "ice_copy.t2", SERVED_STALENESS: "42", SERVED_REASON: "prefer"}
@@ -168,18 +169,20 @@ def test_the_source_partitions_the_copy_holds_get_the_copys_storage() -> None:
 def test_a_partition_is_current_within_a_seconds_slack_of_its_copy() -> None:
     for changed, current in ((T0 - 1, True), (T0, True), (T0 + 1, True), (T0 + 2, False), ("soon", False)):
         source = H.get_partitions_result(success=[_partition("2024-01-01", "lake", "ice", None, changed)])
-        missing = with_copy_storage(source, H.get_partitions_result(success=[_partition("2024-01-01")]),
-                                    _served("prefer"))
+        missing = with_copy_storage(source, {"dt=2024-01-01"}, _prefer())
         assert (missing == []) is current, changed
     # a source partition without transient_lastDdlTime is taken as unchanged
     source = H.get_partitions_result(success=[_partition("2024-01-01", "lake", "ice", None)])
-    assert with_copy_storage(source, H.get_partitions_result(success=[_partition("2024-01-01")]), _served()) == []
+    assert with_copy_storage(source, {"dt=2024-01-01"}, _prefer()) == []
+    # a copy never confirmed holds nothing current
+    source = H.get_partitions_result(success=[_partition("2024-01-01", "lake", "ice", None, T0)])
+    assert with_copy_storage(source, {"dt=2024-01-01"}, _prefer(0.0)) == ["dt=2024-01-01"]
 
 
 def test_partitions_are_named_as_hive_names_them() -> None:
     assert partition_name(("dt",), ["2024-01-03"]) == "dt=2024-01-03"
     assert partition_name(("dt", "hr"), ["2024-01-03", "7"]) == "dt=2024-01-03/hr=7"
-    assert partition_name((), ["2024-01-03", "7"]) == "2024-01-03/7"  # keys unknown: the values
+    assert partition_name(("dt",), ["2024/01:03"]) == "dt=2024%2F01%3A03"  # escaped as Hive does
 
 
 # -- finishing: a reply from a copy, and a prefer read's two replies -----------------------------------------------
@@ -195,7 +198,7 @@ def _config(root: Path, **lake: Any) -> tuple[WaggleConfig, Routes]:
     fed = config.federation
     planner = Planner(fed, config.server.database_resolution, PrefixedMap(fed))
     routes = Routes.of(config, planner, {m.name: Capabilities(m) for m in fed.members})
-    copy = Copy("lake", "ice", "t2", "ice_copy", "t2", o.COPY, time.time() - 5, ("dt",))
+    copy = Copy("lake", "ice", "t2", "ice_copy", "t2", o.COPY, time.time() - 5, ("dt",), None, "hdfs://main/t2")
     return config, replace(routes, copies=Copies.of([copy]))
 
 
@@ -250,11 +253,10 @@ def _paired(core: _Core) -> Paired:
     return step
 
 
-def _replies(core: _Core) -> tuple[Reply, Reply]:
+def _replies(core: _Core) -> tuple[Reply, list[str]]:
     source = H.get_partitions_result(success=[_partition(d, "lake", "ice", None, T0 - 60)
                                               for d in ("2024-01-01", "2024-01-02", "2024-01-03")])
-    copy = H.get_partitions_result(success=[_partition("2024-01-01"), _partition("2024-01-02")])
-    return core.reply("get_partitions", source), core.reply("get_partitions", copy)
+    return core.reply("get_partitions", source), ["dt=2024-01-01", "dt=2024-01-02"]
 
 
 def test_a_prefer_read_gives_the_sources_partitions_with_the_copys_storage(tmp_path: Path) -> None:
@@ -280,8 +282,7 @@ def test_partial_refuse_names_the_partitions_the_copy_lacks(tmp_path: Path) -> N
     assert "dt=2024-01-03" in error.message and "dt=2024-01-01" not in error.message
     assert "lake_ice.t2" in error.message and "ice_copy.t2" in error.message and "partial: refuse" in error.message
     # the copy holding them all: answered
-    full = H.get_partitions_result(success=[_partition(d) for d in ("2024-01-01", "2024-01-02", "2024-01-03")])
-    answer = finish.paired(_paired(core), source, core.reply("get_partitions", full), core)
+    answer = finish.paired(_paired(core), source, [*copy, "dt=2024-01-03"], core)
     assert answer.outcome == "ok" and answer.fields["from_source"] == 0
 
 
@@ -290,35 +291,26 @@ def test_partial_refuse_names_at_most_twenty_partitions(tmp_path: Path) -> None:
     days = [f"2024-02-{d:02d}" for d in range(1, 26)]
     source = core.reply("get_partitions", H.get_partitions_result(
         success=[_partition(d, "lake", "ice", None) for d in days]))
-    answer = finish.paired(_paired(core), source, core.reply("get_partitions", H.get_partitions_result(success=[])),
-                           core)
+    answer = finish.paired(_paired(core), source, [], core)
     message = core.decoded(answer, "get_partitions").o2.message
     assert "25 partition(s)" in message and "dt=2024-02-20" in message and "dt=2024-02-21" not in message
     assert message.endswith("and 5 more")
 
 
 @pytest.mark.parametrize("refuse", [False, True])
-def test_a_failed_side_falls_back_to_the_other(tmp_path: Path, refuse: bool) -> None:
+def test_without_the_copys_names_or_with_the_members_exception_the_member_answers(tmp_path: Path,
+                                                                                 refuse: bool) -> None:
     core = _Core(tmp_path, **{"read-from-copies": "prefer", "partial": "refuse" if refuse else "source"})
-    source, copy = _replies(core)
-    # the member failed: the copy's answer alone, in the client's names
-    answer = finish.paired(_paired(core), None, copy, core)
+    source, _copy = _replies(core)
+    # the primary could not say which partitions the copy holds: the member's answer alone
+    answer = finish.paired(_paired(core), source, None, core)
     parts = core.decoded(answer, "get_partitions").success
-    assert answer.metastore == "main" and answer.outcome == "ok"
-    assert [(p.dbName, p.sd.location) for p in parts] == [("lake_ice", "hdfs://main/t2/dt=2024-01-01"),
-                                                          ("lake_ice", "hdfs://main/t2/dt=2024-01-02")]
-    assert all(p.parameters[SERVED_FROM] == "ice_copy.t2" for p in parts)
-    # the copy failed, or answered with an exception: the member's answer alone
-    gone = core.reply("get_partitions", H.get_partitions_result(o1=T.NoSuchObjectException(message="no")), 1)
-    for failed in (None, gone):
-        answer = finish.paired(_paired(core), source, failed, core)
-        parts = core.decoded(answer, "get_partitions").success
-        assert answer.metastore == "lake" and answer.outcome == "ok"
-        assert [p.sd.location for p in parts] == [f"hdfs://lake/t2/dt=2024-01-0{d}" for d in (1, 2, 3)]
-        assert [p.dbName for p in parts] == ["lake_ice"] * 3 and not any(_shown(p.parameters) for p in parts)
+    assert answer.metastore == "lake" and answer.outcome == "ok"
+    assert [p.sd.location for p in parts] == [f"hdfs://lake/t2/dt=2024-01-0{d}" for d in (1, 2, 3)]
+    assert [p.dbName for p in parts] == ["lake_ice"] * 3 and not any(_shown(p.parameters) for p in parts)
     # the member answered with an exception: that is the client's answer
-    missing = core.reply("get_partitions", H.get_partitions_result(o2=T.MetaException(message="boom")), 2)
-    answer = finish.paired(_paired(core), missing, copy, core)
+    failed = core.reply("get_partitions", H.get_partitions_result(o2=T.MetaException(message="boom")), 2)
+    answer = finish.paired(_paired(core), failed, _copy, core)
     assert answer.metastore == "lake" and core.decoded(answer, "get_partitions").o2.message == "boom"
 
 

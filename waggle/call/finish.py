@@ -18,19 +18,11 @@ from waggle.call.fields import value_at
 from waggle.call.plan import REWRITER
 from waggle.call.values import Answer, Call, Encoder, NameFn, Paired, Refusal, Send, Settled
 from waggle.config.model import MetastoreConfig, ProtocolKind
-from waggle.copies.serve import (
-    PartitionStamps,
-    Served,
-    as_source,
-    in_source_order,
-    partition_name,
-    stamped,
-    with_copy_storage,
-)
+from waggle.copies.serve import as_source, with_copy_storage
 from waggle.hms import specs
 from waggle.hms.bridges import is_unknown_method
 from waggle.hms.catalogs import fill_catalog
-from waggle.hms.gen.hive_metastore.ttypes import LockResponse, LockState
+from waggle.hms.gen.hive_metastore.ttypes import LockResponse, LockState, Partition
 from waggle.hms.methods import Access, MethodSpec
 from waggle.hms.names import parse
 from waggle.hms.service import MethodIO
@@ -203,61 +195,53 @@ def encoded_result(plan: Send, header: Header, result: Any, encoder: Encoder, to
     return encoder.encode(header.name, TMessageType.REPLY, header.seqid, result)
 
 
-def paired(plan: Paired, source: Reply | None, copy: Reply | None, encoder: Encoder) -> Answer:
-    """A prefer read's answer from both replies (None: that side failed): the source's partitions with the copy's
-    storage where the copy holds them, or a refusal naming those it lacks (partial: refuse). When one side
-    failed or answered with an exception, the other side's answer is the client's, as it would be alone."""
+def paired(plan: Paired, source: Reply, held: list[str] | None, encoder: Encoder) -> Answer:
+    """A prefer read's answer from the member's reply and the copy's partition names (None: the primary could not
+    say): the source's partitions with the copy's storage where the copy holds them, or a refusal naming those it
+    lacks (partial: refuse). Without the copy's names, or when the member answered with an exception, the
+    member's answer is the client's, as it would be alone."""
     served = plan.copy.copy
     assert served is not None
-    if source is None:
-        assert copy is not None
-        return reply(plan.copy, copy, encoder)
-    if copy is None or not _succeeded(copy) or not _succeeded(source):
+    if held is None or not _succeeded(source):
         return reply(plan.source, source, encoder)
     call = plan.call
     assert call.io is not None and call.io.result is not None
     collecting = gc.isenabled()
     gc.disable()  # see rewritten
     try:
-        if stamped(call.io.result):
-            return _paired_list(plan, source, copy, served, encoder)
         header, result = decode_message(source.raw, plan.source.wire.protocol, call.io.result, plan.source.limits)
-        copied = decode_message(copy.raw, plan.copy.wire.protocol, call.io.result, plan.copy.limits)[1]
-        missing = with_copy_storage(result, copied, served)
+        missing = with_copy_storage(result, set(held), served)
         if missing and served.refuse_partial:
             return _partial_refused(plan, missing, encoder)
-        raw = encoded_result(plan.source, header, result, encoder)
+        raw = _partitions_reply(plan.source, header, result, encoder) or \
+            encoded_result(plan.source, header, result, encoder)
     finally:
         if collecting:
             gc.enable()
     return Answer(raw, "ok", plan.source.metastore, {"served_from": served.describe(), "from_source": len(missing)})
 
 
-def _paired_list(plan: Paired, source: Reply, copy: Reply, served: Served, encoder: Encoder) -> Answer:
-    """A prefer read of a list of partitions: the source's reply read for its partitions' values and change
-    times only, and the copy's partitions answered in its place; the source's own partitions (decoded in full)
-    only where the copy lacks them."""
-    call = plan.call
-    assert call.io is not None and call.io.result is not None
-    header, stamps = decode_message(source.raw, plan.source.wire.protocol, PartitionStamps, plan.source.limits)
-    copied = decode_message(copy.raw, plan.copy.wire.protocol, call.io.result, plan.copy.limits)[1]
-    merged, missing = in_source_order(stamps.success or [], copied.success or [], served)
-    if missing:
-        names = [partition_name(served.partition_keys, stamps.success[i].values or []) for i in missing]
-        if served.refuse_partial:
-            return _partial_refused(plan, names, encoder)
-        own = decode_message(source.raw, plan.source.wire.protocol, call.io.result, plan.source.limits)[1]
-        naming, decision = plan.source.naming, plan.source.decision
-        assert naming is not None and decision is not None
-        if not naming.identity:
-            REWRITER.rewrite(own, _to_client(naming, decision))
-        for i in missing:
-            merged[i] = own.success[i]
-    result = call.io.result(success=merged)
-    if plan.source.fill is not None:
-        fill_catalog(result, plan.source.fill)
-    raw = encoder.encode(header.name, TMessageType.REPLY, header.seqid, result)
-    return Answer(raw, "ok", plan.source.metastore, {"served_from": served.describe(), "from_source": len(missing)})
+def _partitions_reply(plan: Send, header: Header, result: Any, encoder: Encoder) -> bytes | None:
+    """A plain list of partitions in the client's names, each named by its ``dbName`` alone (the hot path of a
+    prefer read: no walk); None for any other reply."""
+    naming, decision = plan.naming, plan.decision
+    partitions = getattr(result, "success", None)
+    if naming is None or decision is None or type(partitions) is not list or naming.member.mapped_tables is not None \
+            or any(type(p) is not Partition or p.colStats is not None for p in partitions):
+        return None
+    if not naming.identity:
+        to_client = _to_client(naming, decision)
+        shown: dict[str, str] = {}
+        for p in partitions:
+            db = p.dbName
+            if db is not None:
+                name = shown.get(db)
+                if name is None:
+                    name = shown[db] = to_client(db)
+                p.dbName = name
+    if plan.fill is not None:
+        fill_catalog(result, plan.fill)
+    return encoder.encode(header.name, TMessageType.REPLY, header.seqid, result)
 
 
 def _partial_refused(plan: Paired, missing: list[str], encoder: Encoder) -> Answer:

@@ -111,9 +111,12 @@ def choose(spec: MethodSpec, io: MethodIO | None, args: Any, names: Sequence[str
         if carries(result, PartitionWithoutSD):
             return None  # partitions under a shared storage descriptor: answered by the member alone
         if carries(result, Partition):
+            if not found.location:
+                return None
             return FromBoth(Served(served.member, PREFER, served.copy_db, client_db, served.tables,
                                    served.staleness, refuse_partial=member.partial is PartialCopies.REFUSE,
-                                   partition_keys=found.partition_keys))
+                                   partition_keys=found.partition_keys, copy_location=found.location,
+                                   confirmed_at=found.confirmed_at))
         return FromCopy(served) if carries(result, Table) else None
     if reason != DOWN or qualified:
         return None

@@ -28,9 +28,10 @@ from waggle.common.logging import get_logger
 from waggle.config.model import CopyReads, MetastoreConfig
 from waggle.copies import coverage
 from waggle.copies.catalog import NONE, Copies, Copy, copy_of
+from waggle.copies.serve import Served
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
 from waggle.sync import objects as o
-from waggle.upstream.client import UpstreamError
+from waggle.upstream.client import Identity, UpstreamError
 
 if TYPE_CHECKING:
     from waggle.routes import Routes
@@ -165,3 +166,15 @@ def _serving_reason(member: MetastoreConfig, copies: Copies, health: Health) -> 
     if not health.is_up(member.name):
         return "down"
     return "prefer" if member.read_from_copies is CopyReads.PREFER else None
+
+
+def held_partitions(primary: UpstreamPool, identity: Identity | None, served: Served) -> list[str] | None:
+    """The partitions a copy holds, by name (asked as the caller: the primary checks who asks); None when the
+    primary cannot say (a prefer read is then the member's alone)."""
+    try:
+        result = primary.invoke(identity, "get_partition_names", T.get_partition_names_args(
+            db_name=served.copy_db, tbl_name=served.copy_table, max_parts=-1), T.get_partition_names_result)
+    except UpstreamError as exc:
+        log.info("copies.names_failed", metastore=primary.name, table=served.describe(), error=exc.detail)
+        return None
+    return [str(n) for n in result.success or ()]

@@ -10,16 +10,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from thrift.Thrift import TType
 
-from waggle.copies.catalog import synced_at
 from waggle.hms import specs
 from waggle.hms.gen.hive_metastore.ttypes import Database, Partition, Table
-from waggle.hms.names import parse
+from waggle.hms.names import parse, partition_name
 from waggle.hms.rewrite import Rewriter, call_rewriter
 from waggle.sync import objects as o
 
@@ -53,6 +52,14 @@ class Served:
     #: prefer: partitions the copy lacks refuse the call (partial: refuse) instead of coming from the source
     refuse_partial: bool = False
     partition_keys: tuple[str, ...] = ()
+    #: prefer: the copy table's storage (a partition ``name`` the sync copied is at ``<copy_location>/<name>``),
+    #: and when the copy was last known to match its source (a source partition changed after it is stale)
+    copy_location: str | None = None
+    confirmed_at: float = 0.0
+
+    @property
+    def copy_table(self) -> str:
+        return next(iter(self.tables), "")
 
     def describe(self, table: str | None = None) -> str:
         copy_table = next(iter(self.tables), "") if table is None else table
@@ -219,90 +226,39 @@ def _kept(items: list[Any], tables: Mapping[str, str]) -> list[Any]:
     return out
 
 
-class PartitionStamp:
-    """What a prefer read needs of a source partition: its values and parameters (the rest is skipped while
-    decoding, which makes reading the source's reply cheap)."""
-
-    __slots__ = ("parameters", "values")
-
-    def __init__(self, values: list[str] | None = None, parameters: dict[str, str] | None = None) -> None:
-        self.values, self.parameters = values, parameters
-
-
-class PartitionStamps:
-    """A reply whose success is a list of partitions, read as stamps."""
-
-    __slots__ = ("success",)
-
-    def __init__(self, success: list[PartitionStamp] | None = None) -> None:
-        self.success = success
-
-
-specs.declare(PartitionStamp, (None, Partition.thrift_spec[1], None, None, None, None, None,  # type: ignore[attr-defined]
-                               Partition.thrift_spec[7]))  # type: ignore[attr-defined]
-specs.declare(PartitionStamps, ((0, TType.LIST, "success", (TType.STRUCT, specs.codec(PartitionStamp), False), None),))
-
-
-def stamped(result_class: type) -> bool:
-    """Whether a result class's success is a plain list of partitions (read as :class:`PartitionStamps`)."""
-    success = specs.field_named(result_class, "success")
-    return success is not None and success.ttype == TType.LIST and success.struct is Partition
-
-
-def in_source_order(stamps: list[PartitionStamp], copied: list[Partition], served: Served
-                    ) -> tuple[list[Partition | None], list[int]]:
-    """A prefer read of a partition list: the copy's partitions, as the source's, in the source's order, for each
-    source partition the copy holds and is current; None (and its index in the second list) for the others."""
-    held = {tuple(p.values or ()): p for p in copied if p.parameters and o.SOURCE in p.parameters}
-    out: list[Partition | None] = []
-    missing: list[int] = []
-    for i, stamp in enumerate(stamps):
-        found = held.get(tuple(stamp.values or ()))
-        if found is None or not _current_params(stamp.parameters, found.parameters):
-            out.append(None)
-            missing.append(i)
-        else:
-            out.append(found)
-    as_partitions_of_source([p for p in out if p is not None], served)
-    return out, missing
-
-
-def with_copy_storage(source: Any, copy: Any, served: Served) -> list[str]:
-    """A prefer read: each partition of the ``source`` reply (decoded, in the member's names) that the ``copy``
-    reply holds, written by the sync and not changed at the source since, gets the copy's storage and says so.
-    Returns the names of the partitions that stay the source's."""
-    held: dict[tuple[str, ...], Partition] = {}
-    for obj in objects_in(copy):
-        if isinstance(obj, Partition) and obj.parameters and o.SOURCE in obj.parameters:
-            held[tuple(obj.values or ())] = obj
+def with_copy_storage(source: Any, held: set[str], served: Served) -> list[str]:
+    """A prefer read: each partition of the ``source`` reply (decoded, in the member's names) that the copy holds
+    (``held``: the copy's partition names) and that did not change at the source after the copy was last known to
+    match it gets the copy's storage, and says so. Returns the names of the partitions that stay the source's."""
+    root = (served.copy_location or "").rstrip("/")
+    newest = served.confirmed_at + CLOCK_SLACK
+    extra = {SERVED_FROM: served.describe(), SERVED_STALENESS: str(int(served.staleness)),
+             SERVED_REASON: served.reason}
+    keys = served.partition_keys
+    partitions = _partitions(source)
+    found = partitions if partitions is not None else [p for p in objects_in(source) if isinstance(p, Partition)]
     missing: list[str] = []
-    for obj in objects_in(source):
-        if not isinstance(obj, Partition):
+    for p in found:
+        values = p.values or []
+        if len(values) != len(keys):
+            missing.append("/".join(values))
             continue
-        found = held.get(tuple(obj.values or ()))
-        if found is None or found.sd is None or obj.sd is None or not _current_params(obj.parameters,
-                                                                                     found.parameters):
-            missing.append(partition_name(served.partition_keys, obj.values or []))
+        name = partition_name(keys, values)
+        if not root or name not in held or p.sd is None or _changed_at(p.parameters) > newest:
+            missing.append(name)
             continue
-        obj.sd.location = found.sd.location
-        obj.parameters = decorate(obj.parameters, served)
+        p.sd.location = f"{root}/{name}"
+        params = p.parameters
+        if params is None:
+            p.parameters = dict(extra)
+        else:
+            params.update(extra)
     return missing
 
 
-def _current_params(source: dict[str, str] | None, copied: dict[str, str] | None) -> bool:
-    """The copy was written after the source partition last changed (its ``transient_lastDdlTime``)."""
+def _changed_at(params: dict[str, str] | None) -> float:
+    """When a source partition last changed (its ``transient_lastDdlTime``; unreadable: now, so it is stale)."""
     try:
-        changed = float((source or {}).get("transient_lastDdlTime") or 0)
+        return float((params or {}).get("transient_lastDdlTime") or 0)
     except ValueError:
-        return False
-    return changed <= synced_at(copied) + CLOCK_SLACK
-
-
-def partition_name(keys: tuple[str, ...], values: list[str]) -> str:
-    if len(keys) != len(values):
-        return "/".join(values)
-    return "/".join(f"{k}={v}" for k, v in zip(keys, values, strict=True))
-
-
-#: a reply's names as the client sees them (the member's rewrite), applied by the caller
-NameFn = Callable[[str], str]
+        return float("inf")

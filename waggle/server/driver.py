@@ -43,6 +43,7 @@ from waggle.call.values import (
 from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
 from waggle.config.model import ProtocolKind, TransportKind
+from waggle.copies.registry import held_partitions
 from waggle.hms.bridges import MethodMissing, Wrap
 from waggle.hms.methods import METHODS, MethodSpec, database_of
 from waggle.hms.service import METHOD_IO, MethodIO
@@ -318,35 +319,27 @@ class ClientDriver:
         return self._replied(step, reply, pool)
 
     def _paired(self, step: Paired, routes: Routes, started: float) -> Answer:
-        """A prefer read: the member and the primary's copy asked at once, their replies merged."""
+        """A prefer read: the member asked, and the primary asked at once which partitions the copy holds; the
+        member's partitions get the copy's storage where it holds them. A member that fails is answered for by
+        the copy alone."""
         call = step.call
+        served = step.copy.copy
+        assert served is not None
         source, primary = routes.pools[step.source.metastore], routes.pools[step.copy.metastore]
-        identity, protocol = self.session.identity, call.wire.protocol
-        limit = routes.config.server.stream_after_bytes
-
-        def ask(send: Send, pool: UpstreamPool) -> Reply | UpstreamError:
-            try:
-                reply = pool.forward(identity, call.header, send.args, send.raw, protocol, None, limit)
-            except UpstreamError as exc:
-                return exc
-            assert reply is not None  # not oneway
-            return reply
-
-        copied = gevent.spawn(ask, step.copy, primary)
-        got = ask(step.source, source)
-        other = copied.get()
-        if isinstance(got, UpstreamError):
-            self.runtime.health.call_failed(source.name, got)
-            if isinstance(other, UpstreamError):
-                return self._failed(call.header, call.io, source, got, started)
-        answer = finish.paired(step, None if isinstance(got, UpstreamError) else got,
-                               None if isinstance(other, UpstreamError) else other, self.wire)
-        if answer.outcome == "ok" and not isinstance(other, UpstreamError):
-            served = step.copy.copy
-            assert served is not None
-            reason = "down" if isinstance(got, UpstreamError) else \
-                "source" if answer.fields.get("from_source") else "prefer"
-            metrics.COPY_READS.labels(served.member, reason).inc()
+        identity = self.session.identity
+        held = gevent.spawn(held_partitions, primary, identity, served)
+        try:
+            got = source.forward(identity, call.header, step.source.args, step.source.raw, call.wire.protocol, None,
+                                 routes.config.server.stream_after_bytes)
+        except UpstreamError as exc:
+            held.kill(block=False)
+            self.runtime.health.call_failed(source.name, exc)
+            return self._send(step.copy, started, primary, routes)  # the member failed: the copy answers alone
+        assert got is not None  # not oneway
+        names = held.get()
+        answer = finish.paired(step, got, names, self.wire)
+        if answer.outcome == "ok" and names is not None:
+            metrics.COPY_READS.labels(served.member, "source" if answer.fields.get("from_source") else "prefer").inc()
         return answer
 
     def _failed(self, header: Header, io: MethodIO | None, pool: UpstreamPool, exc: UpstreamError, started: float
