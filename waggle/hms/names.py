@@ -110,8 +110,15 @@ def _residual(alt: str, prefix: str) -> str | None:
 _ESCAPED = frozenset('"#%\'*/:=?\\{[]^\x7f') | {chr(c) for c in range(32)}
 
 
+_NEEDS_ESCAPE = re.compile("[" + re.escape("".join(sorted(_ESCAPED))) + "]")
+
+
+def _escape(text: str) -> str:
+    if _NEEDS_ESCAPE.search(text) is None:  # most values: nothing to escape
+        return text
+    return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in text)
+
+
 def partition_name(keys: Iterable[str], values: Iterable[str]) -> str:
     """Hive's ``key=value/key=value`` partition name, with Hive's escaping."""
-    def escape(text: str) -> str:
-        return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in text)
-    return "/".join(f"{escape(k)}={escape(v)}" for k, v in zip(keys, values, strict=True))
+    return "/".join(f"{_escape(k)}={_escape(v)}" for k, v in zip(keys, values, strict=True))
