@@ -125,7 +125,7 @@ def test_a_link_is_read_only_and_a_refused_write_never_reaches_the_remote(remote
                                                   r"database 'sales' of metastore 'analytics', and linked databases "
                                                   r"are read-only \(remote-databases.access\)"):
             c.create_table(table)
-        with pytest.raises(t.MetaException, match="read-only"):
+        with pytest.raises(t.MetaException, match=r"nothing dropped: .* read-only .*the remote table stays"):
             c.drop_table(name, "orders", False)
         assert c.get_table(name, "orders").tableName == "orders"
         marker = unique("marker")
@@ -149,6 +149,55 @@ def test_dropping_a_link_drops_only_the_link(remotes, analytics):
         assert c.get_table("analytics_sales", "orders").tableName == "orders"
     assert audit_count(analytics, "drop_database") + audit_count(analytics, "drop_table") == drops
     assert remotes.events("link.dropped")[-1]["database"] == name
+
+
+def test_a_stock_clients_drop_database_cascade_unlinks_and_drops_nothing_remote(remotes, analytics):
+    # Hive 2.3's HiveMetaStoreClient.dropDatabase(name, deleteData, ignoreUnknownDb, cascade) with cascade: it reads
+    # the database (getDatabase), lists its tables itself (getAllTables), drops each one with
+    # dropTable(db, table, deleteData, ignoreUnknownTab=true) -- getTable, then drop_table_with_environment_context,
+    # a NoSuchObjectException ignored -- and only then calls drop_database. Replayed call for call.
+    name = unique("cascade_sales")
+    drops = audit_count(analytics, "drop_database") + audit_count(analytics, "drop_table")
+    with hive2_client(remotes.port) as c:
+        link(c, name, metastore="analytics", database="sales")
+        assert c.get_database(name).name == name
+        tables = c.get_all_tables(name)
+        assert "orders" in tables
+        for table in tables:
+            assert c.get_table(name, table).tableName == table
+            with pytest.raises(t.NoSuchObjectException):  # ignored by the client (ignoreUnknownTab)
+                c.drop_table_with_environment_context(name, table, True, None)
+        c.drop_database(name, True, True)
+        # outside such a sequence, a table drop is a MetaException that says why
+        other = unique("cascade_other")
+        link(c, other, metastore="analytics", database="sales")
+        assert c.get_table(other, "orders").tableName == "orders"
+        with pytest.raises(t.MetaException, match="nothing dropped"):
+            c.drop_table_with_environment_context(other, "orders", True, None)
+        c.drop_database(other, True, True)
+        assert name not in c.get_all_databases()
+        assert set(tables) <= set(c.get_all_tables("analytics_sales"))  # every remote table is still there
+    assert audit_count(analytics, "drop_database") + audit_count(analytics, "drop_table") == drops
+
+
+@pytest.mark.spark
+def test_spark_drop_database_cascade_of_a_link_unlinks_and_drop_table_says_why(remotes, analytics, tmp_path):
+    name = unique("spark_gone")
+    drops = audit_count(analytics, "drop_database") + audit_count(analytics, "drop_table")
+    done = subprocess.run([sys.executable, str(HERE / "spark_query.py"), f"thrift://127.0.0.1:{remotes.port}",
+                           str(tmp_path / "warehouse"),
+                           f"CREATE DATABASE {name} WITH DBPROPERTIES ('waggle.remote.metastore'='analytics', "
+                           "'waggle.remote.database'='sales')",
+                           f"DROP TABLE {name}.orders"], capture_output=True, text=True, timeout=240)
+    assert "nothing dropped" in done.stdout + done.stderr and "the remote table stays" in done.stdout + done.stderr, \
+        done.stderr[-3000:]
+    rows = spark_sql(remotes, tmp_path, f"SELECT count(*) FROM {name}.orders", f"DROP DATABASE {name} CASCADE",
+                     "SHOW DATABASES")
+    assert int(rows[0][0][0]) > 0
+    assert name not in {r[0] for r in rows[2]}
+    with hive2_client(remotes.port) as c:
+        assert "orders" in c.get_all_tables("analytics_sales")
+    assert audit_count(analytics, "drop_database") + audit_count(analytics, "drop_table") == drops
 
 
 def test_operators_see_links_with_their_health(remotes, ops):

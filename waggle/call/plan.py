@@ -35,7 +35,7 @@ from waggle.copies.catalog import serving
 from waggle.copies.serve import Served
 from waggle.hms.bridges import DEFAULT_CATALOG, strip_catalog
 from waggle.hms.catalogs import carries_catalog
-from waggle.hms.methods import Access, MethodSpec, NameForm, Route
+from waggle.hms.methods import Access, LinkOp, MethodSpec, NameForm, Route
 from waggle.hms.names import parse
 from waggle.hms.rewrite import Rewriter, call_rewriter
 from waggle.hms.strings import strings_in
@@ -91,7 +91,11 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
             tables = table_refs(call.args, spec) if routes.mapped_tables else ()
             decision = planner.decide(spec, names, locks, created, tables)
     if decision.refusal is not None:
-        return _refuse(call, decision.member.name, decision.refusal, decision.refused_as, decision)
+        refused_as = decision.refused_as
+        if decision.link is not None and spec.link is not None and spec.link.op is LinkOp.DROP_TABLE and \
+                call.session.cascading is not None and call.session.cascading == decision.link.name:
+            refused_as = Refused.NO_SUCH_OBJECT  # within a stock DROP DATABASE ... CASCADE of the link
+        return _refuse(call, decision.member.name, decision.refusal, refused_as, decision)
     member = decision.member
     both = None
     if routes.copies and not member.primary and serving(member, routes.copies):

@@ -63,6 +63,8 @@ class Session:
     authenticated: Authenticated | None = None
     #: lock id -> the federated member that granted it (locks granted by the primary are not recorded)
     lock_owners: dict[int, MetastoreConfig] = field(default_factory=dict)
+    #: the link whose tables the connection is dropping one by one (a stock DROP DATABASE ... CASCADE), if any
+    cascading: str | None = None
 
 
 @dataclass(slots=True)

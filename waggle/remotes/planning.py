@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from waggle.call.fields import replaced, table_refs, value_at
+from waggle.hms import specs
 from waggle.hms.methods import Access, LinkOp, MethodSpec
+from waggle.hms.names import parse
 from waggle.remotes.connectors import REMOTE_DB_NAME, ConnectorError, link_through
 from waggle.remotes.links import (
     REMOTE,
@@ -271,3 +273,27 @@ def _create_remote_table(method: str, table: Any, routes: RemoteRoutes, who: Ide
     if why is not None:
         return Refuse(primary, f"{method} refused: cannot make '{db}.{name}' a link to {found.describe()}: {why}")
     return Store(table=found)
+
+
+def cascading(spec: MethodSpec | None, args_class: type | None, names: list[str], links: Mapping[str, Link],
+              current: str | None) -> str | None:
+    """The link whose tables a connection is dropping one by one, after this call, or None.
+
+    A stock ``DROP DATABASE ... CASCADE`` is a client sequence, not a call: Hive's ``HiveMetaStoreClient
+    .dropDatabase`` (2.3, and 3.1 with its batches) lists every table itself (``get_all_tables``), drops each one
+    (``get_table`` or ``get_table_objects_by_name``, then ``drop_table_with_environment_context`` with
+    ``ignoreUnknownTab``, which ignores NoSuchObjectException), and only then calls ``drop_database``; Spark's
+    ``DROP DATABASE`` goes through it. A listing of every table of a link starts such a sequence; a call naming
+    that database alone continues it; any other call ends it. Within it, a table drop refused because the link is
+    read-only is answered as a table that does not exist, so the sequence reaches ``drop_database``, which drops
+    the link alone. Outside it (an explicit ``DROP TABLE``, which Spark sends with ``ignoreUnknownTab`` too), the
+    refusal is a MetaException saying why."""
+    if spec is None or not links:
+        return None
+    dbs = {(parse(n).db or "").lower() for n in names}
+    if len(dbs) != 1:
+        return None
+    (db,) = dbs
+    if spec.lists_tables and args_class is not None and len(specs.fields(args_class)) == 1:
+        return db if db in links else None  # every table of one database: get_all_tables
+    return current if db == current else None

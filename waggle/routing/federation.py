@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 
 from waggle.config.model import AccessControlType, DatabaseResolution, Federation, MetastoreConfig
-from waggle.hms.methods import Access, MethodSpec, Route
+from waggle.hms.methods import Access, LinkOp, MethodSpec, Route
 from waggle.hms.names import parse
 from waggle.remotes.links import Link
 from waggle.routing.access import create_refusal, table_visible, write_refusal
@@ -178,6 +178,15 @@ class Planner:
                     not table_visible(found.target.member, found.target.db, table):
                 return Decision(member, f"table '{found.shown}.{table}' does not exist (or is not visible "
                                         f"through waggle)", Refused.NO_SUCH_OBJECT)
+        if spec.link is not None and spec.link.op is LinkOp.DROP_TABLE:
+            linked = next((f for f in own if self._link_refusal(f) is not None), None)
+            if linked is not None:
+                # refused, naming the link; within a stock DROP DATABASE ... CASCADE of the link the call core
+                # answers it as a table that does not exist (see waggle.remotes.planning.cascading)
+                assert linked.target is not None
+                return Decision(member, f"{spec.name}: nothing dropped: {self._link_refusal(linked)}; the remote "
+                                        f"table stays (DROP DATABASE {linked.shown} CASCADE removes the link alone)",
+                                link=linked.target.link)
         refusal = self._access(spec, member, own, locks, created)
         if refusal is not None:
             return Decision(member, refusal)

@@ -25,7 +25,7 @@ from thrift.Thrift import TMessageType
 
 from waggle.call import finish, merge
 from waggle.call.lane import Choice, Lane, lane_for
-from waggle.call.plan import plan
+from waggle.call.plan import REWRITER, plan
 from waggle.call.values import (
     Answer,
     Call,
@@ -48,6 +48,7 @@ from waggle.hms.bridges import MethodMissing, Wrap
 from waggle.hms.methods import METHODS, MethodSpec, database_of
 from waggle.hms.service import METHOD_IO, MethodIO
 from waggle.hms.wire import Header, PeerClosed, Wire, WireError
+from waggle.remotes import planning as remotes_planning
 from waggle.routes import Routes
 from waggle.runtime import Runtime
 from waggle.security.frontdoor import Authenticated
@@ -229,6 +230,10 @@ class ClientDriver:
         started = time.perf_counter()
         runtime = self.runtime
         routes = runtime.routes  # one configuration and map for the whole call, even if a reload swaps them
+        if routes.links and call.args is not None:  # a stock DROP DATABASE ... CASCADE of a link, call by call
+            self.session.cascading = remotes_planning.cascading(
+                call.spec, call.io.args if call.io is not None else None, REWRITER.names_in(call.args),
+                routes.links, self.session.cascading)
         step = plan(call, routes, runtime.health, runtime.created)
         if isinstance(step, Send) and step.kind is Kind.SEND:  # the common case, first: a call relayed to one member
             answer = self._send(step, started, routes.pools[step.metastore], routes)
