@@ -1,24 +1,13 @@
 """Reads from copies (issue 26): a member ``lake`` seeded with a partitioned Hive table and an Iceberg table, its
-federation entry, and Spark SQL steps run through waggle in a subprocess (each step's rows, or its error).
-
-Run as a script (``python tests/support/copies.py SPEC.json``) it is that Spark subprocess: ``SPEC.json`` holds
-``uri``, ``warehouse`` and ``steps`` (pairs of name and SQL); it prints ``RESULT`` and a JSON object with, per
-step, ``rows`` (values as strings) or ``error`` (the exception and its Java causes). A failed step does not stop
-the others.
-"""
+federation entry, and Spark SQL steps run through waggle in a subprocess (:mod:`tests.support.spark_steps`: each
+step's rows, or its error)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.spark_steps import run as run_steps
 
 #: the member's names (the client's under PREFIXED: lake_sales.orders, lake_ice.t2)
 SALES, ORDERS, NOCOPY, LATER = "sales", "orders", "nocopy", "later"
@@ -100,69 +89,11 @@ def lake_member(uri: str, **keys: Any) -> str:
 
 
 def spark_steps(uri: str, warehouse: Path, steps: list[tuple[str, str]], timeout: float = 600) -> dict[str, Any]:
-    """Run ``steps`` (name, SQL) in one fresh local Spark session whose Hive catalog is the metastore at ``uri``:
-    per step ``{"rows": [...]}`` or ``{"error": "..."}``, and its ``seconds``."""
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump({"uri": uri, "warehouse": str(warehouse), "steps": steps}, f)
-    try:
-        done = subprocess.run([sys.executable, __file__, f.name], capture_output=True, text=True, timeout=timeout,
-                              cwd=ROOT)
-    finally:
-        os.unlink(f.name)
-    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
-    if line is None:
-        raise AssertionError(f"Spark exited with {done.returncode}:\n{done.stderr[-4000:]}")
-    result: dict[str, Any] = json.loads(line[len("RESULT "):])
-    return result
+    """Run ``steps`` (name, SQL) in one fresh local Spark session whose Hive catalog is the metastore at ``uri``."""
+    return run_steps({"uri": uri, "warehouse": str(warehouse), "steps": steps}, timeout=timeout)
 
 
 def rows(result: dict[str, Any], step: str) -> list[list[str]]:
     """A step's rows, or a failure showing its error."""
     assert "rows" in result[step], f"step {step!r} failed: {result[step].get('error')}"
     return list(result[step]["rows"])
-
-
-# -- the Spark subprocess --------------------------------------------------------------------------------------
-def _messages(exc: Exception) -> str:
-    found = [f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"]
-    cause = getattr(exc, "java_exception", None)
-    while cause is not None and len(found) < 12:
-        found.append(str(cause.toString()))
-        cause = cause.getCause()
-    return " | caused by: ".join(found)[:8000]
-
-
-def _main(spec_file: str) -> None:
-    from pyspark.sql import SparkSession
-
-    with open(spec_file) as f:
-        spec = json.load(f)
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .appName("waggle-copies-tests")
-        .config("spark.sql.catalogImplementation", "hive")
-        .config("spark.hadoop.hive.metastore.uris", spec["uri"])
-        .config("spark.sql.warehouse.dir", spec["warehouse"])
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        .enableHiveSupport()
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    results: dict[str, Any] = {}
-    for name, sql in spec["steps"]:
-        started = time.monotonic()
-        try:
-            found = spark.sql(sql).collect()
-            results[name] = {"rows": [[None if v is None else str(v) for v in row] for row in found]}
-        except Exception as exc:  # reported per step; the test asserts on it
-            results[name] = {"error": _messages(exc)}
-        results[name]["seconds"] = round(time.monotonic() - started, 3)
-    print("RESULT " + json.dumps(results), flush=True)
-    spark.stop()
-
-
-if __name__ == "__main__":
-    _main(sys.argv[1])

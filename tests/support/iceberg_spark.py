@@ -3,17 +3,15 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from tests.support import spark_steps
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-iceberg-spark"
 JARS = VENV / "iceberg-jars"
-STEPS = ROOT / "tests" / "integration" / "spark_iceberg_steps.py"
 
 
 def available() -> bool:
@@ -24,14 +22,5 @@ def run_steps(uri: str, warehouse: str, steps: list[tuple[str, str]], timeout: f
     """Run SQL steps in one Spark session whose Iceberg catalog ``lake`` is the metastore at ``uri``."""
     spec = {"uri": uri, "warehouse": warehouse, "jars": [str(j) for j in sorted(JARS.glob("*.jar"))],
             "steps": steps}
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(spec, f)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV")}
-    done = subprocess.run([str(VENV / "bin" / "python"), str(STEPS), f.name], capture_output=True, text=True,
-                          timeout=timeout, env=env)
-    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
-    if line is None:
-        raise AssertionError(f"Spark exited with {done.returncode}:\n{done.stderr[-4000:]}")
-    result: dict[str, Any] = json.loads(line[len("RESULT "):])
-    return result
-
+    return spark_steps.run(spec, str(VENV / "bin" / "python"), timeout, env)

@@ -10,15 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from thrift.Thrift import TMessageType
 
+from tests.support.copies_core import client_wire, lake_routes
 from tests.support.health import PlainHealth
 from waggle.call import finish, merge
 from waggle.call.lane import lane_for
 from waggle.call.plan import REWRITER, plan
 from waggle.call.values import Answer, Call, FanOut, Kind, Learned, Paired, Refusal, Send, Session
-from waggle.config.loader import load
 from waggle.config.model import WaggleConfig
 from waggle.copies import planning
 from waggle.copies.catalog import Copies, Copy
@@ -26,12 +25,10 @@ from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.methods import METHODS
 from waggle.hms.service import METHOD_IO
-from waggle.hms.wire import Header, Wire, decode_message
+from waggle.hms.wire import Header, decode_message
 from waggle.routes import Routes
-from waggle.routing.databases import PrefixedMap
-from waggle.routing.federation import Planner, Refused
+from waggle.routing.federation import Refused
 from waggle.sync import objects as o
-from waggle.upstream.capabilities import Capabilities
 from waggle.upstream.outcome import Outcome
 
 SHARED_READ, SHARED_WRITE, EXCLUSIVE = T.LockType.SHARED_READ, T.LockType.SHARED_WRITE, T.LockType.EXCLUSIVE
@@ -51,23 +48,7 @@ class Core:
 
 
 def _core(root: Path, copies: list[Copy] | None = None, **lake: Any) -> Core:
-    federation = {
-        "primary-meta-store": {"name": "main", "remote-meta-store-uris": "thrift://127.0.0.1:9",
-                               "access-control-type": "READ_AND_WRITE_AND_CREATE"},
-        "federated-meta-stores": [
-            {"name": "lake", "remote-meta-store-uris": "thrift://127.0.0.1:9", "database-prefix": "lake_",
-             "access-control-type": "READ_AND_WRITE_ON_DATABASE_WHITELIST",
-             "writable-database-white-list": ["ice", "web"], **lake},
-        ],
-    }
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "server.yml").write_text(yaml.safe_dump({"database-resolution": "PREFIXED"}))
-    (root / "federation.yml").write_text(yaml.safe_dump(federation))
-    config = load(str(root / "server.yml"), str(root / "federation.yml"))
-    fed = config.federation
-    planner = Planner(fed, config.server.database_resolution, PrefixedMap(fed))
-    routes = Routes.of(config, planner, {m.name: Capabilities(m) for m in fed.members})
-    return Core(config, replace(routes, copies=Copies.of(_copies() if copies is None else copies)))
+    return Core(*lake_routes(root, _copies() if copies is None else copies, **lake))
 
 
 def _copies(t2_mode: str = o.COPY, age: float = 60.0) -> list[Copy]:
@@ -86,21 +67,10 @@ def _prefer(root: Path, copies: list[Copy] | None = None, **settings: Any) -> Co
     return _core(root / "prefer", copies, **{"read-from-copies": "prefer", **settings})
 
 
-class _Encoder:
-    def __init__(self, core: Core) -> None:
-        self.wire = Wire(None, core.config.server.wire, core.config.server.limits)  # type: ignore[arg-type]
-
-    def encode(self, name: str, mtype: int, seqid: int, obj: Any) -> bytes:
-        return self.wire.encode(name, mtype, seqid, obj)
-
-    def encode_application_error(self, name: str, seqid: int, kind: int, message: str) -> bytes:
-        return self.wire.encode_application_error(name, seqid, kind, message)
-
-
 def _call(core: Core, method: str, /, **fields: Any) -> Call:
     io = METHOD_IO[method]
     args = io.args(**fields)
-    raw = _Encoder(core).encode(method, TMessageType.CALL, 7, args)
+    raw = client_wire(core.config).encode(method, TMessageType.CALL, 7, args)
     return Call(Header(method, TMessageType.CALL, 7), METHODS[method], io, args, raw, Session(),
                 core.config.server.wire)
 
@@ -221,7 +191,7 @@ def test_a_table_without_a_copy_on_a_down_member_is_refused_at_once(tmp_path: Pa
                            ("get_partitions", {"db_name": "lake_web", "tbl_name": "t2", "max_parts": -1})):
         step = _plan(core, method, **fields)
         assert isinstance(step, Refusal) and (step.kind, step.metastore) == (Kind.DOWN, "lake"), fields
-        answer = finish.down(step, _Encoder(core))
+        answer = finish.down(step, client_wire(core.config))
         assert answer.outcome == "member_down"
         assert "metastore 'lake' is down" in _error(_decoded(core, answer, method)).message
     # the copied table of the same database is answered
@@ -243,7 +213,7 @@ def test_writes_to_a_down_member_are_refused_saying_reads_are_served_from_copies
     assert isinstance(step, Refusal) and (step.kind, step.metastore) == (Kind.DOWN, "lake")
     assert step.refusal.startswith("metastore 'lake' is down; ")  # the member's down message first
     assert "reads of its tables are served from copies" in step.refusal and "'main'" in step.refusal
-    error = _error(_decoded(core, finish.down(step, _Encoder(core)), method))
+    error = _error(_decoded(core, finish.down(step, client_wire(core.config)), method))
     assert "reads of its tables are served from copies" in error.message
     # up, the write goes to the member: the table's primary cluster
     core.health.down.clear()
@@ -366,7 +336,7 @@ def test_prefer_an_iceberg_commit_based_on_the_copys_metadata_is_refused(tmp_pat
     assert isinstance(step, Refusal) and (step.kind, step.metastore, step.refused_as) == \
         (Kind.REFUSE, "lake", Refused.META)
     assert "read-only" in step.refusal and "ice_copy.t2" in step.refusal and "lake_ice.t2" in step.refusal
-    answer = finish.refusal(step, _Encoder(core))
+    answer = finish.refusal(step, client_wire(core.config))
     assert "read-only" in _error(_decoded(core, answer, "alter_table")).message
     context = _plan(core, "alter_table_with_environment_context", dbname="lake_ice", tbl_name="t2",
                     new_tbl=_iceberg(METADATA), environment_context=T.EnvironmentContext(properties={}))
@@ -473,7 +443,7 @@ def _merged(core: Core, method: str, lake: list[str] | None, **fields: Any) -> t
         else:
             outcome.result = METHOD_IO[method].result(success=lake)
         outcomes.append(outcome)
-    answer = merge.merge(step, outcomes, _Encoder(core), lambda m: pytest.fail(m))
+    answer = merge.merge(step, outcomes, client_wire(core.config), lambda m: pytest.fail(m))
     return _decoded(core, answer, method).success, answer.fields
 
 

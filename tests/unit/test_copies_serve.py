@@ -10,16 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from thrift.Thrift import TMessageType
 
+from tests.support.copies_core import client_wire, lake_routes
 from tests.support.health import PlainHealth
 from waggle.call import finish
 from waggle.call.plan import plan
 from waggle.call.values import Answer, Call, Learned, Paired, Send, Session
-from waggle.config.loader import load
-from waggle.config.model import WaggleConfig
-from waggle.copies.catalog import Copies, Copy
+from waggle.copies.catalog import Copy
 from waggle.copies.serve import (
     SERVED_FROM,
     SERVED_REASON,
@@ -33,12 +31,8 @@ from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.methods import METHODS
 from waggle.hms.service import METHOD_IO
-from waggle.hms.wire import Header, Wire, decode_message
-from waggle.routes import Routes
-from waggle.routing.databases import PrefixedMap
-from waggle.routing.federation import Planner
+from waggle.hms.wire import Header, decode_message
 from waggle.sync import objects as o
-from waggle.upstream.capabilities import Capabilities
 from waggle.upstream.client import Reply
 
 T0 = datetime(2026, 11, 25, 10, 0, 0, tzinfo=UTC).timestamp()
@@ -186,27 +180,12 @@ def test_partitions_are_named_as_hive_names_them() -> None:
 
 
 # -- finishing: a reply from a copy, and a prefer read's two replies -----------------------------------------------
-def _config(root: Path, **lake: Any) -> tuple[WaggleConfig, Routes]:
-    federation = {
-        "primary-meta-store": {"name": "main", "remote-meta-store-uris": "thrift://127.0.0.1:9"},
-        "federated-meta-stores": [{"name": "lake", "remote-meta-store-uris": "thrift://127.0.0.1:9",
-                                   "database-prefix": "lake_", **lake}],
-    }
-    (root / "server.yml").write_text(yaml.safe_dump({"database-resolution": "PREFIXED"}))
-    (root / "federation.yml").write_text(yaml.safe_dump(federation))
-    config = load(str(root / "server.yml"), str(root / "federation.yml"))
-    fed = config.federation
-    planner = Planner(fed, config.server.database_resolution, PrefixedMap(fed))
-    routes = Routes.of(config, planner, {m.name: Capabilities(m) for m in fed.members})
-    copy = Copy("lake", "ice", "t2", "ice_copy", "t2", o.COPY, time.time() - 5, ("dt",), None, "hdfs://main/t2")
-    return config, replace(routes, copies=Copies.of([copy]))
-
-
 class _Core:
     def __init__(self, root: Path, down: bool = False, **lake: Any) -> None:
-        self.config, self.routes = _config(root, **lake)
+        copy = Copy("lake", "ice", "t2", "ice_copy", "t2", o.COPY, time.time() - 5, ("dt",), None, "hdfs://main/t2")
+        self.config, self.routes = lake_routes(root, [copy], **lake)
         self.health = PlainHealth({"lake"} if down else set())
-        self.wire = Wire(None, self.config.server.wire, self.config.server.limits)  # type: ignore[arg-type]
+        self.wire = client_wire(self.config)
 
     def encode(self, name: str, mtype: int, seqid: int, obj: Any) -> bytes:
         return self.wire.encode(name, mtype, seqid, obj)

@@ -11,7 +11,6 @@ newest coverage record that covers it (a follower caught up, a batch run that su
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,10 +39,6 @@ class Copy:
     metadata_location: str | None = None
     #: the copy table's storage (its partitions' directories are below it)
     location: str | None = None
-
-    @property
-    def served_from(self) -> str:
-        return f"{self.copy_db}.{self.copy_table}"
 
     def staleness(self, now: float) -> float:
         return max(0.0, now - self.confirmed_at)
@@ -113,7 +108,7 @@ def copy_of(copy_db: str, table: Any, coverages: Iterable[Coverage], members: Ma
     if not member or not source or "." not in source or member not in members or "/" in source:
         return None
     db, _, name = source.lower().partition(".")
-    confirmed = _epoch(params.get(o.SYNCED_AT))
+    confirmed = synced_at(params)
     mode = params.get(o.MODE) or o.MIRROR
     for cover in coverages:
         if cover.at > confirmed and cover.covers(member, db, name, copy_db, mode):
@@ -136,7 +131,3 @@ def _epoch(text: str | None) -> float:
 def synced_at(params: Mapping[str, str] | None) -> float:
     """When the sync last wrote an object (its ``synced-at``), in epoch seconds (0: unknown)."""
     return _epoch((params or {}).get(o.SYNCED_AT))
-
-
-def now() -> float:
-    return time.time()

@@ -15,7 +15,7 @@ when the call is planned, never as a retry: a call never waits for a dead member
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from waggle.call.fields import table_refs, value_at
@@ -113,10 +113,8 @@ def choose(spec: MethodSpec, io: MethodIO | None, args: Any, names: Sequence[str
         if carries(result, Partition):
             if not found.location:
                 return None
-            return FromBoth(Served(served.member, PREFER, served.copy_db, client_db, served.tables,
-                                   served.staleness, refuse_partial=member.partial is PartialCopies.REFUSE,
-                                   partition_keys=found.partition_keys, copy_location=found.location,
-                                   confirmed_at=found.confirmed_at))
+            return FromBoth(replace(served, refuse_partial=member.partial is PartialCopies.REFUSE,
+                                    copy_location=found.location, confirmed_at=found.confirmed_at))
         return FromCopy(served) if carries(result, Table) else None
     if reason != DOWN or qualified:
         return None

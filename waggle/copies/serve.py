@@ -4,8 +4,9 @@
   client asked for (``lake_ice.t2``): database and table names, and each table's, partition's and database's
   parameters saying where the data comes from (``waggle.served-from``, how stale, why), without the sync's own
   bookkeeping. A listing of a database answered from its copies names only the copied tables.
-- :func:`with_copy_storage`: a ``prefer`` read's two replies, the source's and the copy's, become the source's
-  partitions with the copy's storage wherever the copy holds them, and not older than the source's.
+- :func:`with_copy_storage`: a ``prefer`` read's reply from the member, and the names of the partitions the copy
+  holds, become the source's partitions with the copy's directory wherever the copy holds them and the source did
+  not change them since the copy was confirmed.
 """
 
 from __future__ import annotations
