@@ -126,14 +126,17 @@ class PlannerBuilder:
         jobs = {name: gevent.spawn(_list_databases, config.server, pools[name], health) for name in wanted}
         gevent.joinall(list(jobs.values()))
         for name, job in jobs.items():
-            if job.successful():
-                self.listings[name] = job.value
+            listed = job.value if job.successful() else job.exception
+            if isinstance(listed, list):
+                self.listings[name] = listed
             else:
                 # keep its last listing: calls naming its databases then fail fast, naming it
-                log.warning("federation.listing_failed", member=name, error=str(job.exception))
+                log.warning("federation.listing_failed", member=name, error=str(listed))
 
 
-def _list_databases(server: ServerConfig, pool: UpstreamPool, health: Health) -> list[str]:
+def _list_databases(server: ServerConfig, pool: UpstreamPool, health: Health) -> list[str] | UpstreamError:
+    """The member's databases, or the error that says why not (returned, never raised: a greenlet that raises
+    prints a traceback, and a member down at start is one log line)."""
     timeout = (server.fan_out_timeout_ms + pool.config.latency_ms) / 1000.0
     try:
         io = METHOD_IO[LIST_ALL_DATABASES.name]
@@ -141,5 +144,5 @@ def _list_databases(server: ServerConfig, pool: UpstreamPool, health: Health) ->
         result = pool.invoke(None, io.name, io.args(), io.result, timeout=timeout)
     except UpstreamError as exc:
         health.call_failed(pool.name, exc)
-        raise
+        return exc
     return [str(db) for db in result.success or ()]

@@ -133,3 +133,18 @@ def test_check_validates_tunnel_files_naming_file_and_key(tmp_path: Path):
     assert out.returncode == 2, out
     assert f"error: {fed}: metastore 'far': metastore-tunnel.private-keys: '{key}' cannot be read" in out.stderr
     assert "metastore-tunnel.known-hosts:" in out.stderr and "ok:" not in out.stdout
+
+
+def test_a_start_with_members_unreachable_is_log_lines_never_a_traceback(tmp_path: Path):
+    """Metastores down at start: one warning per member, no traceback, and the port serves."""
+    fed = "primary-meta-store:\n  name: primary\n  remote-meta-store-uris: thrift://127.0.0.1:1\n" \
+          "federated-meta-stores:\n- name: gone\n  remote-meta-store-uris: thrift://127.0.0.1:2\n" \
+          "  database-prefix: gone_\n"
+    proc = WaggleProcess(tmp_path, fed, "database-resolution: MANUAL\n").start()
+    try:
+        text = proc.log()
+        assert "Traceback" not in text and 'File "' not in text, text
+        failed = [line for line in text.splitlines() if "federation.listing_failed" in line]
+        assert len(failed) == 2 and any("'gone' is unreachable" in line for line in failed), text
+    finally:
+        proc.stop()
