@@ -55,11 +55,19 @@ def scalar(value: object) -> str:
     return str(value)
 
 
+def _whole(v: object) -> int:
+    """An integer given as a YAML integer or as digits; anything else a bare ValueError (the message says what
+    was expected, never Python's own words)."""
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise TypeError
+    if isinstance(v, str) and not v.strip().lstrip("+-").isdigit():
+        raise ValueError
+    return int(v)
+
+
 def integer(low: int = 0, high: int | None = None) -> Validator[int]:
     def convert(v: object) -> int:
-        if isinstance(v, bool) or not isinstance(v, (int, str)):
-            raise TypeError
-        n = int(v)
+        n = _whole(v)
         if n < low or (high is not None and n > high):
             raise ValueError(f"out of range {low}..{high if high is not None else 'inf'}")
         return n
@@ -73,9 +81,7 @@ def worker_count(high: int = 256) -> Validator[int | None]:
     def convert(v: object) -> int | None:
         if isinstance(v, str) and v.strip().lower() == "auto":
             return 0
-        if isinstance(v, bool) or not isinstance(v, (int, str)):
-            raise TypeError
-        n = int(v)
+        n = _whole(v)
         if not 1 <= n <= high:
             raise ValueError(f"out of range 1..{high}")
         return n
