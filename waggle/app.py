@@ -53,6 +53,8 @@ def serve(server_file: str | None, federation_file: str, workers: int | None = N
             log.error("config.invalid", problem=problem)
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
+        for warning in exc.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         return 2
     configure(config.server.log_level, config.server.log_format)
     log = get_logger("waggle")

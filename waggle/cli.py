@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--budget-fd", type=int, required=True)
     check = sub.add_parser("check", help="validate the configuration files and exit")
     _config_args(check)
+    check.add_argument("--strict", action="store_true",
+                       help="a key waggle does not know (a typo) is an error, not a warning")
     check.add_argument("--connect", action="store_true",
                        help="also connect to every metastore as waggle would (tunnel, TLS, Kerberos) and say how")
     _kerberos_args(check)
@@ -122,10 +124,12 @@ def _check(args: argparse.Namespace) -> int:
     from waggle.config.loader import ConfigError, load
 
     try:
-        config = load(args.server_config, args.federation_config)
+        config = load(args.server_config, args.federation_config, strict=args.strict)
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
+        for warning in exc.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         return 2
     for warning in (*config.warnings, *tls_findings(config)[1]):
         print(f"warning: {warning}", file=sys.stderr)

@@ -148,3 +148,34 @@ def test_a_start_with_members_unreachable_is_log_lines_never_a_traceback(tmp_pat
         assert len(failed) == 2 and any("'gone' is unreachable" in line for line in failed), text
     finally:
         proc.stop()
+
+
+def test_check_reports_every_problem_of_a_file_with_the_typos_beside_them(tmp_path: Path):
+    """Three bad values and a misspelled key: all four are reported at once, the typo with its nearest key."""
+    fed = tmp_path / "fed.yml"
+    fed.write_text("primary-meta-store:\n  name: p\n  remote-meta-store-uris: thrift://h:1\n"
+                   "  acess-control-type: READ_AND_WRITE\n"
+                   "federated-meta-stores:\n- name: a\n  remote-meta-store-uris: nonsense\n  latency: -5\n"
+                   "  database-prefix: a_\n")
+    server = tmp_path / "server.yml"
+    server.write_text("port: abc\n")
+    out = run("check", "--server-config", str(server), "--federation-config", str(fed))
+    assert out.returncode == 2
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 3, out.stderr
+    assert f"{server}: key 'port': invalid value 'abc': expected an integer between 0 and 65535" in out.stderr
+    assert "invalid literal" not in out.stderr and "out of range" not in out.stderr
+    assert (f"warning: {fed}: unknown metastore key 'primary-meta-store.acess-control-type' is ignored "
+            f"(did you mean 'primary-meta-store.access-control-type'?)") in out.stderr
+
+
+def test_check_strict_fails_on_a_misspelled_key(tmp_path: Path):
+    fed = tmp_path / "fed.yml"
+    fed.write_text("primary-meta-store:\n  name: p\n  remote-meta-store-uris: thrift://h:1\n"
+                   "  acess-control-type: READ_AND_WRITE\n")
+    lenient = run("check", "--federation-config", str(fed))
+    assert lenient.returncode == 0 and "did you mean 'primary-meta-store.access-control-type'" in lenient.stderr
+    strict = run("check", "--strict", "--federation-config", str(fed))
+    assert strict.returncode == 2
+    assert (f"error: {fed}: unknown metastore key 'primary-meta-store.acess-control-type' "
+            f"(did you mean 'primary-meta-store.access-control-type'?)") in strict.stderr, strict.stderr

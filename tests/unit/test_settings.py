@@ -338,8 +338,7 @@ def test_a_model_object_is_built_through_its_settings(tmp_path: Path) -> None:
     server = r.build(ServerConfig, {"max_connections": 9}, security=ServerConfig().security)
     assert (server.port, server.max_connections, server.load.queue_wait_seconds) == (7, 9, 0.25)
     assert server.limits.max_message_bytes == Server.MAX_MESSAGE_BYTES.default  # refused, so the default
-    assert problems == ["t.yml: key 'limits.max-message-bytes': invalid value 1: expected an integer >= 1024: "
-                        "out of range 1024..inf"]
+    assert problems == ["t.yml: key 'limits.max-message-bytes': invalid value 1: expected an integer >= 1024"]
     with pytest.raises(TypeError, match="no attribute"):
         r.build(ServerConfig, {"prot": 1})
     with pytest.raises(TypeError, match="read by its own function"):

@@ -11,9 +11,10 @@ Hive properties, a member's name) and checks across keys and files.
 
 from __future__ import annotations
 
+import difflib
 import getpass
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -48,18 +49,41 @@ _HOP = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>[A-Za-z0-9._\-\[\]:]+)$")
 
 
 class ConfigError(ValueError):
-    """One or more problems in the configuration files; each line names file, key and value."""
+    """One or more problems in the configuration files; each line names file, key and value. ``warnings``: what
+    else was found (a misspelled key is often the cause of an error, so it is shown beside it)."""
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], warnings: Sequence[str] = ()) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
+        self.warnings = tuple(warnings)
+
+
+class UnknownKey(str):
+    """A warning about a key waggle does not know (with the nearest known key, when one is near): an error
+    under ``waggle check --strict``."""
+
+    error: str
+
+    def __new__(cls, file: str | None, what: str, key: str, near: str | None) -> UnknownKey:
+        hint = f" (did you mean '{near}'?)" if near else ""
+        self = super().__new__(cls, f"{file}: unknown {what} key '{key}' is ignored{hint}")
+        self.error = f"{file}: unknown {what} key '{key}'{hint}"
+        return self
+
+
+def _nearest(key: str, known: Sequence[str]) -> str | None:
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.7)
+    return close[0] if close else None
 
 
 def _warn_unknown(r: Reader, section: Section, warnings: list[str], what: str) -> None:
-    """Warn, by name, about every key that is not a setting of ``section`` or that waggle does not implement."""
+    """Warn, by name, about every key that is not a setting of ``section`` (with the nearest known key, when one
+    is near) or that waggle does not implement."""
     for key, setting in r.unknown(section):
         if setting is None:
-            warnings.append(f"{r.file}: unknown {what} key '{r.path(key)}' is ignored")
+            depth, known = key.count("."), section.keys()
+            near = _nearest(key, [k for k in known if k.count(".") == depth])
+            warnings.append(UnknownKey(r.file, what, r.path(key), near and r.path(near)))
         else:
             warnings.append(
                 f"{r.file}: key '{r.path(key)}' is not implemented by waggle and is ignored "
@@ -198,10 +222,13 @@ def parse_metastore(
     return member
 
 
+_FEDERATION_KEYS = ("primary-meta-store", "federated-meta-stores")
+
+
 def parse_federation(file: str, data: Mapping[str, Any], problems: list[str], warnings: list[str]) -> Federation | None:
     for key in data:
-        if key not in ("primary-meta-store", "federated-meta-stores"):
-            warnings.append(f"{file}: unknown federation key '{key}' is ignored")
+        if key not in _FEDERATION_KEYS:
+            warnings.append(UnknownKey(file, "federation", str(key), _nearest(str(key), _FEDERATION_KEYS)))
     if data.get("primary-meta-store") is None:
         problems.append(f"{file}: key 'primary-meta-store' is required")
         return None
@@ -234,11 +261,12 @@ def parse_federation(file: str, data: Mapping[str, Any], problems: list[str], wa
     return Federation(primary=primary, federated=tuple(federated))
 
 
-def load(server_file: str | None, federation_file: str, serving: bool = True) -> WaggleConfig:
+def load(server_file: str | None, federation_file: str, serving: bool = True, strict: bool = False) -> WaggleConfig:
     """Load and validate both files. Raises :class:`ConfigError` listing every problem found.
 
     ``serving``: the files are to be served, so a Kerberized member needs waggle's own keytab. The tools (the
-    sync) may log in from the ticket cache of the person running them instead."""
+    sync) may log in from the ticket cache of the person running them instead. ``strict``: a key waggle does not
+    know is a problem, not a warning."""
     problems: list[str] = []
     warnings: list[str] = []
     server_data: Mapping[str, Any] = {}
@@ -267,8 +295,11 @@ def load(server_file: str | None, federation_file: str, serving: bool = True) ->
                                 f"(hive.metastore.sasl.enabled), so the server file needs waggle's own "
                                 f"principal and keytab (configuration-properties.hive.metastore.kerberos.principal "
                                 f"and .keytab.file)")
+    if strict:
+        problems.extend(w.error for w in warnings if isinstance(w, UnknownKey))
+        warnings = [w for w in warnings if not isinstance(w, UnknownKey)]
     if problems or federation is None:
-        raise ConfigError(problems)
+        raise ConfigError(problems, warnings)
     return WaggleConfig(
         server=server, federation=federation, server_file=server_file, federation_file=federation_file,
         warnings=tuple(warnings),

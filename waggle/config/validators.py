@@ -69,7 +69,7 @@ def integer(low: int = 0, high: int | None = None) -> Validator[int]:
     def convert(v: object) -> int:
         n = _whole(v)
         if n < low or (high is not None and n > high):
-            raise ValueError(f"out of range {low}..{high if high is not None else 'inf'}")
+            raise ValueError  # the expectation names the range
         return n
 
     expect = f"an integer >= {low}" if high is None else f"an integer between {low} and {high}"
@@ -83,7 +83,7 @@ def worker_count(high: int = 256) -> Validator[int | None]:
             return 0
         n = _whole(v)
         if not 1 <= n <= high:
-            raise ValueError(f"out of range 1..{high}")
+            raise ValueError  # the expectation names the range
         return n
 
     return Validator(f"auto or an integer between 1 and {high}", convert)
