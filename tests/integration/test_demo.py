@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +18,13 @@ from tests.support.env import ROOT, java_available, require
 from waggle.local.jvm import free_port
 
 pytestmark = pytest.mark.integration
+
+
+def _bare_environment(home: Path) -> dict[str, str]:
+    """A new shell's environment without this clone's .venv on the PATH (Java stays reachable)."""
+    java = shutil.which("java")
+    path = ":".join(dict.fromkeys([*([os.path.dirname(java)] if java else []), "/usr/bin", "/bin"]))
+    return {"PATH": path, "HOME": str(home), **{k: v for k, v in os.environ.items() if k == "JAVA_HOME"}}
 
 
 def test_demo_serves_seeded_metastores_and_stops_on_ctrl_c(tmp_path):
@@ -44,6 +54,15 @@ def test_demo_serves_seeded_metastores_and_stops_on_ctrl_c(tmp_path):
         assert "'kind': 'click'" in ran.stdout
         with hive2_client(port) as c:
             assert c.get_table("lake", "events").parameters["table_type"] == "ICEBERG"
+        # the sync command runs as printed, in a new shell that sources the printed activate script
+        activate = next(line.strip() for line in text.splitlines() if line.strip().startswith("source "))
+        commands = text.split("Bring federated tables into the primary")[1].split("\n\n")[1]
+        mirror = commands.split("\n  waggle sync")[0].strip()
+        synced = subprocess.run(["bash", "-c", f"{activate} && cd / && {mirror}"], capture_output=True, text=True,
+                                timeout=300, env=_bare_environment(tmp_path))
+        assert synced.returncode == 0, synced.stdout[-2000:] + synced.stderr[-3000:]
+        with hive2_client(port) as c:
+            assert "visits" in c.get_all_tables("web_mirror")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
         metastores = subprocess.run(["pgrep", "-f", str(tmp_path / "demo")], capture_output=True, text=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import sys
 import tempfile
 from pathlib import Path
 
@@ -84,6 +85,7 @@ def run_demo(port: int = 48869, workdir: str | None = None) -> int:
 
         server = start(config)
         uri = f"thrift://127.0.0.1:{server.address[1]}"
+        bin_dir = Path(sys.executable).parent  # the clone's .venv: waggle, pyspark and pyiceberg live there
         print(f"""
 waggle is serving the HMS API on {uri}
   primary metastore   {primary.uri}  (databases: default, sales)
@@ -93,6 +95,10 @@ waggle is serving the HMS API on {uri}
                       {federation_file}
 
 Point any Hive/Spark client at it:   hive.metastore.uris={uri}
+
+From another shell: waggle, pyspark and pyiceberg are installed in this clone's environment, so
+  source {bin_dir}/activate
+puts `waggle` on the PATH, and `python` (that is, {bin_dir}/python) runs the snippets below.
 
   from pyspark.sql import SparkSession
   spark = (SparkSession.builder.master("local[1]")
