@@ -11,5 +11,6 @@ echo "== ruff"
 ruff check waggle tests bench
 echo "== mypy"
 mypy
+echo "== docs site" && NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet  # into site/ (ignored by git)
 echo "== pytest"
 pytest "$@"

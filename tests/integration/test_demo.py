@@ -1,4 +1,4 @@
-"""``waggle demo``, as the README's quick start runs it."""
+"""``waggle demo``, as the quick start (README.md, docs/getting-started/quick-start.md) runs it."""
 
 from __future__ import annotations
 

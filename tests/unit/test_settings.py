@@ -1,5 +1,5 @@
 """The settings registry is the one home of every default, validator and documented key: the loaded
-configuration, the model's own defaults, the sync file and the README all follow it."""
+configuration, the model's own defaults, the sync file and the docs reference pages all follow it."""
 
 from __future__ import annotations
 
@@ -308,10 +308,11 @@ def test_the_write_limit_is_read_from_the_sync_file(tmp_path: Path) -> None:
     assert load_sync_file(path).max_writes_per_second == 0
 
 
-def test_the_readme_holds_the_generated_reference() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert reference() in readme, "regenerate it: python -m waggle.config.reference"
-    assert sync_reference() in readme, "regenerate it: python -m waggle.config.reference sync"
+def test_the_docs_hold_the_generated_reference() -> None:
+    configuration = (ROOT / "docs" / "reference" / "configuration.md").read_text()
+    sync = (ROOT / "docs" / "reference" / "sync-configuration.md").read_text()
+    assert reference() in configuration, "regenerate it: python -m waggle.config.reference"
+    assert sync_reference() in sync, "regenerate it: python -m waggle.config.reference sync"
 
 
 def test_settings_are_declared_once_per_section() -> None:
