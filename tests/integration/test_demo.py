@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -25,6 +26,36 @@ def _bare_environment(home: Path) -> dict[str, str]:
     java = shutil.which("java")
     path = ":".join(dict.fromkeys([*([os.path.dirname(java)] if java else []), "/usr/bin", "/bin"]))
     return {"PATH": path, "HOME": str(home), **{k: v for k, v in os.environ.items() if k == "JAVA_HOME"}}
+
+
+def _docs_snippets_run_against_the_demo(port: int, workdir: Path, activate: str, home: Path) -> None:
+    """The command snippets of the docs that can run against the demo do, as printed but for the demo's files and
+    port: waggle check (docs/getting-started/your-own-metastores.md) and hmsclient (docs/getting-started/clients.md).
+    The page's Spark snippet is left out: a Spark session of its own costs over a minute on a 2-core machine."""
+    page = (ROOT / "docs" / "getting-started" / "your-own-metastores.md").read_text()
+    checks = [block.strip() for block in re.findall(r"^```console\n(.*?)^```", page, re.M | re.S)
+              if block.startswith("waggle check")]
+    assert len(checks) == 2, checks
+    files = {"waggle-server.yml": str(workdir / "waggle-server.yml"),
+             "waggle-federation.yml": str(workdir / "waggle-federation.yml")}
+    said = re.search(r"It prints `(ok: [^`]+)`", page)
+    assert said, "the page says what waggle check prints"
+    for command in checks:
+        command = re.sub(r"waggle-(server|federation)\.yml", lambda m: files[m.group(0)], command)
+        ran = subprocess.run(["bash", "-c", f"{activate} && cd / && {command}"], capture_output=True, text=True,
+                             timeout=120, env=_bare_environment(home))
+        assert ran.returncode == 0, command + "\n" + ran.stdout + ran.stderr[-3000:]
+        assert said.group(1).replace("48869", str(port)) in ran.stdout, ran.stdout
+        if command.endswith("--connect"):
+            assert "ok: metastore 'primary'" in ran.stdout and "ok: metastore 'analytics'" in ran.stdout
+    clients = (ROOT / "docs" / "getting-started" / "clients.md").read_text()
+    snippet = re.search(r'`(HMSClient\(host="waggle-host", port=48869\))`', clients)
+    assert snippet, "the clients page shows hmsclient"
+    call = snippet.group(1).replace('"waggle-host"', '"127.0.0.1"').replace("48869", str(port))
+    ran = subprocess.run([sys.executable, "-c", f"from hmsclient import HMSClient\nwith {call} as c:\n"
+                          "    print(sorted(c.get_all_databases()))"], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "'analytics_web'" in ran.stdout and "'sales'" in ran.stdout, ran.stdout
 
 
 def test_demo_serves_seeded_metastores_and_stops_on_ctrl_c(tmp_path):
@@ -63,6 +94,7 @@ def test_demo_serves_seeded_metastores_and_stops_on_ctrl_c(tmp_path):
         assert synced.returncode == 0, synced.stdout[-2000:] + synced.stderr[-3000:]
         with hive2_client(port) as c:
             assert "visits" in c.get_all_tables("web_mirror")
+        _docs_snippets_run_against_the_demo(port, tmp_path / "demo", activate, tmp_path)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
         metastores = subprocess.run(["pgrep", "-f", str(tmp_path / "demo")], capture_output=True, text=True)
