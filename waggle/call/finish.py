@@ -23,6 +23,7 @@ from waggle.hms import specs
 from waggle.hms.bridges import is_unknown_method
 from waggle.hms.catalogs import fill_catalog
 from waggle.hms.gen.hive_metastore.ttypes import LockResponse, LockState, Partition
+from waggle.hms.layouts import Layout
 from waggle.hms.methods import Access, MethodSpec
 from waggle.hms.names import parse
 from waggle.hms.service import MethodIO
@@ -46,9 +47,10 @@ ERROR_KINDS: dict[str, str | None] = {
 
 # -- answers that reach no metastore ---------------------------------------------------------------------------
 def failure(header: Header, io: MethodIO | None, message: str, encoder: Encoder, outcome: str, metastore: str,
-            **fields: Any) -> Answer:
-    """A ``MetaException`` (or, for a method that declares none, a ``TApplicationException``) saying ``message``."""
-    return Answer(_failure_bytes(header, io, message, encoder), outcome, metastore, fields)
+            layout: Layout = Layout.CURRENT, **fields: Any) -> Answer:
+    """A ``MetaException`` (or, for a method that declares none, a ``TApplicationException``) saying ``message``,
+    where a client reading ``layout`` finds it (the session's :attr:`~waggle.call.values.Session.release`)."""
+    return Answer(_failure_bytes(header, io, message, encoder, layout=layout), outcome, metastore, fields)
 
 
 def answered(call: Call, value: Any, encoder: Encoder, metastore: str, **fields: Any) -> Answer:
@@ -63,17 +65,18 @@ def refused(call: Call, message: str, encoder: Encoder, metastore: str, reason: 
             record: bool = True) -> Answer:
     """A call waggle refused itself: a failure saying ``message``, logged loudly with ``reason`` (by default the
     message itself). ``record``: False for a refusal that is neither counted nor logged."""
-    return Answer(_failure_bytes(call.header, call.io, message, encoder), "refused", metastore,
+    return Answer(_failure_bytes(call.header, call.io, message, encoder, layout=call.session.release.layout),
+                  "refused", metastore,
                   reason=message if reason is None else reason, loud=True, record=record)
 
 
 def _failure_bytes(header: Header, io: MethodIO | None, message: str, encoder: Encoder,
-                   raised_as: Refused = Refused.META) -> bytes | None:
-    """The method's declared exception of that class (else its MetaException), or, for a method that declares
-    none, a ``TApplicationException``; nothing for a oneway call."""
+                   raised_as: Refused = Refused.META, layout: Layout = Layout.CURRENT) -> bytes | None:
+    """The method's declared exception of that class (else its MetaException) at the field a client reading
+    ``layout`` reads it from, or, where it reads none, a ``TApplicationException``; nothing for a oneway call."""
     if header.mtype == TMessageType.ONEWAY:
         return None
-    result = io.exception_result(raised_as.value, message) if io is not None else None
+    result = io.exception_result(raised_as.value, message, layout) if io is not None else None
     if result is not None:
         return encoder.encode(header.name, TMessageType.REPLY, header.seqid, result)
     return encoder.encode_application_error(header.name, header.seqid, TApplicationException.INTERNAL_ERROR, message)
@@ -82,7 +85,8 @@ def _failure_bytes(header: Header, io: MethodIO | None, message: str, encoder: E
 def down(plan: Refusal, encoder: Encoder) -> Answer:
     """A call for a metastore that is down, answered with its down message (nothing was sent)."""
     assert plan.refusal is not None
-    return failure(plan.call.header, plan.call.io, plan.refusal, encoder, "member_down", plan.metastore)
+    return failure(plan.call.header, plan.call.io, plan.refusal, encoder, "member_down", plan.metastore,
+                   plan.call.session.release.layout)
 
 
 def refusal(plan: Refusal, encoder: Encoder) -> Answer:
@@ -100,7 +104,7 @@ def refusal(plan: Refusal, encoder: Encoder) -> Answer:
     if call.spec is not None and call.spec.access is Access.LOCK and plan.refused_as is Refused.META:
         raw = _lock_not_acquired(header, call.spec, call.io, plan.refusal, encoder)
     if raw is None:
-        raw = _failure_bytes(header, call.io, plan.refusal, encoder, plan.refused_as)
+        raw = _failure_bytes(header, call.io, plan.refusal, encoder, plan.refused_as, call.session.release.layout)
     return Answer(raw, "refused", plan.metastore, reason=None if plan.quiet else plan.refusal,
                   loud=plan.refused_as is Refused.META)
 
