@@ -8,9 +8,6 @@ Each client release is decoded with its own generated code: hmsclient (Hive 2), 
 from __future__ import annotations
 
 import importlib
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +15,7 @@ from thrift.protocol.TBinaryProtocol import TBinaryProtocol
 from thrift.Thrift import TApplicationException, TMessageType
 from thrift.transport.TTransport import TMemoryBuffer
 
+from tests.support.declared import deriver
 from waggle.call import finish
 from waggle.call.values import Call, Kind, Refusal, Session
 from waggle.config.model import Limits, WireFormat
@@ -30,23 +28,12 @@ from waggle.hms.methods import METHODS
 from waggle.hms.service import METHOD_IO
 from waggle.hms.wire import Header, Wire
 
-ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = {"2.3": "hmsclient.genthrift.hive_metastore",
            "3.1": "thrift_files.libraries.thrift_hive_metastore_client",
            "4.x": "waggle.hms.gen.hive_metastore"}
 LAYOUT_OF = {"2.3": Layout.HIVE_2, "3.1": Layout.CURRENT, "4.x": Layout.CURRENT}
 WIRE = Wire(None, WireFormat(), Limits(1 << 20, 1 << 16, 1000))  # type: ignore[arg-type]
 DOWN = "metastore 'gone' is unavailable (down since 12:00:00, retried every 30 s)"
-
-
-def deriver() -> Any:
-    """scripts/declared_exceptions.py, the generator of waggle/hms/declared.py."""
-    spec = importlib.util.spec_from_file_location("declared_exceptions", ROOT / "scripts" / "declared_exceptions.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("declared_exceptions", module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def client_sees(release: str, method: str, raw: bytes) -> Any:
