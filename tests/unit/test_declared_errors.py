@@ -221,3 +221,49 @@ def test_the_driver_learns_each_call_before_it_answers(make: Any) -> None:
     trino = harness.client()
     result = trino.call("get_partition_names", db_name="gone_db", tbl_name="t", max_parts=-1)
     assert result.o1 is None and result.o2 is not None and "metastore 'gone'" in result.o2.message, result
+
+
+# -- a Hive 2 metastore's own exceptions, for a newer client --------------------------------------------------------
+def _hive_2_member(make: Any) -> Any:
+    """A Hive 2 member (no catalogs) whose get_partition_names fails with a MetaException at field 1, as Hive
+    2.3's HMSHandler.get_partition_names declares it (hmsclient's classes encode the reply)."""
+    from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore as Hive2
+    from hmsclient.genthrift.hive_metastore import ttypes as T2
+
+    from tests.support.memory_metastore import MemoryMetastore
+
+    primary = MemoryMetastore("primary").add_database("default")
+    old = MemoryMetastore("old", missing={"get_partition_names_req"}).add_database("db").add_table("db", "t")
+    old.extra["get_partition_names"] = (
+        Hive2.get_partition_names_args,
+        lambda success: Hive2.get_partition_names_result(o2=T2.MetaException("the JDO query failed")),
+        lambda args: None)
+    return make((primary, {"access-control-type": "READ_AND_WRITE_AND_CREATE"}),
+                [(old, {"database-prefix": "old_"})])
+
+
+def test_a_hive_2_members_meta_exception_stays_a_meta_exception_for_a_newer_client(make: Any) -> None:
+    """Relayed as it is, Hive 2's field 1 would be a NoSuchObjectException to Trino or Hive 3.1+ (a missing table:
+    no retry); waggle moves it to field 2, once it knows the member is Hive 2 (its catalogs, asked once)."""
+    harness = _hive_2_member(make)
+    result = harness.client().call("get_partition_names", db_name="old_db", tbl_name="t", max_parts=-1)
+    assert result.o1 is None, result
+    assert result.o2 is not None and result.o2.message == "the JDO query failed"
+    # a Hive 2 client reads the member's own bytes, relayed
+    from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore as Hive2
+
+    hive_2 = harness.client()
+    hive_2.ok("get_table", dbname="old_db", tbl_name="t")
+    args = H.get_partition_names_args(db_name="old_db", tbl_name="t", max_parts=-1)
+    result = hive_2.send("get_partition_names", args, Hive2.get_partition_names_result)
+    assert result.o2 is not None and result.o2.message == "the JDO query failed"
+
+
+def test_a_bridge_reads_a_hive_2_members_exception_as_the_member_declares_it(make: Any) -> None:
+    """Hive 4's get_partition_names_req, bridged to get_partition_names on a Hive 2 member."""
+    harness = _hive_2_member(make)
+    result = harness.client().call("get_partition_names_req", req=T.PartitionsByExprRequest(
+        dbName="old_db", tblName="t", expr=b""))
+    raised = [getattr(result, a) for a in ("o1", "o2") if getattr(result, a) is not None]
+    assert [type(r).__name__ for r in raised] == ["MetaException"], result
+    assert raised[0].message.endswith("the JDO query failed")

@@ -36,6 +36,8 @@ class MethodIO:
     #: fields, and exception class name -> the field's attribute (only for the few methods that differ)
     declared: Mapping[Layout, tuple[type, dict[str, str]]] = dataclasses.field(default_factory=dict,
                                                                                    compare=False)
+    #: the layouts whose metastores put an exception at a field id where waggle's IDL has another class
+    misread: frozenset[Layout] = frozenset()
 
     def meta_exception_result(self, message: str) -> object | None:
         """A result struct carrying ``MetaException(message)``, or None when the method declares none."""
@@ -45,6 +47,37 @@ class MethodIO:
         setattr(result, self.meta_field, MetaException(message=message))
         return result
 
+
+    def result_class(self, layout: Layout) -> type:
+        """The result struct as a metastore of ``layout`` declares it (waggle's where they agree)."""
+        assert self.result is not None
+        declared = self.declared.get(layout) if layout is Layout.HIVE_2 else None
+        return self.result if declared is None else declared[0]
+
+    def redeclared(self, result: object, layout: Layout) -> object | None:
+        """The declared exception ``result`` (decoded with :meth:`result_class`) carries, where a client reading
+        ``layout`` finds it; None when it carries none, or the client reads none (then an application error)."""
+        for entry in specs.fields(type(result)):
+            raised = getattr(result, entry.attr, None) if entry.fid > 0 else None
+            if raised is not None:
+                return self.exception_result(type(raised).__name__, getattr(raised, "message", None) or "", layout)
+        return None
+
+    def as_ours(self, result: object) -> object:
+        """A result decoded with another release's :meth:`result_class` as waggle's own result struct."""
+        assert self.result is not None
+        if type(result) is self.result:
+            return result
+        out: object = self.result()
+        for entry in specs.fields(type(result)):
+            value = getattr(result, entry.attr, None)
+            if value is None:
+                continue
+            ours = specs.field_by_id(self.result, 0) if entry.fid == 0 else \
+                next((f for f in specs.fields(self.result) if f.fid > 0 and _struct_of(f) is type(value)), None)
+            if ours is not None:
+                setattr(out, ours.attr, value)
+        return out
 
     def exception_result(self, exception: str, message: str, layout: Layout = Layout.CURRENT) -> object | None:
         """A result carrying the declared exception class named ``exception`` (else a MetaException), where a
@@ -83,10 +116,10 @@ class _DeclaredResult:
     """A method's result struct as another Hive release declares it: waggle's success field, that release's
     exception fields (subclassed per method and layout)."""
 
-    def __init__(self) -> None:
+    def __init__(self, **values: object) -> None:
         for entry in type(self).thrift_spec:  # type: ignore[attr-defined]
             if entry is not None:
-                setattr(self, entry[2], None)
+                setattr(self, entry[2], values.get(entry[2]))
 
 
 def _declared(method: str, result: type) -> dict[Layout, tuple[type, dict[str, str]]]:
@@ -108,6 +141,12 @@ def _declared(method: str, result: type) -> dict[Layout, tuple[type, dict[str, s
     return out
 
 
+def _misread(declared: type, result: type | None) -> bool:
+    return result is not None and any(
+        f.fid > 0 and _struct_of(f) is not _struct_of(specs.field_by_id(result, f.fid) or f)
+        for f in specs.fields(declared))
+
+
 def _methods(module: ModuleType, service: str) -> dict[str, MethodIO]:
     out = {}
     for name, member in vars(module.Iface).items():
@@ -115,8 +154,9 @@ def _methods(module: ModuleType, service: str) -> dict[str, MethodIO]:
             continue
         args = getattr(module, f"{name}_args")
         result = getattr(module, f"{name}_result", None)
-        out[name] = MethodIO(name, args, result, _meta_field(result) if result else None, service,
-                             _declared(name, result) if result else {})
+        declared = _declared(name, result) if result else {}
+        out[name] = MethodIO(name, args, result, _meta_field(result) if result else None, service, declared,
+                             frozenset(layout for layout, (cls, _) in declared.items() if _misread(cls, result)))
     return out
 
 

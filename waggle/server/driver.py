@@ -365,7 +365,8 @@ class ClientDriver:
     def _replied(self, step: Send, reply: Reply | None, pool: UpstreamPool) -> Answer:
         """The answer to a metastore's reply, with what it leaves behind applied; a member that turns out not to
         have the method is answered through its bridge."""
-        answer = finish.reply(step, reply, self.wire)
+        upstream = compat.layout_of(pool, self.session.identity) if finish.redeclarable(step, reply) else None
+        answer = finish.reply(step, reply, self.wire, upstream)
         if answer.settled is not None:
             self._settle(answer.settled)
         if answer.bridge_instead:
