@@ -54,3 +54,18 @@ def test_a_member_that_is_down_is_a_meta_exception_naming_it_for_every_client_re
             c.get_table_objects_by_name("@hive#gone_db", ["t"])
     finally:
         proxy.stop()
+
+
+@pytest.mark.spark
+def test_sparks_hive_2_client_names_a_database_before_it_lists_partitions_on_one_connection(spark, waggle) -> None:
+    """The premise of the Hive 2 rule (waggle/hms/client_release.py), seen with Spark's built-in Hive 2.3.10 client
+    (Spark's HiveClientImpl over HiveMetaStoreClient 2.3): SHOW PARTITIONS lists partition names on a connection
+    that named a database without a catalog in an earlier call, and never a catalog."""
+    spark.sql("SHOW PARTITIONS analytics_sales.daily").collect()
+    calls = waggle.events("call")
+    listed = [i for i, c in enumerate(calls) if c.get("method") == "get_partition_names"]
+    assert listed, "Spark did not call get_partition_names"
+    conn = calls[listed[-1]]["conn"]
+    earlier = [c for c in calls[: listed[-1]] if c.get("conn") == conn]
+    assert any(c.get("db") for c in earlier), earlier
+    assert not any(str(c.get("db") or "").startswith("@") for c in [*earlier, calls[listed[-1]]])
