@@ -166,7 +166,7 @@ def redeclarable(plan: Send, reply: Reply | None) -> bool:
         reply.header.mtype == TMessageType.REPLY and reply.first_field > 0
 
 
-def _redeclared(plan: Send, reply: Reply, io: MethodIO, upstream: Layout, encoder: Encoder) -> bytes | None:
+def _redeclared(plan: Send, reply: Reply, io: MethodIO, upstream: Layout, encoder: Encoder) -> bytes:
     """A metastore's declared exception moved to where the client reads it: a Hive 2 metastore's MetaException
     at field 1 of get_partition_names is a NoSuchObjectException to a Hive 3.1+ client (which stops retrying), and
     a newer metastore's field 2 is nothing to a Hive 2 client."""
