@@ -23,6 +23,7 @@ from waggle.hms import specs
 from waggle.hms.bridges import is_unknown_method
 from waggle.hms.catalogs import fill_catalog
 from waggle.hms.gen.hive_metastore.ttypes import LockResponse, LockState, Partition
+from waggle.hms.layouts import Layout
 from waggle.hms.methods import Access, MethodSpec
 from waggle.hms.names import parse
 from waggle.hms.service import MethodIO
@@ -46,9 +47,10 @@ ERROR_KINDS: dict[str, str | None] = {
 
 # -- answers that reach no metastore ---------------------------------------------------------------------------
 def failure(header: Header, io: MethodIO | None, message: str, encoder: Encoder, outcome: str, metastore: str,
-            **fields: Any) -> Answer:
-    """A ``MetaException`` (or, for a method that declares none, a ``TApplicationException``) saying ``message``."""
-    return Answer(_failure_bytes(header, io, message, encoder), outcome, metastore, fields)
+            layout: Layout = Layout.CURRENT, **fields: Any) -> Answer:
+    """A ``MetaException`` (or, for a method that declares none, a ``TApplicationException``) saying ``message``,
+    where a client reading ``layout`` finds it (the session's :attr:`~waggle.call.values.Session.release`)."""
+    return Answer(_failure_bytes(header, io, message, encoder, layout=layout), outcome, metastore, fields)
 
 
 def answered(call: Call, value: Any, encoder: Encoder, metastore: str, **fields: Any) -> Answer:
@@ -63,17 +65,18 @@ def refused(call: Call, message: str, encoder: Encoder, metastore: str, reason: 
             record: bool = True) -> Answer:
     """A call waggle refused itself: a failure saying ``message``, logged loudly with ``reason`` (by default the
     message itself). ``record``: False for a refusal that is neither counted nor logged."""
-    return Answer(_failure_bytes(call.header, call.io, message, encoder), "refused", metastore,
+    return Answer(_failure_bytes(call.header, call.io, message, encoder, layout=call.session.release.layout),
+                  "refused", metastore,
                   reason=message if reason is None else reason, loud=True, record=record)
 
 
 def _failure_bytes(header: Header, io: MethodIO | None, message: str, encoder: Encoder,
-                   raised_as: Refused = Refused.META) -> bytes | None:
-    """The method's declared exception of that class (else its MetaException), or, for a method that declares
-    none, a ``TApplicationException``; nothing for a oneway call."""
+                   raised_as: Refused = Refused.META, layout: Layout = Layout.CURRENT) -> bytes | None:
+    """The method's declared exception of that class (else its MetaException) at the field a client reading
+    ``layout`` reads it from, or, where it reads none, a ``TApplicationException``; nothing for a oneway call."""
     if header.mtype == TMessageType.ONEWAY:
         return None
-    result = io.exception_result(raised_as.value, message) if io is not None else None
+    result = io.exception_result(raised_as.value, message, layout) if io is not None else None
     if result is not None:
         return encoder.encode(header.name, TMessageType.REPLY, header.seqid, result)
     return encoder.encode_application_error(header.name, header.seqid, TApplicationException.INTERNAL_ERROR, message)
@@ -82,7 +85,8 @@ def _failure_bytes(header: Header, io: MethodIO | None, message: str, encoder: E
 def down(plan: Refusal, encoder: Encoder) -> Answer:
     """A call for a metastore that is down, answered with its down message (nothing was sent)."""
     assert plan.refusal is not None
-    return failure(plan.call.header, plan.call.io, plan.refusal, encoder, "member_down", plan.metastore)
+    return failure(plan.call.header, plan.call.io, plan.refusal, encoder, "member_down", plan.metastore,
+                   plan.call.session.release.layout)
 
 
 def refusal(plan: Refusal, encoder: Encoder) -> Answer:
@@ -100,7 +104,7 @@ def refusal(plan: Refusal, encoder: Encoder) -> Answer:
     if call.spec is not None and call.spec.access is Access.LOCK and plan.refused_as is Refused.META:
         raw = _lock_not_acquired(header, call.spec, call.io, plan.refusal, encoder)
     if raw is None:
-        raw = _failure_bytes(header, call.io, plan.refusal, encoder, plan.refused_as)
+        raw = _failure_bytes(header, call.io, plan.refusal, encoder, plan.refused_as, call.session.release.layout)
     return Answer(raw, "refused", plan.metastore, reason=None if plan.quiet else plan.refusal,
                   loud=plan.refused_as is Refused.META)
 
@@ -119,9 +123,10 @@ def _lock_not_acquired(header: Header, spec: MethodSpec, io: MethodIO | None, me
 
 
 # -- replies ---------------------------------------------------------------------------------------------------
-def reply(plan: Send, reply: Reply | None, encoder: Encoder) -> Answer:
+def reply(plan: Send, reply: Reply | None, encoder: Encoder, upstream: Layout | None = None) -> Answer:
     """The client's answer to a metastore's reply (``None``: a oneway call, sent), with what it leaves behind
-    (:class:`~waggle.call.values.Settled`) for the driver to apply."""
+    (:class:`~waggle.call.values.Settled`) for the driver to apply. ``upstream``: the layout the metastore
+    declares its exceptions in, when :func:`redeclarable` asked for it (else None: relayed as they are)."""
     call, metastore = plan.call, plan.metastore
     protocol = plan.wire.protocol
     io = call.io
@@ -138,6 +143,9 @@ def reply(plan: Send, reply: Reply | None, encoder: Encoder) -> Answer:
     elif plan.rewrite_reply and mtype == TMessageType.REPLY and reply.first_field == 0:
         assert io is not None and io.result is not None
         raw = rewritten(plan, reply, io.result, encoder)
+    elif upstream is not None and upstream is not call.session.release.layout and io is not None and \
+            redeclarable(plan, reply):
+        raw = _redeclared(plan, reply, io, upstream, encoder)
     elif protocol is call.wire.protocol:
         raw = reply.raw  # relayed byte for byte
     else:
@@ -147,7 +155,31 @@ def reply(plan: Send, reply: Reply | None, encoder: Encoder) -> Answer:
         if decision is None or (decision.creates is None and decision.member.primary):
             return Answer(raw, "ok", metastore)
         return Answer(raw, "ok", metastore, settled=_settled(plan, reply))
-    return Answer(raw, outcome(reply, io), metastore)
+    return Answer(raw, outcome(reply, io, upstream), metastore)
+
+
+def redeclarable(plan: Send, reply: Reply | None) -> bool:
+    """Whether a reply is a declared exception of a method whose releases declare exceptions at different fields:
+    then where the metastore put it and where the client reads it may differ (ask the metastore's layout)."""
+    io = plan.call.io
+    return reply is not None and bool(io is not None and io.declared) and not reply.streamed and \
+        reply.header.mtype == TMessageType.REPLY and reply.first_field > 0
+
+
+def _redeclared(plan: Send, reply: Reply, io: MethodIO, upstream: Layout, encoder: Encoder) -> bytes:
+    """A metastore's declared exception moved to where the client reads it: a Hive 2 metastore's MetaException
+    at field 1 of get_partition_names is a NoSuchObjectException to a Hive 3.1+ client (which stops retrying), and
+    a newer metastore's field 2 is nothing to a Hive 2 client."""
+    header, result = decode_message(reply.raw, plan.wire.protocol, io.result_class(upstream), plan.limits)
+    moved = io.redeclared(result, plan.call.session.release.layout)
+    if moved is not None:
+        return encoder.encode(header.name, TMessageType.REPLY, header.seqid, moved)
+    raised = next((getattr(result, f.attr) for f in specs.fields(type(result)) if f.fid > 0 and
+                   getattr(result, f.attr, None) is not None), None)
+    message = f"{type(raised).__name__}: {getattr(raised, 'message', raised)}" if raised is not None else \
+        "an exception the client's release does not declare"
+    return encoder.encode_application_error(header.name, header.seqid, TApplicationException.INTERNAL_ERROR,
+                                            f"metastore '{plan.metastore}' answered {header.name} with {message}")
 
 
 def rewritten(plan: Send, reply: Reply, result_class: type, encoder: Encoder) -> bytes:
@@ -265,7 +297,7 @@ def bridged(plan: Send, result: Any, encoder: Encoder, via: str) -> Answer:
     return Answer(raw, "ok", plan.metastore, {"bridge": via})
 
 
-def outcome(reply: Reply | None, io: MethodIO | None) -> str:
+def outcome(reply: Reply | None, io: MethodIO | None, upstream: Layout | None = None) -> str:
     if reply is None:
         return "sent"
     if reply.header.mtype == TMessageType.EXCEPTION:
@@ -273,7 +305,7 @@ def outcome(reply: Reply | None, io: MethodIO | None) -> str:
     if reply.first_field <= 0:
         return "ok"
     if io is not None and io.result is not None:
-        declared = specs.field_by_id(io.result, reply.first_field)
+        declared = specs.field_by_id(io.result if upstream is None else io.result_class(upstream), reply.first_field)
         if declared is not None and declared.struct is not None:
             return declared.struct.__name__
     return "exception"

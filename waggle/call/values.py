@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from thrift.Thrift import TMessageType
 
 from waggle.config.model import MetastoreConfig, WireFormat
+from waggle.hms.client_release import FRESH, ClientRelease
 from waggle.hms.methods import MethodSpec
 from waggle.hms.service import MethodIO
 from waggle.hms.wire import Header
@@ -65,6 +66,9 @@ class Session:
     lock_owners: dict[int, MetastoreConfig] = field(default_factory=dict)
     #: the link whose tables the connection is dropping one by one (a stock DROP DATABASE ... CASCADE), if any
     cascading: str | None = None
+    #: what its calls say about the client's Hive release: where it reads the errors waggle writes
+    #: (:func:`waggle.hms.client_release.learn`, before each call is planned)
+    release: ClientRelease = FRESH
 
 
 @dataclass(slots=True)

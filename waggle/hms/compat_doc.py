@@ -14,6 +14,8 @@ from pathlib import Path
 
 from waggle.config.hive_values import Version
 from waggle.hms.bridges import _ALL, HIVE_3, HIVE_4
+from waggle.hms.declared import DECLARED
+from waggle.hms.declared import RELEASES as DECLARING_RELEASES
 
 # -- the compatibility matrix ---------------------------------------------------------------------------------
 #: The releases in the matrix, each represented by one concrete version.
@@ -133,7 +135,41 @@ def render() -> str:
         lines.append(f"| `{bridge.method}` | {have} | {bridge.via} | {bridge.note} |")
     lines += ["", "Set `hive-version` on a metastore to apply the bridges from the first call; without it each gap "
               "costs one `UNKNOWN_METHOD` answer per connection pool, the first time.", ""]
+    lines += declared_errors()
     return "\n".join(lines)
+
+
+_ERRORS_INTRO = """## Errors, where each release reads them
+
+A client reads a declared exception only at the field id its own Hive release declares for it; any other field is
+"unknown result" to it, or another class. These methods are declared differently across releases (derived from the
+Hive 2.3.10 jar, Hive 3.1's generated code and waggle's IDL by `scripts/declared_exceptions.py`, into
+`waggle/hms/declared.py`):
+"""
+
+_ERRORS_RULE = """An error waggle writes itself (a member down or unreachable, a refusal, an overload) is put where the
+client's release reads it. waggle learns the release per connection, from the calls themselves and without
+asking anything: a connection that has named a catalog (`@hive#db`, `catName`) is a Hive 3+ client; one that
+named a database without a catalog in an earlier call, and never a catalog, is a Hive 2 client (Spark's built-in
+client fetches a table before it lists its partitions, on one connection); a connection's first database-naming
+call gets the layout Hive 3.1 and 4 agree on (Trino opens a connection per operation). Where those releases agree
+on no field (a method Hive 3.1 declares without exceptions), the message travels as a `TApplicationException`.
+A Hive 2 metastore's own exception is moved the same way for a newer client (its `MetaException` at field 1 of
+`get_partition_names` is never read as a `NoSuchObjectException`); whether a metastore is Hive 2 is its
+`hive-version`, else whether it has catalogs, asked once.
+"""
+
+
+def declared_errors() -> list[str]:
+    """The section on exceptions declared differently across releases, from :data:`DECLARED`."""
+    shown = {r: f"Hive {r}" + (" (waggle's IDL)" if r == DECLARING_RELEASES[-1] else "") for r in DECLARING_RELEASES}
+    lines = [_ERRORS_INTRO, "| Method | " + " | ".join(shown.values()) + " |",
+             "|---|" + "---|" * len(DECLARING_RELEASES)]
+    for method, layouts in DECLARED.items():
+        cells = [", ".join(f"{fid}: {cls}" for fid, cls in layouts[r]) or "none" if r in layouts else "—"
+                 for r in DECLARING_RELEASES]
+        lines.append(f"| `{method}` | " + " | ".join(cells) + " |")
+    return [*lines, "", _ERRORS_RULE]
 
 
 def _show(version: tuple[int, ...]) -> str:

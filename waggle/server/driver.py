@@ -45,6 +45,7 @@ from waggle.common.logging import Throttle, get_logger
 from waggle.config.model import ProtocolKind, TransportKind
 from waggle.copies.registry import held_partitions
 from waggle.hms.bridges import MethodMissing, Wrap
+from waggle.hms.client_release import learn
 from waggle.hms.methods import METHODS, MethodSpec, database_of
 from waggle.hms.service import METHOD_IO, MethodIO
 from waggle.hms.wire import Header, PeerClosed, Wire, WireError
@@ -155,7 +156,8 @@ class ClientDriver:
             metrics.SHED.labels("calls").inc()
             self._finish(header, None, started, finish.failure(
                 header, METHOD_IO.get(header.name), f"waggle is overloaded: {slots.limit} calls are in flight "
-                f"(limits.max-in-flight-calls); try again shortly", self.wire, "shed", "-"))
+                f"(limits.max-in-flight-calls); try again shortly", self.wire, "shed", "-",
+                self.session.release.unread))
             return
         try:  # counted in waggle_calls_in_flight while it holds its slot (read from call_slots when scraped)
             self._read(header, spec)
@@ -178,6 +180,7 @@ class ClientDriver:
                                 f", but the method is {'oneway' if io.result is None else 'not oneway'}")
             args = wire.read_struct(io.args)
         raw = wire.read_end()
+        self.session.release = learn(self.session.release, spec, args)  # where the client reads waggle's errors
         if io is not None:
             started = time.perf_counter()
             runtime = self.runtime
@@ -288,7 +291,7 @@ class ClientDriver:
         health = self.runtime.health
         if not health.is_up(step.metastore):
             return finish.failure(step.call.header, step.call.io, health.down_message(step.metastore), self.wire,
-                                  "member_down", step.metastore)
+                                  "member_down", step.metastore, self.session.release.layout)
         if step.bridge:
             return self._bridge(step, self.pool(step.metastore))
         pool = self.pool(step.metastore)
@@ -357,12 +360,13 @@ class ClientDriver:
             raise _Abandon() from exc
         return finish.failure(header, io, str(exc), self.wire,
                               "shed" if isinstance(exc, Overloaded) else "upstream_error", pool.name,
-                              error=exc.detail)
+                              self.session.release.layout, error=exc.detail)
 
     def _replied(self, step: Send, reply: Reply | None, pool: UpstreamPool) -> Answer:
         """The answer to a metastore's reply, with what it leaves behind applied; a member that turns out not to
         have the method is answered through its bridge."""
-        answer = finish.reply(step, reply, self.wire)
+        upstream = compat.layout_of(pool, self.session.identity) if finish.redeclarable(step, reply) else None
+        answer = finish.reply(step, reply, self.wire, upstream)
         if answer.settled is not None:
             self._settle(answer.settled)
         if answer.bridge_instead:
@@ -400,20 +404,21 @@ class ClientDriver:
             return finish.bridged(step, bridged.run(call.name, step.args), self.wire, bridge.via)
         except MethodMissing as exc:
             return finish.failure(call.header, call.io, f"metastore '{pool.name}' has neither {call.name} nor "
-                                  f"{exc.method}", self.wire, "no_equivalent", pool.name, bridge=bridge.via)
+                                  f"{exc.method}", self.wire, "no_equivalent", pool.name, self.session.release.layout,
+                                  bridge=bridge.via)
         except UpstreamError as exc:
             if not isinstance(exc, compat.ApplicationError):  # that one answered: it is up
                 self.runtime.health.call_failed(pool.name, exc)
             return finish.failure(call.header, call.io, str(exc), self.wire,
                                   "shed" if isinstance(exc, Overloaded) else "upstream_error", pool.name,
-                                  bridge=bridge.via)
+                                  self.session.release.layout, bridge=bridge.via)
         except (WireError, OSError, _Abandon, ClientGone):
             raise
         except Exception as exc:  # a defect in a bridge must not cost the client its connection
             log.error("bridge.failed", method=call.name, metastore=pool.name, error=repr(exc))
             return finish.failure(call.header, call.io, f"waggle could not answer {call.name} for metastore "
                                   f"'{pool.name}' through {bridge.via}: {exc!r}", self.wire, "bridge_error",
-                                  pool.name, bridge=bridge.via)
+                                  pool.name, self.session.release.layout, bridge=bridge.via)
 
     def _fan_out(self, step: FanOut, routes: Routes) -> Answer:
         call = step.call
@@ -424,7 +429,7 @@ class ClientDriver:
         outcomes = fanout.gather(self.runtime.health, routes.config.server, self.session.identity, call.name,
                                  call.header.seqid, call.io.result, jobs, sent)
         return merge.merge(step, outcomes, self.wire, lambda message: finish.failure(
-            call.header, call.io, message, self.wire, "upstream_error", "*"))
+            call.header, call.io, message, self.wire, "upstream_error", "*", self.session.release.layout))
 
     # -- writing and recording ---------------------------------------------------------------------------
     def _sink(self, chunk: bytes) -> None:

@@ -23,7 +23,8 @@ from thrift.Thrift import TApplicationException, TMessageType, TType
 from waggle.common.logging import get_logger
 from waggle.config.timing import PROBE_RETRY_SECONDS
 from waggle.hms import bridges
-from waggle.hms.bridges import BRIDGES, MethodMissing, Wrap, is_unknown_method
+from waggle.hms.bridges import BRIDGES, HIVE_3, MethodMissing, Wrap, is_unknown_method
+from waggle.hms.layouts import Layout
 from waggle.hms.service import METHOD_IO
 from waggle.hms.wire import Header, decode_message
 from waggle.upstream.capabilities import Capabilities
@@ -70,7 +71,12 @@ class Bridged:
             raise MethodMissing(method)
         io = METHOD_IO[method]
         assert io.result is not None
-        result = self.pool.exchange(self.identity, method, args, io.result, self.seqid)
+        # a method whose exceptions releases declare at different fields is read as the metastore declares it
+        layout = layout_of(self.pool, self.identity) if io.misread else None
+        result_class = io.result if layout is None else io.result_class(layout)
+        result = self.pool.exchange(self.identity, method, args, result_class, self.seqid)
+        if result_class is not io.result and not isinstance(result, TApplicationException):
+            result = io.as_ours(result)
         if isinstance(result, TApplicationException):
             if is_unknown_method(result):
                 caps.learn_missing(method)
@@ -102,6 +108,16 @@ def wrapped(pool: UpstreamPool, identity: Identity | None, header: Header, wrap:
             raise MethodMissing(older)
         raise ApplicationError(pool.name, f"answered {older} with an application error: {result.message}")
     return wrap.result(header.name, result)
+
+
+def layout_of(pool: UpstreamPool, identity: Identity | None) -> Layout | None:
+    """Where the metastore puts its declared exceptions: Hive 2.3's fields, or those of Hive 3.1+ (its
+    ``hive-version``, else whether it has catalogs, asked once); None while that cannot be known."""
+    caps: Capabilities = pool.caps
+    if caps.version is not None:
+        return Layout.HIVE_2 if caps.version < HIVE_3 else Layout.CURRENT
+    catalogs = probe_catalogs(pool, identity)
+    return None if catalogs is None else (Layout.CURRENT if catalogs else Layout.HIVE_2)
 
 
 def probe_catalogs(pool: UpstreamPool, identity: Identity | None) -> bool | None:
