@@ -8,6 +8,49 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
+
+#: Each command's example, shown first in its ``--help`` (``waggle`` is the command itself).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "waggle": ("waggle demo", "waggle check --strict --server-config waggle-server.yml "
+               "--federation-config waggle-federation.yml",
+               "waggle serve --server-config waggle-server.yml --federation-config waggle-federation.yml"),
+    "serve": ("waggle serve --server-config waggle-server.yml --federation-config waggle-federation.yml",),
+    "check": ("waggle check --strict --server-config waggle-server.yml --federation-config waggle-federation.yml",),
+    "sync": ("waggle sync --federation-config waggle-federation.yml --source analytics --tables 'sales.*'",
+             "waggle sync --config waggle-sync.yml --follow"),
+    "metastore": ("waggle metastore --port 9083 --dir ./metastore",),
+    "demo": ("waggle demo",),
+}
+#: The docs pages each command's ``--help`` points to, relative to the repository (a unit test checks they exist).
+DOCS: dict[str, tuple[str, ...]] = {
+    "waggle": ("docs/getting-started/quick-start.md", "docs/getting-started/your-own-metastores.md"),
+    "serve": ("docs/operations/running.md", "docs/operations/workers.md"),
+    "check": ("docs/getting-started/your-own-metastores.md", "docs/reference/configuration.md"),
+    "sync": ("docs/guides/sync.md", "docs/guides/sync-follow.md", "docs/reference/sync-configuration.md"),
+    "metastore": ("docs/development.md",),
+    "demo": ("docs/getting-started/quick-start.md",),
+}
+#: What waggle is, in ``waggle --help``.
+SUMMARY = "a federating Hive Metastore proxy"
+#: Every command and flag.
+CLI_REFERENCE = "docs/reference/cli.md"
+
+
+def _described(command: str, what: str) -> dict[str, Any]:
+    """A parser's description (its example first, then what the command does) and epilog (its docs pages)."""
+    lines = EXAMPLES[command]
+    example = f"Example: {lines[0]}" if len(lines) == 1 else "Example:\n" + "\n".join(f"  {x}" for x in lines)
+    docs = "\n".join(f"  {path}" for path in DOCS[command])
+    return {"description": f"{example}\n\n{what[0].upper()}{what[1:]}.",
+            "epilog": f"Docs:\n{docs}\n  {CLI_REFERENCE} (every command and flag)",
+            "formatter_class": argparse.RawDescriptionHelpFormatter}
+
+
+def _command(sub: Any, name: str, what: str) -> argparse.ArgumentParser:
+    """A subcommand: ``what`` is its line in ``waggle --help`` and, after its example, its own help's text."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=what, **_described(name, what))
+    return parser
 
 
 def _config_args(p: argparse.ArgumentParser) -> None:
@@ -51,10 +94,10 @@ def _workers(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from waggle.config.sync_settings import Sync, SyncJob
 
-    parser = argparse.ArgumentParser(prog="waggle", description="A federating Hive Metastore proxy.")
+    parser = argparse.ArgumentParser(prog="waggle", **_described("waggle", SUMMARY))
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="{serve,check,sync,demo,metastore}")
-    serve = sub.add_parser("serve", help="serve the HMS Thrift API in front of the configured metastores")
+    serve = _command(sub, "serve", "serve the HMS Thrift API in front of the configured metastores")
     _config_args(serve)
     serve.add_argument("--workers", metavar="N", type=_workers,
                        help="serving processes on the one port: a number or 'auto' (the CPUs this process may use); "
@@ -62,15 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("_worker")  # a worker process of 'serve --workers', started by its supervisor
     worker.add_argument("--control-fd", type=int, required=True)
     worker.add_argument("--budget-fd", type=int, required=True)
-    check = sub.add_parser("check", help="validate the configuration files and exit")
+    check = _command(sub, "check", "validate the configuration files and exit")
     _config_args(check)
     check.add_argument("--strict", action="store_true",
                        help="a key waggle does not know (a typo) is an error, not a warning")
     check.add_argument("--connect", action="store_true",
                        help="also connect to every metastore as waggle would (tunnel, TLS, Kerberos) and say how")
     _kerberos_args(check)
-    sync = sub.add_parser("sync", help="bring a federated metastore's tables into the primary (mirror or copy)")
-    sync.add_argument("--config", metavar="FILE", help="a sync file with many table jobs (see the README)")
+    sync = _command(sub, "sync", "bring a federated metastore's tables into the primary (mirror or copy)")
+    sync.add_argument("--config", metavar="FILE",
+                      help="a sync file with many table jobs (docs/reference/sync-configuration.md)")
     sync.add_argument("--federation-config", metavar="FILE", help="the federation file; the primary is the target")
     sync.add_argument("--server-config", metavar="FILE", help="waggle's server file: its Kerberos keytab is used "
                       "for Kerberized metastores unless --principal is given")
@@ -104,15 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
                          "service (its http-port), else once in this process until caught up")
     service.add_argument("--status", action="store_true", help="with --config: each policy's checkpoint, lag, last "
                          "execution and failed tables")
-    metastore = sub.add_parser("metastore", help="run one local Hive 2.3 metastore for development (Java 17), "
-                               "writing notification events as production ones do")
+    metastore = _command(sub, "metastore", "run one local Hive 2.3 metastore for development (Java 17), "
+                         "writing notification events as production ones do")
     metastore.add_argument("--port", type=int, default=9083, help="its Thrift port (default 9083)")
     metastore.add_argument("--dir", default=None, help="where it keeps its files; reuse it to keep the tables "
                            "(default: a new temporary directory)")
     metastore.add_argument("--events-ttl", metavar="SECONDS", type=int, default=None,
                            help="seconds notification events are kept (Hive's default: 86400)")
     metastore.add_argument("--no-events", action="store_true", help="write no notification events")
-    demo = sub.add_parser("demo", help="start two local metastores with sample data and waggle in front")
+    demo = _command(sub, "demo", "start two local metastores with sample data and waggle in front")
     demo.add_argument("--port", type=int, default=48869, help="waggle's Thrift port (default 48869)")
     demo.add_argument("--workdir", default=None, help="where the metastores keep their files (default: a temp dir)")
     return parser

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from waggle.hms.compat_doc import DOC_PATH, REGENERATE, matrix, render
-
-
-def test_committed_page_is_current() -> None:
-    assert DOC_PATH.read_text() == render(), f"run {REGENERATE}"
+from waggle.hms.compat_doc import matrix, render
 
 
 def test_every_cell_names_its_test() -> None:

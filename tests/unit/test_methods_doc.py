@@ -1,4 +1,4 @@
-"""docs/supported-methods.md is generated from the method table and must match it."""
+"""docs/supported-methods.md is generated from the method table; test_generated_pages.py checks it is current."""
 
 from __future__ import annotations
 
@@ -6,11 +6,7 @@ import subprocess
 import sys
 
 from waggle.hms.methods import METHODS, STRUCT_DB_FIELDS
-from waggle.hms.methods_doc import DOC_PATH, REGENERATE, render
-
-
-def test_committed_page_is_current() -> None:
-    assert DOC_PATH.read_text() == render(), f"run {REGENERATE}"
+from waggle.hms.methods_doc import render
 
 
 def test_every_method_and_struct_is_on_the_page() -> None:

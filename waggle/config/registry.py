@@ -3,7 +3,7 @@
 The declarations themselves live in the modules named for the file they describe (:mod:`waggle.config.settings`
 for the server and federation files, :mod:`waggle.config.hive_properties` for ``configuration-properties``,
 :mod:`waggle.config.sync_settings` for sync files); :mod:`waggle.config.reference` renders them all as the
-README's configuration reference. This module knows none of them.
+docs' configuration reference pages. This module knows none of them.
 
 The frozen model objects (:mod:`waggle.config.model`) name, for each attribute, the setting it holds
 (:func:`setting_field`, :func:`nested`): the attribute's default is the setting's, and

@@ -4,7 +4,7 @@ The registry drives everything else. The loaders (:mod:`waggle.config.loader` fo
 files, :mod:`waggle.sync.runner` for sync files) read and validate each setting with its validator and fall back
 to its default; the frozen :mod:`waggle.config.model` objects take their defaults from here; a key that is not
 declared, or that waggle does not implement, is reported by name (:meth:`Section.unknown`); and the
-configuration reference in the README is generated from it (``python -m waggle.config.reference``), so none of
+configuration reference (docs/reference/configuration.md) is generated from it (``python -m waggle.docs``), so none of
 them can drift apart.
 
 Settings are kept in declaration order, which is the order of the docs.

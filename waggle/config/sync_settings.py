@@ -1,7 +1,7 @@
 """The keys of a sync file (``waggle sync --config``), declared once like every other setting
 (:mod:`waggle.config.registry`): read by :mod:`waggle.sync.runner` (a batch run) and :mod:`waggle.sync.policies`
-(the service's policies: ``waggle sync --follow``), listed in the README from here
-(``python -m waggle.config.reference sync``)."""
+(the service's policies: ``waggle sync --follow``), listed in docs/reference/sync-configuration.md from here
+(``python -m waggle.docs``)."""
 
 from __future__ import annotations
 

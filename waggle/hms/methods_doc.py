@@ -1,7 +1,7 @@
 """The supported-methods page, generated from the method table so that the two cannot drift apart.
 
-``python -m waggle.hms.methods_doc > docs/supported-methods.md`` writes it; ``--check`` exits 1 when the
-committed page differs from what the table says now. Everything on the page comes from
+``python -m waggle.docs`` writes it, with the other generated pages; ``python -m waggle.hms.methods_doc --check``
+exits 1 when the committed page differs from what the table says now. Everything on the page comes from
 :mod:`waggle.hms.methods`: the method table, the struct fields that carry database names, and the walk over
 the generated specs (:mod:`waggle.hms.specs`) that :func:`~waggle.hms.methods.database_of` uses to find
 them, here followed to any depth as the rewriter does.
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from thrift.Thrift import TType
 
+from waggle.docs import COMMAND, generated
 from waggle.hms import specs
 from waggle.hms.gen.fb303 import FacebookService
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
@@ -37,7 +38,7 @@ from waggle.hms.methods import (
 __all__ = ["DOC_PATH", "render"]
 
 DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "supported-methods.md"
-REGENERATE = "python -m waggle.hms.methods_doc > docs/supported-methods.md"
+REGENERATE = COMMAND
 
 # Enum value -> (label on the page, what it means). Keyed by value so that a member added to the table shows up,
 # under its value, before it is described here.
@@ -77,7 +78,7 @@ _WIDTH = 110  # prose line length
 _INTRO = f"""\
 # Supported HMS methods
 
-<!-- Generated from waggle/hms/methods.py by `{REGENERATE}`. Do not edit by hand. -->
+{generated("waggle/hms/methods.py")}
 
 Every method of the HMS Thrift API that waggle serves (Hive 2.3, 3.1 and 4.x, plus fb303), in the order of
 waggle's method table. The routing, the access checks and the database-name rewriting all read that table,
