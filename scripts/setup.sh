@@ -22,7 +22,8 @@ need_java() {
 apt_install() {
   # Debian packages the tests use: the Thrift compiler (generated-code check), OpenSSH (tunnel tests),
   # jarjar (relocates Jackson for Iceberg's Spark runtime, scripts/iceberg_spark.sh) and MIT Kerberos (a real
-  # KDC for the Kerberos tests; libkrb5-dev builds python-gssapi where no wheel fits).
+  # KDC for the Kerberos tests; libkrb5-dev builds python-gssapi where no wheel fits) and Chromium with its
+  # driver (the docs site's headless browser test).
   local missing=()
   command -v thrift >/dev/null || missing+=(thrift-compiler)
   [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
@@ -31,6 +32,8 @@ apt_install() {
   [ -x /usr/sbin/kadmin.local ] || missing+=(krb5-admin-server)
   command -v kinit >/dev/null || missing+=(krb5-user)
   command -v krb5-config >/dev/null || missing+=(libkrb5-dev)
+  command -v chromium >/dev/null || missing+=(chromium)
+  command -v chromedriver >/dev/null || missing+=(chromium-driver)
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=""
   if [ "$(id -u)" -ne 0 ]; then
@@ -46,6 +49,26 @@ apt_install() {
   fi
 }
 
+fetch_mermaid() {
+  # Mermaid's browser bundle, for the docs site's diagrams: mkdocs-material loads it from unpkg.com unless the page
+  # already has it (mkdocs.yml's extra_javascript), and browsers here and in CI cannot reach the internet. Taken
+  # from the npm registry, the major release mkdocs-material asks unpkg for, into docs/javascripts/ (git-ignored
+  # there: never committed).
+  local dest=docs/javascripts/mermaid.min.js tmp
+  [ -f "$dest" ] && return 0
+  if ! command -v npm >/dev/null; then
+    echo "warning: no npm: the docs site will load Mermaid from unpkg.com" >&2; return 0
+  fi
+  tmp=$(mktemp -d)
+  if (cd "$tmp" && npm pack --silent mermaid@11 >/dev/null) \
+      && tar -xzf "$tmp"/mermaid-*.tgz -C "$tmp" package/dist/mermaid.min.js; then
+    mv "$tmp/package/dist/mermaid.min.js" "$dest"
+  else
+    echo "warning: could not fetch mermaid from the npm registry: the docs site will load it from unpkg.com" >&2
+  fi
+  rm -rf "$tmp"
+}
+
 PY=$(need_python)
 need_java
 if [ ! -x .venv/bin/python ]; then
@@ -59,6 +82,7 @@ if [ "${1:-}" = "--test" ]; then
   .venv/bin/python -m pip install -q --no-deps "hive-metastore-client>=1.0.9"
   # Spark 3.5 with Apache Iceberg's runtime, in its own venv, for the Iceberg tests.
   bash scripts/iceberg_spark.sh "$PY"
+  fetch_mermaid
 else
   .venv/bin/python -m pip install -q -e ".[iceberg]"
 fi
