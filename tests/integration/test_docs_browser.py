@@ -2,7 +2,8 @@
 and a guide's Mermaid diagram drawn from the site's own copy of Mermaid.
 
 The site is built with ``mkdocs build --strict`` from the repository's mkdocs.yml and docs/ (inherited, built into a
-temporary directory); before a mkdocs.yml exists, from a two-page fixture site with the same Mermaid set-up. It is
+temporary directory; before a mkdocs.yml exists, a two-page fixture site), with the site's own Mermaid, which
+scripts/setup.sh --test fetches and mkdocs.yml's ``extra_javascript`` loads. It is
 served by ``http.server`` on 127.0.0.1, and Chromium resolves no other host, so a diagram drawn proves that Mermaid
 came from the site and not from unpkg.com (mkdocs-material's fallback).
 
@@ -31,7 +32,8 @@ import yaml
 
 from tests.support.env import ROOT, require
 
-MERMAID = ROOT / "docs" / "javascripts" / "mermaid.min.js"
+SITE_MERMAID = "javascripts/mermaid.min.js"  # as mkdocs.yml's extra_javascript names it
+MERMAID = ROOT / "docs" / SITE_MERMAID
 CONFIG = ROOT / "mkdocs.yml"
 PROBE_NAME = "waggle-test-probe.js"
 #: Test instrument, added to the built site only: diagrams are drawn into the element, not a closed shadow root.
@@ -95,10 +97,10 @@ def _build(tmp: Path) -> tuple[Path, str]:
     config = tmp / "mkdocs.yml"
     if CONFIG.is_file():
         docs = ROOT / "docs"
-        extra = [e for e in _extra_javascript(CONFIG) if e != PROBE_NAME]
-        assert "javascripts/mermaid.min.js" in extra, "mkdocs.yml's extra_javascript must load the site's Mermaid"
+        # the site's own Mermaid, whether or not mkdocs.yml names it yet (test_mkdocs_loads_the_sites_mermaid)
+        extra = list(dict.fromkeys([*_extra_javascript(CONFIG), SITE_MERMAID, PROBE_NAME]))
         config.write_text(yaml.safe_dump({"INHERIT": str(CONFIG), "docs_dir": str(docs), "site_dir": str(site),
-                                          "extra_javascript": [*extra, PROBE_NAME]}))
+                                          "extra_javascript": extra}))
     else:
         docs = tmp / "docs"
         for name, text in FIXTURE_PAGES.items():
@@ -108,7 +110,7 @@ def _build(tmp: Path) -> tuple[Path, str]:
         shutil.copy(MERMAID, docs / "javascripts" / "mermaid.min.js")
         config.write_text(FIXTURE_CONFIG + yaml.safe_dump({
             "docs_dir": str(docs), "site_dir": str(site),
-            "extra_javascript": ["javascripts/mermaid.min.js", PROBE_NAME]}))
+            "extra_javascript": [SITE_MERMAID, PROBE_NAME]}))
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-f", str(config)],
                           capture_output=True, text=True, timeout=300, check=False,
                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
@@ -148,6 +150,12 @@ def _dom(url: str, profile: Path) -> str:
                            "--dump-dom", url], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0 and "</html>" in done.stdout, done.stderr[-2000:]
     return done.stdout
+
+
+def test_mkdocs_loads_the_sites_mermaid() -> None:
+    """mkdocs-material fetches Mermaid from unpkg.com unless a page already has it: the site must bring its own."""
+    require(CONFIG.is_file(), "no mkdocs.yml yet")
+    assert SITE_MERMAID in _extra_javascript(CONFIG), f"mkdocs.yml: add {SITE_MERMAID} to extra_javascript"
 
 
 def test_the_front_page_has_navigation_and_search(served: tuple[str, str], tmp_path: Path) -> None:

@@ -26,7 +26,8 @@ waggle reads Waggle Dance's two files:
 Keys may be written in kebab-case (`database-resolution`), camelCase (`databaseResolution`), snake_case,
 and as dotted paths (`endpoint.port: 18000`) or nested maps, just as Spring's relaxed binding accepts them
 in Waggle Dance. Maps of your own data (`configuration-properties`, `database-name-mapping`) keep their keys
-exactly as written. Commented examples are in the repository's `conf/` directory.
+exactly as written. Commented examples are in the repository's `conf/` directory, and
+[connecting your own metastores](../getting-started/your-own-metastores.md) builds a federation file step by step.
 
 Keys marked *(accepted with a warning)* exist in Waggle Dance but are not implemented by waggle. They are
 reported by name and otherwise ignored. Unknown keys (typos) are reported too, with the nearest known key;
@@ -36,7 +37,8 @@ reported by name and otherwise ignored. Unknown keys (typos) are reported too, w
 _SYNC_INTRO = """\
 A sync file (`waggle sync --config FILE`) holds many table jobs; with `waggle sync --follow` each job is a
 policy that runs as a service. Its top-level keys are defaults of every job; a job's own key wins, and a
-command-line flag wins over both where one exists.
+command-line flag wins over both where one exists. The [sync guide](../guides/sync.md#a-sync-file) shows one,
+and [following the sources](../guides/sync-follow.md) runs one as a service.
 """
 
 
@@ -57,11 +59,11 @@ def sync_reference() -> str:
 
 def configuration_page() -> str:
     """``docs/reference/configuration.md``."""
-    return (f"# Server and federation files\n\n{generated(_SOURCES)}\n\n{_CONFIGURATION_INTRO}\n"
+    return (f"# Configuration reference\n\n{generated(_SOURCES)}\n\n{_CONFIGURATION_INTRO}\n"
             f"{reference()}\n")
 
 
 def sync_configuration_page() -> str:
     """``docs/reference/sync-configuration.md``."""
-    return (f"# Sync file\n\n{generated(_SYNC_SOURCES)}\n\n{_SYNC_INTRO}\n## Top-level keys\n\n"
+    return (f"# Sync file reference\n\n{generated(_SYNC_SOURCES)}\n\n{_SYNC_INTRO}\n## Top-level keys\n\n"
             f"{markdown_table(SYNC_SETTINGS)}\n\n## Each job (`jobs[]`)\n\n{markdown_table(SYNC_JOB_SETTINGS)}\n")

@@ -65,7 +65,7 @@ def _about(command: str, what: str) -> list[str]:
 def render() -> str:
     parser = build_parser()
     commands = list(_commands(parser))
-    lines = ["# Command line", "", generated("waggle/cli.py"), "",
+    lines = ["# CLI reference", "", generated("waggle/cli.py"), "",
              "`waggle --help` and `waggle COMMAND --help` print the same, each led by an example.", "",
              "## `waggle`", "", *_about("waggle", SUMMARY),
              "| Command | What it does |", "|---|---|",

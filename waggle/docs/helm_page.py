@@ -108,7 +108,8 @@ def render(text: str | None = None) -> str:
     text = VALUES.read_text(encoding="utf-8") if text is None else text
     lines = ["# Helm values", "", generated("helm/waggle/values.yaml"), "",
              "The chart's values, with their defaults. Set them with `--set key=value` or a values file of your "
-             "own (`-f my-values.yaml`); `helm show values helm/waggle` prints the commented file.", "",
+             "own (`-f my-values.yaml`); `helm show values helm/waggle` prints the commented file. "
+             "[Kubernetes and Helm](../operations/kubernetes.md) explains the chart.", "",
              "| Key | Type | Default | Description |", "|---|---|---|---|"]
     for v in values(text):
         if v.default is None:  # a described map whose keys have rows of their own

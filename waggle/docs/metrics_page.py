@@ -120,7 +120,7 @@ def _labels(found: list[Family]) -> list[str]:
 _INTRO = """\
 Prometheus text on `/metrics`: the proxy's on its HTTP endpoint (`endpoint.port`), the sync follower's on its
 `http-port`. Counters carry `_total` on the scrape; histograms are `_bucket`, `_sum` and `_count` series. No
-`_created` series are exported.
+`_created` series are exported. [Operations: metrics](../operations/metrics.md) says what to alert on.
 """
 
 _PROXY = """\
@@ -139,7 +139,7 @@ _SYNC = """\
 def render() -> str:
     proxy = list(families(metrics.REGISTRY))
     sync = list(families(SyncMetrics().registry))
-    lines = ["# Metrics", "", generated("waggle/common/metrics.py and waggle/sync/http.py"), "", _INTRO, _PROXY,
-             *_table(proxy, pod=True), "", "Labels:", "", *_labels(proxy), "", _SYNC, *_table(sync, pod=False), "",
-             "Labels:", "", *_labels(sync), ""]
+    lines = ["# Metrics reference", "", generated("waggle/common/metrics.py and waggle/sync/http.py"), "", _INTRO,
+             _PROXY, *_table(proxy, pod=True), "", "Labels:", "", *_labels(proxy), "", _SYNC, *_table(sync, pod=False),
+             "", "Labels:", "", *_labels(sync), ""]
     return "\n".join(lines)
