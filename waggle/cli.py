@@ -18,7 +18,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "serve": ("waggle serve --server-config waggle-server.yml --federation-config waggle-federation.yml",),
     "check": ("waggle check --strict --server-config waggle-server.yml --federation-config waggle-federation.yml",),
     "sync": ("waggle sync --federation-config waggle-federation.yml --source analytics --tables 'sales.*'",
-             "waggle sync --config waggle-sync.yml --follow"),
+             "waggle sync --config sync.yml --follow"),
     "metastore": ("waggle metastore --port 9083 --dir ./metastore",),
     "demo": ("waggle demo",),
 }

@@ -59,7 +59,7 @@ def _flags(parser: argparse.ArgumentParser) -> list[str]:
 def _about(command: str, what: str) -> list[str]:
     examples = ["```console", *(f"$ {line}" for line in EXAMPLES[command]), "```"]
     docs = ", ".join(f"[{path.removeprefix('docs/')}](../{path.removeprefix('docs/')})" for path in DOCS[command])
-    return [f"{what[:1].upper()}{what[1:]}.", "", *examples, "", f"Guides: {docs}.", ""]
+    return [f"{what[:1].upper()}{what[1:]}.", "", *examples, "", f"Docs: {docs}.", ""]
 
 
 def render() -> str:
