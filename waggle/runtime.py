@@ -32,6 +32,7 @@ from waggle.remotes.registry import LinkRegistry
 from waggle.remotes.service import LinksService
 from waggle.routes import PlannerBuilder, Routes
 from waggle.server.guard import Guard
+from waggle.server.limits import CallLimits
 from waggle.upstream.client import Connector, connect
 from waggle.upstream.health import Health
 from waggle.upstream.token_store import MetastoreTokenStore
@@ -77,6 +78,9 @@ class Runtime:
             Loop("copies.refresh_failed", self.copies.refresh, self.copies.refresh_seconds, wait_first=True),
             Loop("copies.watch_failed", self.copies.watch, lambda: 1.0, wait_first=True),
         ])
+        #: the rate limits of limits.rates (this process's buckets)
+        self.call_limits = CallLimits(config.server.rates)
+        metrics.watch_limits(lambda: self.call_limits.levels(time.monotonic()))
         #: client calls being answered (bounded by limits.max-in-flight-calls)
         self.call_slots = Limiter(config.server.load.max_in_flight_calls)
         # read when scraped: an increment and a decrement per call (gevent-locked) measured 0.8 to 1.1 us
@@ -136,6 +140,7 @@ class Runtime:
             # -- the swap: no yield from here on --
             pools = self.metastores.swap(staged, old.pools)
             self.call_slots.limit = server.load.max_in_flight_calls
+            self.call_limits.update(server.rates)
             self.guard.reload(config)
             self.routes = self.remotes.with_uri_pools(
                 Routes.build(config, pools, planner, old.generation + 1, self.links, self.routes.copies))

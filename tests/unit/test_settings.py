@@ -111,9 +111,10 @@ TUNNEL_VALUES: dict[str, Callable[[TunnelConfig], object]] = {
     "metastore-tunnel.strict-host-key-checking": lambda t: t.strict_host_key_checking,
 }
 
-# Server settings whose values are lists, checked in tests/unit/test_remote_links.py.
+# Server settings whose values are lists, checked in tests/unit/test_remote_links.py (limits.rates in
+# tests/unit/test_rate_limits.py).
 SERVER_LISTS = {"remote-databases.allowed-metastores", "remote-databases.allowed-uris",
-                "remote-databases.allowed-users", "remote-databases.allowed-groups"}
+                "remote-databases.allowed-users", "remote-databases.allowed-groups", "limits.rates"}
 
 # Settings without a default of their own: required, or derived from another key (the metastore's name).
 NO_PLAIN_DEFAULT = {"name", "remote-meta-store-uris", "database-prefix", "metastore-tunnel.route",
@@ -339,7 +340,7 @@ def test_a_model_object_is_built_through_its_settings(tmp_path: Path) -> None:
 
     problems: list[str] = []
     r = Reader("t.yml", {"port": "7", "limits": {"queue-wait-ms": 250, "max-message-bytes": 1}}, "", problems)
-    server = r.build(ServerConfig, {"max_connections": 9}, security=ServerConfig().security)
+    server = r.build(ServerConfig, {"max_connections": 9}, security=ServerConfig().security, rates=())
     assert (server.port, server.max_connections, server.load.queue_wait_seconds) == (7, 9, 0.25)
     assert server.limits.max_message_bytes == Server.MAX_MESSAGE_BYTES.default  # refused, so the default
     assert problems == ["t.yml: key 'limits.max-message-bytes': invalid value 1: expected an integer >= 1024"]

@@ -9,10 +9,10 @@ measured as 2-3 us a call, a tenth of a relayed call's whole cost.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import INF, floatToGoString
 
 # no *_created series: they double what a scrape carries and nobody reads them
@@ -89,6 +89,44 @@ UPSTREAM_OPENED = Counter("waggle_upstream_connections_opened", "Connections wag
 SHED = Counter("waggle_shed", "Work refused because a limit was reached: connections (max-connections), calls "
                "(limits.max-in-flight-calls) or metastore (limits.max-calls-per-metastore).", ["limit"],
                registry=REGISTRY)
+LIMITED = Counter("waggle_limited_calls", "Client calls refused by a rate limit (limits.rates), by rule and method "
+                  "family; none of them reached a metastore.", ["limit", "family"], registry=REGISTRY)
+
+
+class _LimitLevels:
+    """``waggle_limit_buckets`` and ``waggle_limit_tokens``: read from the rate limits when scraped, so a call
+    pays nothing for them (:func:`watch_limits`)."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Iterable[tuple[str, int, float]]] | None = None
+
+    def describe(self) -> list[Metric]:
+        return list(self._families())
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+        return (GaugeMetricFamily("waggle_limit_buckets", "Token buckets a rate limit holds now (one per user, "
+                                  "address, or one for the rule).", labels=("limit",)),
+                GaugeMetricFamily("waggle_limit_tokens", "Tokens a rate limit's buckets hold together now: calls "
+                                  "they would let through at once.", labels=("limit",)))
+
+    def collect(self) -> Iterator[Metric]:
+        buckets, tokens = self._families()
+        for name, count, level in (self.source() if self.source is not None else ()):
+            buckets.add_metric((name,), count)
+            tokens.add_metric((name,), level)
+        yield from (buckets, tokens)
+
+
+_limit_levels = _LimitLevels()
+REGISTRY.register(_limit_levels)  # type: ignore[arg-type]
+
+
+def watch_limits(source: Callable[[], Iterable[tuple[str, int, float]]]) -> None:
+    """Where the rate limits' gauges are read from when scraped: (rule, buckets, tokens) per rule."""
+    _limit_levels.source = source
+
+
 FANOUT_OMISSIONS = Counter("waggle_fanout_omissions", "Metastores left out of a merged call's answer (down, "
                            "failed or late).", ["method", "metastore"], registry=REGISTRY)
 CONFIG_RELOADS = Counter("waggle_config_reloads", "Configuration reloads, by result (succeeded, failed).",

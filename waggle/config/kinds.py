@@ -52,3 +52,26 @@ TIME_UNITS: dict[str, float] = {
     "NANOSECONDS": 1e-9, "MICROSECONDS": 1e-6, "MILLISECONDS": 1e-3, "SECONDS": 1.0,
     "MINUTES": 60.0, "HOURS": 3600.0, "DAYS": 86400.0,
 }
+
+
+class Family(enum.IntEnum):
+    """The method families a rate limit (``limits.rates``) counts: every method of the method table is in one
+    (:attr:`waggle.hms.methods.MethodSpec.family`). An int, so that a family indexes a tuple on the call path."""
+
+    READS = 0
+    WRITES = 1
+    LISTINGS = 2
+    PARTITIONS = 3
+
+    @property
+    def label(self) -> str:
+        """The family as the server file and the metrics name it (``reads``)."""
+        return self.name.lower()
+
+
+class Per(enum.Enum):
+    """What a rate limit keeps one token bucket for (``limits.rates[].per``)."""
+
+    USER = "user"  # each user (the connection's identity) has a bucket of its own
+    ADDRESS = "address"  # each client address has one
+    RULE = "rule"  # every matching call shares the rule's one bucket

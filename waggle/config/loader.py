@@ -38,10 +38,11 @@ from waggle.config.model import (
     WireFormat,
     seconds,
 )
+from waggle.config.rates import parse_rates
 from waggle.config.reader import MISSING, Reader, properties
 from waggle.config.registry import Section, Setting
 from waggle.config.security import parse_metastore_security, parse_server_security
-from waggle.config.settings import METASTORE, SERVER, MappedTablesEntry
+from waggle.config.settings import METASTORE, RATE_RULE, SERVER, MappedTablesEntry
 from waggle.config.settings import Metastore as M
 from waggle.config.settings import Server as S
 
@@ -129,7 +130,8 @@ def parse_server(path: str | None, data: Mapping[str, Any], problems: list[str],
     defaults = {} if max_threads is None else {"max_connections": max_threads}
     polling = seconds(r.get(S.STATUS_POLLING_DELAY), r.get(S.STATUS_POLLING_DELAY_UNIT))
     return r.build(ServerConfig, defaults, wire=_wire(r, HS.FRAMED, HS.COMPACT),
-                   status_polling_delay_seconds=polling, security=parse_server_security(r))
+                   status_polling_delay_seconds=polling, security=parse_server_security(r),
+                   rates=parse_rates(r, lambda rule: _warn_unknown(rule, RATE_RULE, warnings, "rate limit")))
 
 
 def _uris(r: Reader) -> tuple[HostPort, ...]:

@@ -21,12 +21,16 @@ from waggle.config.kinds import TIME_UNITS
 from waggle.config.kinds import AccessControlType as AccessControlType
 from waggle.config.kinds import CopyReads as CopyReads
 from waggle.config.kinds import DatabaseResolution as DatabaseResolution
+from waggle.config.kinds import Family as Family
 from waggle.config.kinds import PartialCopies as PartialCopies
+from waggle.config.kinds import Per as Per
 from waggle.config.kinds import ProtocolKind as ProtocolKind
 from waggle.config.kinds import TransportKind as TransportKind
 from waggle.config.registry import nested, setting_field
 from waggle.config.settings import Metastore as M
+from waggle.config.settings import RateRule as R
 from waggle.config.settings import Server as S
+from waggle.config.validators import Network
 
 #: Bounds on a metastore's replies besides ``limits.max-upstream-message-bytes``: not settings.
 UPSTREAM_MAX_STRING_BYTES = 256 * 1024 * 1024
@@ -73,6 +77,28 @@ class LoadLimits:
     max_in_flight_calls: int = setting_field(S.MAX_IN_FLIGHT_CALLS)
     max_calls_per_metastore: int = setting_field(S.MAX_CALLS_PER_METASTORE)
     queue_wait_seconds: float = setting_field(S.QUEUE_WAIT_MS, _ms_to_seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """One rule of ``limits.rates``: a token bucket per user, per client address or for the rule, refilled at
+    ``rate`` calls per second up to ``burst``, counting the calls of ``families`` that match ``users`` and
+    ``addresses``."""
+
+    name: str = setting_field(R.NAME)
+    rate: float = setting_field(R.RATE)
+    #: the loader gives ``rate`` rounded up when the file does not say
+    burst: int = 1
+    #: None: every user (``*``)
+    users: frozenset[str] | None = None
+    #: empty: every address
+    addresses: tuple[Network, ...] = setting_field(R.ADDRESSES)
+    #: the families counted (the loader gives all four when the file names none)
+    families: tuple[Family, ...] = tuple(Family)
+    per: Per = setting_field(R.PER)
+    #: the serving processes that share the rule: each takes ``rate / workers`` and ``burst / workers`` (rounded
+    #: up), so the rule holds for the pod (:func:`waggle.workers.worker.for_worker`)
+    workers: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +269,8 @@ class ServerConfig:
                                      max_string_bytes=UPSTREAM_MAX_STRING_BYTES,
                                      max_container_items=UPSTREAM_MAX_CONTAINER_ITEMS)
     stream_after_bytes: int = setting_field(S.STREAM_AFTER_BYTES)
+    #: read by the loader's own function (a list of rules)
+    rates: tuple[RateLimit, ...] = setting_field(S.RATES)
     query_functions_across_all_metastores: bool = setting_field(S.QUERY_FUNCTIONS_ACROSS_ALL)
     #: two settings, a number and its unit: given by the loader
     status_polling_delay_seconds: float = seconds(S.STATUS_POLLING_DELAY.default, S.STATUS_POLLING_DELAY_UNIT.default)

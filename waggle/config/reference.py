@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from waggle.config.hive_properties import HIVE_METASTORE_SETTINGS, HIVE_SERVER_SETTINGS
 from waggle.config.registry import markdown_table
-from waggle.config.settings import METASTORE_SETTINGS, SERVER_SETTINGS
+from waggle.config.settings import METASTORE_SETTINGS, RATE_RULE_SETTINGS, SERVER_SETTINGS
 from waggle.config.sync_settings import SYNC_JOB_SETTINGS, SYNC_SETTINGS
 from waggle.docs import generated
 
@@ -45,6 +45,7 @@ and [following the sources](../guides/sync-follow.md) runs one as a service.
 def reference() -> str:
     """The tables of the server file, the federation file and the Hive properties."""
     return (f"## Server file\n\n{markdown_table(SERVER_SETTINGS)}\n\n"
+            f"Each rule of `limits.rates`:\n\n{markdown_table(RATE_RULE_SETTINGS)}\n\n"
             "## Federation file: every metastore (`primary-meta-store`, `federated-meta-stores[]`)\n\n"
             f"{markdown_table(METASTORE_SETTINGS)}\n\n"
             "## Hive properties waggle reads (`configuration-properties`)\n\nIn the server file:\n\n"

@@ -21,7 +21,9 @@ from waggle.config.kinds import (
     AccessControlType,
     CopyReads,
     DatabaseResolution,
+    Family,
     PartialCopies,
+    Per,
     ProtocolKind,
     TransportKind,
 )
@@ -31,11 +33,15 @@ from waggle.config.validators import (
     aliases,
     boolean,
     choice,
+    choices,
     hive_version,
     integer,
+    label,
     names,
+    networks,
     one_of,
     optional_string,
+    positive_number,
     regexes,
     string,
     string_map,
@@ -125,6 +131,13 @@ class Server:
     )
     QUEUE_WAIT_MS = SERVER.add("limits.queue-wait-ms", 1000, integer(0),
                                "How long a call may wait for a free slot under the two limits above.")
+    RATES = SERVER.add(
+        "limits.rates", (), None,
+        "Token-bucket rate limits on client calls, per user, client address or rule, per method family: a list "
+        "of rules with the keys of the next table (see \"Rate limits\" in Operations). A call over a limit is "
+        "answered at once with a `MetaException` naming the rule, which clients retry with backoff; it never "
+        "reaches a metastore. With workers, each takes an equal share of every rule (waggle addition).", "[] (none)",
+    )
     STREAM_AFTER_BYTES = SERVER.add(
         "limits.stream-replies-after-bytes", 65536, integer(0),
         "A reply relayed unchanged that is longer than this streams to the client as it arrives, so memory "
@@ -251,6 +264,44 @@ SERVER.ignored("prometheus.prefix", "waggle-dance", "Not implemented.")
 SERVER.ignored("management", "-", "Spring actuator settings; not applicable.")
 SERVER.ignored("logging.config", "-", "log4j2 file; not applicable.")
 SERVER.ignored("waggledance", "-", "Waggle Dance extensions (rate limiting); not implemented.")
+
+# -- one rule of the server's limits.rates ---------------------------------------------------------------------
+RATE_RULE = Section("limits.rates entry")
+
+
+class RateRule:
+    """Keys of each rule of ``limits.rates`` (documented in a table of their own)."""
+
+    NAME = RATE_RULE.add("name", "", label(), "The rule's name, in metrics (`limit` label), logs and the error "
+                         "a limited call gets; unique.", REQUIRED)
+    USERS = RATE_RULE.add(
+        "users", ("*",), names(),
+        "Users the rule applies to: the connection's identity (its Kerberos principal's short name, else its "
+        "`set_ugi` user); `*` (or an empty list): every user, and connections that gave none.", "[*]",
+    )
+    ADDRESSES = RATE_RULE.add(
+        "addresses", (), networks(),
+        "Client addresses or CIDR ranges the rule applies to (`10.1.0.0/16`, `192.0.2.7`, `2001:db8::/32`); "
+        "empty: every address.", "[] (all)",
+    )
+    METHODS = RATE_RULE.add(
+        "methods", (), choices(Family, lambda f: f.label),
+        "Method families the rule counts: `reads`, `writes`, `listings` (database and table listings, merged "
+        "calls), `partitions` (reads of partitions). Each method's family is in docs/supported-methods.md; "
+        "`set_ugi` and the lock calls (`lock`, `check_lock`, heartbeats, `unlock`) are never limited.", "[] (all)",
+    )
+    RATE = RATE_RULE.add("rate", 0.0, positive_number(),
+                         "Calls per second: tokens added to each of the rule's buckets per second.", REQUIRED)
+    BURST: Setting[int | None] = RATE_RULE.add(
+        "burst", None, integer(1),
+        "Most calls taken at once: the size of each bucket, which starts full.", "`rate`, rounded up",
+    )
+    PER = RATE_RULE.add(
+        "per", Per.USER, choice(Per),
+        "What has a bucket of its own: `user` (each user), `address` (each client address) or `rule` (one "
+        "bucket that every matching call shares).",
+    )
+
 
 # -- the federation file: every metastore ------------------------------------------------------------------------
 METASTORE = Section("metastore")
@@ -408,3 +459,4 @@ class MappedTablesEntry:
 #: The registries the tests and the README's configuration reference read.
 SERVER_SETTINGS: tuple[Setting[object], ...] = SERVER.settings
 METASTORE_SETTINGS: tuple[Setting[object], ...] = METASTORE.settings
+RATE_RULE_SETTINGS: tuple[Setting[object], ...] = RATE_RULE.settings

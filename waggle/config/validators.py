@@ -8,6 +8,7 @@ whole reason itself, and may name the value as it was understood (for example lo
 from __future__ import annotations
 
 import enum
+import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from waggle.config import hive_values
 
 V = TypeVar("V", covariant=True)
 E = TypeVar("E", bound=enum.Enum)
+#: an address range of ``limits.rates[].addresses``
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _NOT_SHOWN = object()
 
@@ -311,3 +314,73 @@ def regexes() -> Validator[tuple[re.Pattern[str], ...]]:
         return tuple(out)
 
     return Validator("a list of regular expressions", convert)
+
+
+def positive_number() -> Validator[float]:
+    """A number above zero (an integer or a decimal)."""
+    def convert(v: object) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            raise TypeError
+        n = float(v)
+        if not 0 < n < float("inf"):
+            raise Invalid("expected a number above 0")
+        return n
+
+    return Validator("a number above 0", convert)
+
+
+def label() -> Validator[str]:
+    """A name that may become a metrics label: letters, digits, ``_``, ``-`` and ``.``."""
+    def convert(v: object) -> str:
+        s = _text(v).strip()
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", s):
+            raise Invalid("expected a name of 1 to 64 letters, digits, '_', '-' or '.'")
+        return s
+
+    return Validator("a name of letters, digits, '_', '-' or '.'", convert)
+
+
+def networks() -> Validator[tuple[Network, ...]]:
+    """Client addresses and CIDR ranges (``10.1.0.0/16``, ``192.0.2.7``, ``2001:db8::/32``), as a YAML list or
+    one comma-separated string; every item that is neither is named by its index."""
+    def convert(v: object) -> tuple[Network, ...]:
+        items = [x.strip() for x in v.split(",") if x.strip()] if isinstance(v, str) else v
+        if not isinstance(items, list) or any(isinstance(x, (Mapping, list)) for x in items):
+            raise Invalid("expected a list of addresses or CIDR ranges")
+        out: list[Network] = []
+        refused: list[tuple[int, object, str]] = []
+        for i, item in enumerate(items):
+            try:
+                out.append(ipaddress.ip_network(str(item).strip(), strict=True))
+            except ValueError as exc:
+                refused.append((i, item, f"not an address or CIDR range: {exc}"))
+        if refused:
+            raise InvalidItems(refused)
+        return tuple(out)
+
+    return Validator("a list of addresses or CIDR ranges", convert)
+
+
+def choices(enum_type: type[E], label_of: Callable[[E], str]) -> Validator[tuple[E, ...]]:
+    """A list of members of ``enum_type`` by their labels (case-insensitively), as a YAML list or one
+    comma-separated string; every item that is none is named by its index."""
+    by_label = {label_of(m).lower(): m for m in enum_type}
+    expect = "a list of " + ", ".join(by_label)
+
+    def convert(v: object) -> tuple[E, ...]:
+        items = [x.strip() for x in v.split(",") if x.strip()] if isinstance(v, str) else v
+        if not isinstance(items, list) or any(isinstance(x, (Mapping, list)) for x in items):
+            raise Invalid(f"expected {expect}")
+        out: list[E] = []
+        refused: list[tuple[int, object, str]] = []
+        for i, item in enumerate(items):
+            member = by_label.get(str(item).strip().lower())
+            if member is None:
+                refused.append((i, item, "expected one of " + ", ".join(by_label)))
+            elif member not in out:
+                out.append(member)
+        if refused:
+            raise InvalidItems(refused)
+        return tuple(out)
+
+    return Validator(expect, convert)

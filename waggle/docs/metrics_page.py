@@ -33,6 +33,10 @@ LABELS: dict[str | tuple[str, str], str] = {
     ("waggle_client_auth_failures", "kind"): "the front door of the Thrift port: `tls`, `sasl` or `tls+sasl`",
     "limit": "the limit reached: `connections` (`max-connections`), `calls` (`limits.max-in-flight-calls`), "
              "`metastore` (`limits.max-calls-per-metastore`)",
+    **{(name, "limit"): "the rate limit's `name` in `limits.rates`"
+       for name in ("waggle_limited_calls", "waggle_limit_buckets", "waggle_limit_tokens")},
+    ("waggle_limited_calls", "family"): "the method family the call counted in: `reads`, `writes`, `listings` or "
+                                        "`partitions`",
     "result": "`succeeded` or `failed`",
     "reason": "why a read was answered from a copy: `down` (the member is down), `prefer`, `source` (a `prefer` "
               "read that took some partitions from the member)",

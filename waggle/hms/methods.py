@@ -37,6 +37,7 @@ from typing import Any
 
 from thrift.Thrift import TType
 
+from waggle.config.kinds import Family
 from waggle.hms import specs
 from waggle.hms.bridges import BRIDGES, Bridge
 from waggle.hms.catalogs import CATALOG_ATTRS
@@ -183,6 +184,9 @@ class MethodSpec:
     lists_tables: bool = False  # `success` is a list<string> of table names (filtered by mapped-tables)
     merge: Merge | None = None  # Route.FANOUT: how the members' answers are merged
     never_shed: bool = False  # answered even when limits.max-in-flight-calls are taken
+    never_limited: bool = False  # never counted by the rate limits (limits.rates): keeps what a client holds
+    #: the method family rate limits count the call in; None in an entry: derived (see _family)
+    family: Family | None = None
     releases_lock: bool = False  # a success releases the lock id it names (the connection forgets its owner)
     #: with a Kerberos front door, waggle answers this call itself (see :class:`TokenOp`); else the route applies
     token: TokenCall | None = None
@@ -323,15 +327,16 @@ _SPECS: tuple[MethodSpec, ...] = (
     _primary_read("getOptions"),
     _primary_read("getCpuProfile"),
     _primary_read("reinitialize", "oneway; a no-op in HMS (FacebookBase)"),
-    _primary_read("shutdown", "oneway; HiveMetaStoreClient.close() sends it on every disconnect and HMS only "
-                              "releases that connection's RawStore, so it must never be refused"),
+    replace(_primary_read("shutdown", "oneway; HiveMetaStoreClient.close() sends it on every disconnect and HMS "
+                                      "only releases that connection's RawStore, so it must never be refused"),
+            never_limited=True),
     # ---- session, configuration, misc ------------------------------------------------------------------------
     _primary_read("getMetaConf"),
     _primary_write("setMetaConf", "metastore conf of the client's session on the primary"),
     _primary_read("get_properties", "Hive 4 property store"),
     _primary_write("set_properties", "Hive 4 property store"),
     _primary_read("get_config_value"),
-    MethodSpec("set_ugi", Access.READ, Route.IDENTITY, never_shed=True,
+    MethodSpec("set_ugi", Access.READ, Route.IDENTITY, never_shed=True, never_limited=True,
                note="identity of the connection: answered by the primary (its group list) and replayed to each "
                     "member when waggle first connects to it as that user; never shed, so that no call runs "
                     "upstream as waggle's own user"),
@@ -500,9 +505,10 @@ _SPECS: tuple[MethodSpec, ...] = (
     _write("alter_partition_with_environment_context", db("db_name"), note="also new_part.dbName"),
     _write("rename_partition", db("db_name"), note="also new_part.dbName"),
     _write("rename_partition_req", note="Hive 4"),
-    _primary_read("partition_name_has_valid_characters", "pure check of partition values"),
-    _primary_read("partition_name_to_vals", "pure string parsing"),
-    _primary_read("partition_name_to_spec", "pure string parsing"),
+    replace(_primary_read("partition_name_has_valid_characters", "pure check of partition values"),
+            family=Family.READS),
+    replace(_primary_read("partition_name_to_vals", "pure string parsing"), family=Family.READS),
+    replace(_primary_read("partition_name_to_spec", "pure string parsing"), family=Family.READS),
     _write("markPartitionForEvent", db("db_name")),
     _read("isPartitionMarkedForEvent", db("db_name")),
     # ---- statistics ------------------------------------------------------------------------------------------
@@ -580,16 +586,18 @@ _SPECS: tuple[MethodSpec, ...] = (
     _read("get_all_write_event_info", note="replication; dbName is an optional filter (none: the primary); "
                                            "write events are stored with the table (add_write_notification_log)"),
     # ---- locks -----------------------------------------------------------------------------------------------
-    MethodSpec("lock", Access.LOCK, Route.DATABASE,
+    MethodSpec("lock", Access.LOCK, Route.DATABASE, never_limited=True,
                note="LockComponent.dbname of every component; all components must live in one member; "
-                    "SHARED_READ components need read access only"),
-    MethodSpec("check_lock", Access.READ, Route.LOCK_ID, note=_LOCK_ID),
+                    "SHARED_READ components need read access only; never rate-limited: Hive's client never "
+                    "retries it (IMetaStoreClient.lock is @RetrySemantics.CannotRetry), so a refusal fails the "
+                    "query"),
+    MethodSpec("check_lock", Access.READ, Route.LOCK_ID, note=_LOCK_ID, never_limited=True),
     MethodSpec("unlock", Access.READ, Route.LOCK_ID, note=f"releasing a granted lock; {_LOCK_ID}",
-               releases_lock=True),
+               releases_lock=True, never_limited=True),
     _read("show_locks", note="ShowLocksRequest.dbname is an optional filter (none: the primary's locks)"),
-    MethodSpec("heartbeat", Access.READ, Route.LOCK_ID,
+    MethodSpec("heartbeat", Access.READ, Route.LOCK_ID, never_limited=True,
                note=f"keep-alive by lock / txn id, needed by readers too; {_LOCK_ID}"),
-    _primary_read("heartbeat_txn_range", "keep-alive by txn id range"),
+    replace(_primary_read("heartbeat_txn_range", "keep-alive by txn id range"), never_limited=True),
     _write("get_lock_materialization_rebuild", db("dbName"),
            note="despite its name it takes the rebuild lock of a materialized view: a write"),
     _write("heartbeat_lock_materialization_rebuild", db("dbName"),
@@ -758,7 +766,23 @@ def _catalog_fields(args: type) -> tuple[Path, ...]:
                  for f in specs.fields(struct) if f.is_string and f.attr in CATALOG_ATTRS)
 
 
+def _family(spec: MethodSpec) -> Family:
+    """The family rate limits count a call in, unless its entry names one: a call that changes anything is a
+    write (a lock request included); a read that lists names (a fan-out, a table listing) is a listing; a read
+    whose name speaks of partitions is a partitions read; any other call is a read."""
+    if spec.family is not None:
+        return spec.family
+    if spec.access is not Access.READ:
+        return Family.WRITES
+    if spec.merge is not None or spec.lists_tables or spec.result_names is not None:
+        return Family.LISTINGS
+    if "partition" in spec.name.lower():
+        return Family.PARTITIONS
+    return Family.READS
+
+
 def _derive(spec: MethodSpec) -> MethodSpec:
+    spec = replace(spec, family=_family(spec))
     args, result = _io_classes(spec.name)
     if args is None:
         return spec

@@ -102,6 +102,8 @@ Columns:
   connection, calls that are never shed, the version bridge, the (database, table) pairs `mapped-tables`
   checks, and where a request struct names a catalog.
 - **Note**: why anything non-obvious is the way it is.
+- **Limits**: the method family the rate limits of `limits.rates` count the call in (`reads`, `writes`,
+  `listings`, `partitions`), or `never` for the calls that keep a client going, which are never limited.
 """
 
 _STRUCTS_INTRO = """\
@@ -220,6 +222,13 @@ def _handling(spec: MethodSpec) -> str:
     return "; ".join(parts) or "-"
 
 
+def _limits(spec: MethodSpec) -> str:
+    """The family rate limits count the call in, or never."""
+    if spec.never_limited or spec.family is None:
+        return "never"
+    return spec.family.label
+
+
 def _cell(text: str) -> str:
     """Plain text for a table cell: pipes would end the cell, asterisks would start emphasis."""
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*")
@@ -256,11 +265,11 @@ def _summary() -> str:
 
 
 def _methods_table() -> list[str]:
-    rows = ["## Methods", "", "| Method | Route | Access | Database names in | Handling | Note |",
-            "|---|---|---|---|---|---|"]
+    rows = ["## Methods", "", "| Method | Route | Access | Database names in | Handling | Note | Limits |",
+            "|---|---|---|---|---|---|---|"]
     for spec in METHODS.values():
         rows.append(f"| `{spec.name}` | {_route(spec.route)} | {_access(spec.access)} | {_where(spec)} "
-                    f"| {_cell(_handling(spec))} | {_cell(spec.note)} |")
+                    f"| {_cell(_handling(spec))} | {_cell(spec.note)} | {_limits(spec)} |")
     return rows
 
 

@@ -53,6 +53,7 @@ from waggle.remotes import planning as remotes_planning
 from waggle.routes import Routes
 from waggle.runtime import Runtime
 from waggle.security.frontdoor import Authenticated
+from waggle.server.limits import Hit
 from waggle.server.own import HANDLERS
 from waggle.upstream import compat, fanout
 from waggle.upstream.client import Reply, UpstreamError
@@ -63,6 +64,7 @@ _ids = itertools.count(1)
 #: the metrics label of every method waggle's IDL does not have (client-chosen names must not become labels)
 UNKNOWN_METHOD = "(unknown)"
 _shed_log = Throttle(1.0)
+_limited_log = Throttle(1.0)  # per rate limit
 
 
 class ClientGone(Exception):
@@ -148,6 +150,13 @@ class ClientDriver:
             self._read(header, spec)
             return
         runtime = self.runtime
+        if runtime.call_limits.rules and spec is not None and not spec.never_limited and spec.family is not None:
+            identity = self.session.identity
+            hit = runtime.call_limits.check(identity[0] if identity is not None else "", self.peer.rpartition(":")[0],
+                                            spec.family, time.monotonic())
+            if hit is not None:
+                self._limited(header, hit)
+                return
         slots = runtime.call_slots
         if not slots.acquire(runtime.routes.config.server.load.queue_wait_seconds):
             started = time.perf_counter()
@@ -163,6 +172,19 @@ class ClientDriver:
             self._read(header, spec)
         finally:
             slots.release()
+
+    def _limited(self, header: Header, hit: Hit) -> None:
+        """Answer a call over a rate limit (``limits.rates``) without reading it further or sending it anywhere;
+        count it, and log it at most once a second per rule."""
+        started = time.perf_counter()
+        self.wire.skip_struct()
+        self.wire.read_end()
+        self._write(finish.failure(header, METHOD_IO.get(header.name), hit.message, self.wire, "shed", "-"))
+        metrics.observe_call(_label(header.name), "-", time.perf_counter() - started, "shed")
+        metrics.LIMITED.labels(hit.rule.name, hit.family.label).inc()
+        if _limited_log.allow(hit.rule.name):
+            log.info("call.limited", method=header.name[:200], limit=hit.rule.name, family=hit.family.label,
+                     user=hit.user, address=hit.address, retry_in_s=round(hit.wait, 3))
 
     def _read(self, header: Header, spec: MethodSpec | None) -> None:
         """Read the call's arguments, then relay it plainly (:mod:`waggle.call.lane`) or answer it through the

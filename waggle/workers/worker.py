@@ -34,12 +34,14 @@ log = get_logger("waggle.worker")
 
 def for_worker(config: WaggleConfig, workers: int) -> WaggleConfig:
     """The configuration as one of ``workers`` workers applies it: the in-flight limits
-    (``limits.max-in-flight-calls``, ``limits.max-calls-per-metastore``) are the pod's, so each worker takes
-    its share, rounded up; ``max-connections`` is shared through the pod's budget instead."""
+    (``limits.max-in-flight-calls``, ``limits.max-calls-per-metastore``) and the rate limits (``limits.rates``)
+    are the pod's, so each worker takes its share, rounded up; ``max-connections`` is shared through the pod's
+    budget instead."""
     load = config.server.load
     share = replace(load, max_in_flight_calls=math.ceil(load.max_in_flight_calls / workers),
                     max_calls_per_metastore=math.ceil(load.max_calls_per_metastore / workers))
-    return replace(config, server=replace(config.server, load=share))
+    rates = tuple(replace(rule, workers=workers) for rule in config.server.rates)
+    return replace(config, server=replace(config.server, load=share, rates=rates))
 
 
 def listener(host: str, port: int, backlog: int = 1024) -> socket.socket:
