@@ -179,7 +179,8 @@ class ClientDriver:
         started = time.perf_counter()
         self.wire.skip_struct()
         self.wire.read_end()
-        self._write(finish.failure(header, METHOD_IO.get(header.name), hit.message, self.wire, "shed", "-"))
+        self._write(finish.failure(header, METHOD_IO.get(header.name), hit.message, self.wire, "shed", "-",
+                                   self.session.release.unread))
         metrics.observe_call(_label(header.name), "-", time.perf_counter() - started, "shed")
         metrics.LIMITED.labels(hit.rule.name, hit.family.label).inc()
         if _limited_log.allow(hit.rule.name):
