@@ -11,6 +11,11 @@ from collections import deque
 
 import gevent.event
 
+#: Held in the message of every MetaException waggle answers for a limit (shed, busy, rate limited): Hive's
+#: RetryingMetaStoreClient (its recoverable-message pattern) and Spark's HiveClientImpl (causedByThrift) retry a
+#: call whose error message names it; Trino retries any MetaException.
+RETRYABLE = "TTransportException"
+
 
 class Limiter:
     def __init__(self, limit: int) -> None:

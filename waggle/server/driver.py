@@ -41,6 +41,7 @@ from waggle.call.values import (
     Settled,
 )
 from waggle.common import metrics
+from waggle.common.limiter import RETRYABLE
 from waggle.common.logging import Throttle, get_logger
 from waggle.config.model import ProtocolKind, TransportKind
 from waggle.copies.registry import held_partitions
@@ -165,7 +166,8 @@ class ClientDriver:
             metrics.SHED.labels("calls").inc()
             self._finish(header, None, started, finish.failure(
                 header, METHOD_IO.get(header.name), f"waggle is overloaded: {slots.limit} calls are in flight "
-                f"(limits.max-in-flight-calls); try again shortly", self.wire, "shed", "-",
+                f"(limits.max-in-flight-calls); try again shortly ({RETRYABLE}: overloaded; nothing reached a "
+                f"metastore)", self.wire, "shed", "-",
                 self.session.release.unread))
             return
         try:  # counted in waggle_calls_in_flight while it holds its slot (read from call_slots when scraped)

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from waggle.common.buckets import Bucket
+from waggle.common.limiter import RETRYABLE
 from waggle.config.model import Family, Per, RateLimit
 
 #: the buckets one rule keeps before it forgets the full ones (a full bucket is a new one)
@@ -53,10 +54,10 @@ class Hit:
     @property
     def message(self) -> str:
         """The ``MetaException`` message. It names the rule, and holds ``TTransportException`` so that Hive's
-        RetryingMetaStoreClient and Spark's HiveClientImpl retry the call (see README, "Rate limits")."""
+        RetryingMetaStoreClient and Spark's HiveClientImpl retry the call (docs/operations/limits.md)."""
         rule = self.rule
         return (f"waggle rate limit '{rule.name}' reached by {self.who} ({self.family.label}: {rule.rate:g} calls/s, "
-                f"burst {rule.burst}); retry in {max(self.wait, 0.001):.3g} s (TTransportException: rate limited; "
+                f"burst {rule.burst}); retry in {max(self.wait, 0.001):.3g} s ({RETRYABLE}: rate limited; "
                 f"nothing reached a metastore)")
 
 

@@ -30,7 +30,7 @@ import gevent
 from thrift.Thrift import TMessageType
 
 from waggle.common import metrics
-from waggle.common.limiter import Limiter
+from waggle.common.limiter import RETRYABLE, Limiter
 from waggle.config.model import Limits, MetastoreConfig, ProtocolKind
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.hms.wire import Header
@@ -153,7 +153,8 @@ class UpstreamPool:
         if not self.slots.acquire(self.queue_wait):
             metrics.SHED.labels("metastore").inc()
             raise Overloaded(self.name, f"is busy: {self.slots.limit} calls to it are in flight through waggle "
-                                        f"(limits.max-calls-per-metastore); try again shortly")
+                                        f"(limits.max-calls-per-metastore); try again shortly "
+                                        f"({RETRYABLE}: busy; nothing reached it)")
         try:
             conn = self._checkout(identity)
         except BaseException:
