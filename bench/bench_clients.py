@@ -92,6 +92,20 @@ BATCH = 20  # Trino's PARTITION_COMMIT_BATCH_SIZE
 STATS_THREADS = 20  # Trino's hive.metastore.thrift.write-statistics-threads default
 
 
+#: ``python -c PROFILED FILE serve ...``: waggle under cProfile timed by its process's CPU clock (time spent
+#: waiting, in the hub or for a metastore, is not counted), the profile written to FILE when waggle stops
+PROFILED = """import cProfile, runpy, sys, time
+out, sys.argv = sys.argv[1], ["waggle", *sys.argv[2:]]
+profile = cProfile.Profile(time.process_time)
+try:
+    profile.runcall(runpy.run_module, "waggle", run_name="__main__", alter_sys=True)
+except SystemExit:
+    pass
+finally:
+    profile.dump_stats(out)
+"""
+
+
 # -- processes -------------------------------------------------------------------------------------------------
 @dataclass
 class Started:
@@ -109,7 +123,7 @@ def start_waggle(procs: Processes, workdir: Path, server: str, federation: str, 
     (workdir / "server.yml").write_text(f"port: {port}\nbind-address: 127.0.0.1\nendpoint.port: {free_port()}\n"
                                         f"hot-reload: false\nthrift-server-stop-timeout-val-in-seconds: 2\n{server}")
     (workdir / "federation.yml").write_text(federation)
-    cmd = [sys.executable, *(["-m", "cProfile", "-o", profile] if profile else []), "-m", "waggle", "serve",
+    cmd = [sys.executable, *(["-c", PROFILED, profile] if profile else ["-m", "waggle"]), "serve",
            "--server-config", str(workdir / "server.yml"), "--federation-config", str(workdir / "federation.yml")]
     log = workdir / "waggle.log"
     with open(log, "wb") as err:
