@@ -456,7 +456,7 @@ class MappedTablesEntry:
     )
 
 
-#: The registries the tests and the README's configuration reference read.
+#: The registries the tests and the configuration reference (docs/reference/configuration.md) read.
 SERVER_SETTINGS: tuple[Setting[object], ...] = SERVER.settings
 METASTORE_SETTINGS: tuple[Setting[object], ...] = METASTORE.settings
 RATE_RULE_SETTINGS: tuple[Setting[object], ...] = RATE_RULE.settings

@@ -172,7 +172,7 @@ The sync file, as YAML: values.sync.config, with federation-config defaulting to
 {{- define "waggle.syncConfig" -}}
 {{- $sync := deepCopy (.Values.sync.config | default dict) }}
 {{- if not (get $sync "jobs") }}
-{{- fail "sync.config.jobs: at least one job is needed when sync.enabled is true (see the sync file in waggle's README)" }}
+{{- fail "sync.config.jobs: at least one job is needed when sync.enabled is true (see docs/reference/sync-configuration.md)" }}
 {{- end }}
 {{- if not (get $sync "federation-config") }}
 {{- $_ := set $sync "federation-config" "/etc/waggle/waggle-federation.yml" }}
