@@ -1,6 +1,6 @@
 """The Hive and Hadoop keys waggle reads from ``configuration-properties``, declared once like every other
-setting (:mod:`waggle.config.registry`): the server file's and each metastore's. The configuration reference (docs/reference/configuration.md) lists
-them from here."""
+setting (:mod:`waggle.config.registry`): the server file's and each metastore's. The configuration reference
+(docs/reference/configuration.md) lists them from here."""
 
 from __future__ import annotations
 

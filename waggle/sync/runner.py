@@ -81,7 +81,8 @@ class SyncConfigError(ValueError):
 
 # -- the sync file: read through the settings registry (waggle.config.sync_settings.Sync / SyncJob) --------------------
 def load_sync_file(path: str) -> SyncRun:
-    """Read a sync file (see docs/reference/sync-configuration.md). Every problem names the file, the key and the value."""
+    """Read a sync file (docs/reference/sync-configuration.md). Every problem names the file, the key and the
+    value."""
     problems: list[str] = []
     run, _ = parse_sync_data(path, read_sync_data(path), problems)
     if problems:
