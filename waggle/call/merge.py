@@ -174,13 +174,20 @@ def _merger(kind: Merge) -> Callable[[Sequence[Outcome], _Facts], Any]:
 
 
 def _member_pattern(naming: Naming, client_pattern: str | None) -> str | None:
-    """The pattern to send this member, or None when none of its databases can match."""
+    """The pattern to send this member, or None when none of its databases can match. The member's databases
+    that links matching the client's pattern stand for are asked for too (a link's name is not the member's):
+    Trino's SHOW TABLES of a link is ``get_table_meta(link, "*", [])``."""
     if naming.member.database_name_mapping:
         return "*"  # aliases can match where real names do not: ask for all, filter here
     if not naming.prefix:
-        return client_pattern if client_pattern is not None else "*"
-    residuals = residual_patterns(client_pattern, naming.prefix)
-    return None if residuals is None else "|".join(residuals)
+        own: list[str] | None = [client_pattern if client_pattern is not None else "*"]
+    else:
+        own = residual_patterns(client_pattern, naming.prefix)
+    linked = [db for name, db in naming.dbmap.linked(naming.member).items() if matches(client_pattern, name)]
+    if own is not None and "*" in own:
+        return "*"
+    wanted = [*(own or ()), *(db for db in linked if db not in (own or ()))]
+    return "|".join(wanted) if wanted else None
 
 
 def _requalify_pattern(qualified: QualifiedName, pattern: str, caps: Capabilities) -> str:
