@@ -28,6 +28,7 @@ remote-databases:
   allowed-metastores: [an]
 logging:
   level: debug
+  format: json
 """
 
 

@@ -478,8 +478,8 @@ def _h4_get_table(label: str, table: str) -> Step:
                                                    engine="hive"),), keep=table_of)
 
 
-def _get_database_req() -> Step:
-    return Step("db", "get_database_req",
+def _get_database_req(label: str = "db") -> Step:
+    return Step(label, "get_database_req",
                 lambda n, t, r: (t.GetDatabaseRequest(name=n.db, catalogName="hive",
                                                       processorCapabilities=HIVE4_CAPABILITIES),),
                 equivalent=("get_database", lambda n, t, r: (n.qdb,), lambda reply, t: reply))
@@ -612,7 +612,7 @@ HIVE4 = [
                    lambda n, t, r: (t.DropDatabaseRequest(name=n.db, catalogName="hive", ignoreUnknownDb=False,
                                                           deleteData=True, cascade=True),), write=True,
                    equivalent=("drop_database", lambda n, t, r: (n.qdb, True, True), lambda reply, t: reply)),
-              _get_database_req()),
+              _get_database_req("gone")),
              catalog=True, drops_database=True),
     Sequence("hive-4", "analyze",
              "ColStatsProcessor#persistColumnStats -> Hive#setPartitionColumnStatistics -> "

@@ -13,9 +13,10 @@ text table). ``tests/clients/test_spark_recording.py`` checks that a live Spark 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tests.clients.sequences import Names, Sequence, Step, altered, ctx, new_partition, new_table, own_db
+if TYPE_CHECKING:
+    from tests.clients.sequences import Names, Sequence, Step
 
 SPARK_VERSION = "3.5.9"
 USER, GROUPS = "spark", ["spark"]
@@ -105,6 +106,8 @@ def _latest_table(r: dict[str, Any]) -> Any:
 
 def spark_table(t: Any, n: Names) -> Any:
     """A text table as HiveClientImpl#toHiveTable writes one for CTAS (Spark's own properties included)."""
+    from tests.clients.sequences import new_table
+
     return new_table(t, n, "ctas_t", owner=USER, params={
         "spark.sql.create.version": SPARK_VERSION,
         "spark.sql.sources.schema": '{"type":"struct","fields":[{"name":"id","type":"integer","nullable":false,'
@@ -112,6 +115,9 @@ def spark_table(t: Any, n: Names) -> Any:
 
 
 def _step(i: int, method: str, table: str | None) -> Step:
+    # imported here: tests/clients/sequences.py lists these sequences among its own
+    from tests.clients.sequences import Step, altered, ctx, new_partition, own_db
+
     label = f"{i:02d}:{method}"
     write = method in WRITES
     if method == "set_ugi":
@@ -151,6 +157,8 @@ def _step(i: int, method: str, table: str | None) -> Step:
 
 
 def spark_sequences() -> list[Sequence]:
+    from tests.clients.sequences import Sequence
+
     out = []
     for statement, (source, calls) in RECORDED.items():
         steps = tuple(_step(i, m, tb) for i, (m, tb) in enumerate(calls))
