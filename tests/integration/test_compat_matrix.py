@@ -130,6 +130,18 @@ def _alter_table_req(x: Ctx) -> None:
         .parameters["waggle.compat"] == marker
 
 
+def _alter_partitions_req(x: Ctx) -> None:
+    part = x.c.get_partition_req(x.T.GetPartitionRequest(
+        dbName=x.db, tblName="parts", partVals=["2024-01-02"], catName="hive")).partition
+    marker = uuid.uuid4().hex
+    part.parameters["waggle.compat"] = marker
+    x.c.alter_partitions_req(x.T.AlterPartitionsRequest(dbName=x.db, tableName="parts", partitions=[part],
+                                                        catName="hive"))
+    assert x.c.get_partition_req(x.T.GetPartitionRequest(
+        dbName=x.db, tblName="parts", partVals=["2024-01-02"], catName="hive")).partition \
+        .parameters["waggle.compat"] == marker
+
+
 def _create_table_req(x: Ctx) -> None:
     table = x.c.get_table_req(x.T.GetTableRequest(dbName=x.db, tblName="plain")).table
     name = f"made_{uuid.uuid4().hex[:8]}"
@@ -220,6 +232,7 @@ RECIPES: dict[str, Callable[[Ctx], None]] = {
     "get_partitions_ps_with_auth_req": _get_partitions_ps_with_auth_req,
     "get_partition_req": _get_partition_req,
     "alter_table_req": _alter_table_req,
+    "alter_partitions_req": _alter_partitions_req,
     "create_table_req": _create_table_req,
     "drop_database_req": _drop_database_req,
     "truncate_table_req": _truncate_table_req,

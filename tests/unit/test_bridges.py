@@ -266,3 +266,20 @@ def test_unbridged_methods_a_metastore_lacks_are_asked_once() -> None:
         assert result.success.allTableConstraints.primaryKeys == []
     assert pool.sent.count("get_unique_constraints") == 1 and pool.sent.count("get_all_table_constraints") == 1
     assert pool.sent.count("get_primary_keys") == 3
+
+
+def test_alter_partitions_req_goes_down_to_alter_partitions_with_environment_context() -> None:
+    """Hive 4's Hive#alterPartitions sends alter_partitions_req; Hive 2.3 and 3.1 have only the older call."""
+    parts = [T.Partition(values=["1"], dbName="d", tableName="t", parameters={"k": "v"})]
+    context = T.EnvironmentContext(properties={"STATS_GENERATED": "TASK"})
+    args = H.alter_partitions_req_args(req=T.AlterPartitionsRequest(
+        catName="hive", dbName="d", tableName="t", partitions=parts, environmentContext=context, writeId=7))
+    hive2 = Scripted({}, catalogs=False)
+    assert BRIDGES["alter_partitions_req"].answer(args, hive2).success == T.AlterPartitionsResponse()
+    method, sent = hive2.asked[0]
+    assert (method, sent.db_name, sent.tbl_name, sent.new_parts, sent.environment_context) == \
+        ("alter_partitions_with_environment_context", "d", "t", parts, context)
+    hive3 = Scripted({"alter_partitions_with_environment_context": T.InvalidOperationException(message="no")},
+                     catalogs=True)
+    failed = BRIDGES["alter_partitions_req"].answer(args, hive3)
+    assert hive3.asked[0][1].db_name == "@hive#d" and failed.o1 == T.InvalidOperationException(message="no")

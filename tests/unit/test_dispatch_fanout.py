@@ -126,3 +126,19 @@ def test_a_primary_database_named_like_a_federated_prefix_is_listed_but_resolves
     assert client.ok("get_all_databases") == ["default", "fed_x", "web", "fed_hr", "fed_sales"]
     assert isinstance(failure(client.call("get_database", name="fed_x")), NoSuchObjectException)
     assert fed.received("get_database")[0].args == ("x",) and primary.received("get_database") == []
+
+
+def test_a_table_listing_of_one_named_database_asks_its_member_only_and_fails_when_it_is_down(make):
+    """Trino's SHOW TABLES is get_table_meta(db, "*", []): for a database named exactly, only its member is
+    asked, so a member that is down is a MetaException naming it (retried), never an empty listing."""
+    h, primary, fed = federation(make)
+    client = h.client()
+    assert [m.tableName for m in client.ok("get_table_meta", db_patterns="default", tbl_patterns="*",
+                                           tbl_types=None)] == ["t"]
+    assert fed.received("get_table_meta") == []
+    fed.down = True
+    error = failure(client.call("get_table_meta", db_patterns="fed_sales", tbl_patterns="*", tbl_types=None))
+    assert isinstance(error, MetaException) and "metastore 'fed'" in error.message
+    assert len(primary.received("get_table_meta")) == 1  # the first listing only
+    # a pattern is still a listing of whoever answers
+    assert client.ok("get_table_meta", db_patterns="fed_sales|default", tbl_patterns="*", tbl_types=None)

@@ -61,8 +61,11 @@ def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> FanOu
     copied = {m.name: routes.copies.member_databases(m, now) for m in planner.federation.federated
               if routes.copies and serving(m, routes.copies)} if spec.merge is Merge.DATABASE_NAMES else {}
     facts = _Facts(spec.merge, qualified.db if qualified is not None else None, catalog, routes.memo.shown, copied)
+    owner = _owner(routes, spec.merge, facts.pattern)
     jobs = []
     for member_caps, naming in members:
+        if owner is not None and naming.member.name != owner:
+            continue
         args = call.args  # only encoded for each member: shared unless its pattern differs
         if spec.merge is not Merge.FUNCTIONS:
             member_pattern = _member_pattern(naming, facts.pattern)
@@ -173,14 +176,31 @@ def _merger(kind: Merge) -> Callable[[Sequence[Outcome], _Facts], Any]:
     raise AssertionError(f"no merger for {kind}")
 
 
+def _owner(routes: Routes, kind: Merge, pattern: str | None) -> str | None:
+    """The one member asked for a table listing of one database named exactly (no ``*``, ``|`` or ``.``): the
+    member that database (or link) belongs to. Then a member that is down makes the listing an error that the
+    client retries (Trino's SHOW TABLES), not an empty listing from the others."""
+    if kind is not Merge.TABLE_METAS or not pattern or any(c in pattern for c in "*|."):
+        return None
+    found = routes.planner.lookup(pattern)
+    return found.target.member.name if found is not None and found.target is not None else None
+
+
 def _member_pattern(naming: Naming, client_pattern: str | None) -> str | None:
-    """The pattern to send this member, or None when none of its databases can match."""
+    """The pattern to send this member, or None when none of its databases can match. The member's databases
+    that links matching the client's pattern stand for are asked for too (a link's name is not the member's):
+    Trino's SHOW TABLES of a link is ``get_table_meta(link, "*", [])``."""
     if naming.member.database_name_mapping:
         return "*"  # aliases can match where real names do not: ask for all, filter here
     if not naming.prefix:
-        return client_pattern if client_pattern is not None else "*"
-    residuals = residual_patterns(client_pattern, naming.prefix)
-    return None if residuals is None else "|".join(residuals)
+        own: list[str] | None = [client_pattern if client_pattern is not None else "*"]
+    else:
+        own = residual_patterns(client_pattern, naming.prefix)
+    linked = [db for name, db in naming.dbmap.linked(naming.member).items() if matches(client_pattern, name)]
+    if own is not None and "*" in own:
+        return "*"
+    wanted = [*(own or ()), *(db for db in linked if db not in (own or ()))]
+    return "|".join(wanted) if wanted else None
 
 
 def _requalify_pattern(qualified: QualifiedName, pattern: str, caps: Capabilities) -> str:

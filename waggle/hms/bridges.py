@@ -263,6 +263,14 @@ def _alter_table_req(args: Any, up: Upstream) -> Any:
     return carry(old, "alter_table_req", lambda _: T.AlterTableResponse())
 
 
+def _alter_partitions_req(args: Any, up: Upstream) -> Any:
+    r = args.req
+    old = up.call("alter_partitions_with_environment_context", H.alter_partitions_with_environment_context_args(
+        db_name=qualify(up, r.catName, r.dbName), tbl_name=r.tableName, new_parts=list(r.partitions or ()),
+        environment_context=r.environmentContext))
+    return carry(old, "alter_partitions_req", lambda _: T.AlterPartitionsResponse())
+
+
 _HIVE3_CONSTRAINTS = ("uniqueConstraints", "notNullConstraints", "defaultConstraints", "checkConstraints")
 
 
@@ -387,6 +395,9 @@ _ALL = (
     Bridge("get_partition_req", "get_partition", HIVE_4, _get_partition_req),
     Bridge("alter_table_req", "alter_table_with_environment_context", HIVE_4, _alter_table_req,
            note="write ids and expected-parameter checks are Hive 4 only and are not sent"),
+    Bridge("alter_partitions_req", "alter_partitions_with_environment_context", HIVE_4, _alter_partitions_req,
+           note="Hive 4's alterPartitions; write ids and the partition column schema are Hive 4 only and are not "
+                "sent"),
     Bridge("create_table_req", "create_table_with_environment_context, or create_table_with_constraints",
            HIVE_4, _create_table_req,
            note="a Hive 2 upstream refuses UNIQUE / NOT NULL / DEFAULT / CHECK constraints with a MetaException"),

@@ -360,7 +360,9 @@ _SPECS: tuple[MethodSpec, ...] = (
     _read("get_database_req", note="Hive 4; GetDatabaseRequest.name"),
     replace(_write("drop_database", db("name"), note="a link's name drops the link only, in the primary"),
             link=LinkCall(LinkOp.DROP, ("name",))),
-    _write("drop_database_req", note="Hive 4; DropDatabaseRequest.name"),
+    replace(_write("drop_database_req", note="Hive 4; DropDatabaseRequest.name; a link's name drops the link only, "
+                                             "in the primary"),
+            link=LinkCall(LinkOp.DROP, ("req", "name"))),
     _fanout("get_databases", Merge.DATABASE_NAMES, db_pattern("pattern"), result_names=NameForm.NAME,
             note="Hive 3/4 clients send get_databases('@hive#') for all databases"),
     _fanout("get_all_databases", Merge.DATABASE_NAMES, result_names=NameForm.NAME),

@@ -123,11 +123,15 @@ def link_call(method: str, spec: MethodSpec, args: Any, identity: Identity | Non
     if spec.link.op is LinkOp.CREATE_TABLE:
         return _create_remote_table(method, value, routes, who)
     if spec.link.op is LinkOp.DROP:
-        link = routes.links.get(str(value or "").lower())
+        named = parse(str(value or ""))  # Hive 3+ clients send @hive#db
+        link = routes.links.get((named.db or "").lower())
         if link is None:
             return None
         why = creator_refusal(policy, *who)
-        return Refuse(primary, f"{method} refused: {why}") if why is not None else Store(link=link)
+        if why is not None:
+            return Refuse(primary, f"{method} refused: {why}")
+        # the primary drops the link's database by its plain name, which every release understands
+        return Store(link=link, args=replaced(args, [(spec.link.path, named.db)]) if named.catalog else None)
     if value is None:
         return None
     parameters = getattr(value, "parameters", None)

@@ -52,6 +52,10 @@ class DatabaseMap:
         """Some name clients use for this member's databases is not the member's own (links)."""
         return False
 
+    def linked(self, member: MetastoreConfig) -> Mapping[str, str]:
+        """The links to this member's databases: local name -> the member's database."""
+        return {}
+
 
 class LinkedMap(DatabaseMap):
     """Another map, with links on top: a link's local name resolves to its remote database, and the remote
@@ -81,6 +85,11 @@ class LinkedMap(DatabaseMap):
 
     def renames(self, member: MetastoreConfig) -> bool:
         return member.name in self._linked_members or self.base.renames(member)
+
+    def linked(self, member: MetastoreConfig) -> Mapping[str, str]:
+        if member.name not in self._linked_members:
+            return {}
+        return {name: link.database for name, (owner, link) in self.links.items() if owner.name == member.name}
 
 
 @dataclass(frozen=True)
