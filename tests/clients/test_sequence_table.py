@@ -27,3 +27,11 @@ def test_covered_lists_each_sequence_with_its_methods() -> None:
     trino_ctas = next(r for r in rows if (r.client, r.name) == ("trino", "ctas_partitioned"))
     assert trino_ctas.methods[:3] == ("get_database", "get_table_req", "get_table")
     assert "add_partitions" in trino_ctas.methods and "ThriftHiveMetastore#addPartitions" in trino_ctas.source
+
+
+def test_the_clients_guide_lists_the_sequences_covered() -> None:
+    from tests.clients.page import markdown
+    from tests.support.env import ROOT
+
+    page = (ROOT / "docs" / "guides" / "clients.md").read_text()
+    assert markdown() in page, "regenerate it: python -m tests.clients.page"
