@@ -65,9 +65,11 @@ from bench.bench_load import (
     UGI,
     Processes,
     call_bytes,
+    collect,
     cpu_of,
     machine_busy_seconds,
     readline,
+    reap,
     start_relay,
     tell,
 )
@@ -222,20 +224,9 @@ def churn(workdir: Path, route: str, port: int, request: bytes, clients: int, se
         cpu1 = {k: cpu_of(v) for k, v in watch.items()}
         cpu1["machine"] = machine_busy_seconds()
         cpu1["server user"], cpu1["server kernel"] = user_system(watch.get("server", []))
-        tell(procs, b"stop\n")
-        results = [json.loads(readline(p, 60)) for p in procs]
-        for p in procs:
-            p.wait(30)
+        results, ordered = collect(procs, files)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    lat = array("d")
-    for f in files:
-        lat.frombytes(f.read_bytes())
-        f.unlink()
-    ordered = sorted(lat)
+        reap(procs)
     window = sum(r["seconds"] for r in results) / len(results)
     return Churn(route, clients, sum(r["ops"] for r in results), window, sum(r["errors"] for r in results),
                  pct(ordered, 0.5), pct(ordered, 0.99), {k: cpu1[k] - cpu0[k] for k in cpu1})

@@ -95,6 +95,27 @@ def tell(procs: list[subprocess.Popen[bytes]], line: bytes) -> None:
         p.stdin.flush()
 
 
+def collect(procs: list[subprocess.Popen[bytes]], files: list[Path]) -> tuple[list[dict[str, Any]], list[float]]:
+    """Stop the generators and gather what they measured: each one's result, and every latency, sorted."""
+    tell(procs, b"stop\n")
+    results = [json.loads(readline(p, 60)) for p in procs]
+    for p in procs:
+        p.wait(30)
+    lat = array("d")
+    for f in files:
+        lat.frombytes(f.read_bytes())
+        f.unlink()
+    return results, sorted(lat)
+
+
+def reap(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Kill the generators still running (a run that failed half-way)."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 # -- requests --------------------------------------------------------------------------------------------------
 def call_bytes(name: str, args: Any, seqid: int) -> bytes:
     buf = TMemoryBuffer()
@@ -369,20 +390,9 @@ def load(workdir: Path, port: int, requests: list[bytes], connections: int, seco
         pause(seconds)
         cpu1 = {k: cpu_of(v) for k, v in watch.items()}
         cpu1["machine"] = machine_busy_seconds()
-        tell(procs, b"stop\n")
-        results = [json.loads(readline(p, 60)) for p in procs]
-        for p in procs:
-            p.wait(30)
+        results, ordered = collect(procs, files)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    lat = array("d")
-    for f in files:
-        lat.frombytes(f.read_bytes())
-        f.unlink()
-    ordered = sorted(lat)
+        reap(procs)
     window = sum(r["seconds"] for r in results) / len(results)
     return Run(connections, sum(r["calls"] for r in results), window, sum(r["errors"] for r in results),
                sum(r["lost"] for r in results), pct(ordered, 0.5), pct(ordered, 0.99),
