@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -30,7 +31,8 @@ def _bare_environment(home: Path) -> dict[str, str]:
 
 def _docs_snippets_run_against_the_demo(port: int, workdir: Path, activate: str, home: Path) -> None:
     """The command snippets of the docs that can run against the demo do, as printed but for the demo's files and
-    port: waggle check (docs/getting-started/your-own-metastores.md) and hmsclient (docs/getting-started/clients.md).
+    port: waggle check (docs/getting-started/your-own-metastores.md), hmsclient (docs/getting-started/clients.md)
+    and the readiness check (docs/operations/http-endpoints.md, on the demo's default HTTP port).
     The page's Spark snippet is left out: a Spark session of its own costs over a minute on a 2-core machine."""
     page = (ROOT / "docs" / "getting-started" / "your-own-metastores.md").read_text()
     checks = [block.strip() for block in re.findall(r"^```console\n(.*?)^```", page, re.M | re.S)
@@ -56,6 +58,12 @@ def _docs_snippets_run_against_the_demo(port: int, workdir: Path, activate: str,
                           "    print(sorted(c.get_all_databases()))"], capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert "'analytics_web'" in ran.stdout and "'sales'" in ran.stdout, ran.stdout
+    endpoints = (ROOT / "docs" / "operations" / "http-endpoints.md").read_text()
+    ready = re.search(r"^\$ (curl -s localhost:18000/readyz)\n(\{.*\})$", endpoints, re.M)
+    assert ready, "the endpoints page shows a readiness check and its answer"
+    answered = subprocess.run(["bash", "-c", ready.group(1)], capture_output=True, text=True, timeout=30)
+    shown, got = json.loads(ready.group(2)), json.loads(answered.stdout)
+    assert {k: got[k] for k in ("ready", "reason")} == {k: shown[k] for k in ("ready", "reason")}, answered.stdout
 
 
 def test_demo_serves_seeded_metastores_and_stops_on_ctrl_c(tmp_path):
