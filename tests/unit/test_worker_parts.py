@@ -146,3 +146,32 @@ def test_a_configuration_crosses_the_channel_whole(tmp_path: Path) -> None:
     one.close()
     with pytest.raises(ChannelClosed):
         other.receive()
+
+
+def test_each_log_line_is_one_write_so_workers_sharing_a_stream_never_split_lines() -> None:
+    """Workers write to one stderr; a line written in two parts (text, then newline) can be split by another
+    worker's line, as two JSON events on one line."""
+    import structlog
+
+    from waggle.common.logging import configure, get_logger
+
+    class Writes:
+        def __init__(self) -> None:
+            self.writes: list[str] = []
+
+        def write(self, text: str) -> int:
+            self.writes.append(text)
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    stream = Writes()
+    try:
+        configure("info", "json", stream=stream, worker=1)
+        get_logger("waggle.test").warning("worker.orphaned", detail="the supervisor is gone")
+    finally:
+        structlog.reset_defaults()
+        configure()
+    assert len(stream.writes) == 1 and stream.writes[0].endswith("}\n"), stream.writes
+    assert '"event": "worker.orphaned"' in stream.writes[0]

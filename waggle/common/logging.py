@@ -44,7 +44,9 @@ def configure(level: str = "info", fmt: str = "auto", stream: object = None, wor
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),
-        logger_factory=structlog.PrintLoggerFactory(file=out),  # type: ignore[arg-type]
+        # one write per line, newline included: workers share the stream, and a line written in two parts (as
+        # print() writes it) can be split by another process's line
+        logger_factory=structlog.WriteLoggerFactory(file=out),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
     # thrift's own modules log through the standard library; keep their noise out of our stream.
