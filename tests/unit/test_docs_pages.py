@@ -175,7 +175,7 @@ def test_the_readme_fits_on_a_few_screens() -> None:
 
 
 def _bash_commands(page: Path) -> list[str]:
-    return [line.strip() for block in re.findall(r"^```bash\n(.*?)^```", page.read_text(), re.M | re.S)
+    return [line.strip() for block in re.findall(r"^```(?:bash|console)\n(.*?)^```", page.read_text(), re.M | re.S)
             for line in block.splitlines() if line.strip()]
 
 
@@ -184,6 +184,8 @@ def test_the_quick_start_commands_exist_and_match_the_pages() -> None:
     for command in ("./scripts/demo.sh", "./scripts/test.sh", "source .venv/bin/activate"):
         assert command in readme, f"README.md lacks {command}"
         assert command in page, f"{QUICK_START.relative_to(ROOT)} lacks {command}"
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert "./scripts/test.sh" in ci, ".ci/run must run the README's test command as the README shows it"
     for script in ("scripts/demo.sh", "scripts/test.sh"):
         path = ROOT / script
         assert path.is_file() and path.stat().st_mode & 0o111, f"{script} is not an executable file"

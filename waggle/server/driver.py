@@ -41,12 +41,12 @@ from waggle.call.values import (
     Settled,
 )
 from waggle.common import metrics
-from waggle.common.limiter import RETRYABLE
 from waggle.common.logging import Throttle, get_logger
 from waggle.config.model import ProtocolKind, TransportKind
 from waggle.copies.registry import held_partitions
 from waggle.hms.bridges import MethodMissing, Wrap
 from waggle.hms.client_release import learn
+from waggle.hms.layouts import Layout
 from waggle.hms.methods import METHODS, MethodSpec, database_of
 from waggle.hms.service import METHOD_IO, MethodIO
 from waggle.hms.wire import Header, PeerClosed, Wire, WireError
@@ -54,7 +54,7 @@ from waggle.remotes import planning as remotes_planning
 from waggle.routes import Routes
 from waggle.runtime import Runtime
 from waggle.security.frontdoor import Authenticated
-from waggle.server.limits import Hit
+from waggle.server import admission
 from waggle.server.own import HANDLERS
 from waggle.upstream import compat, fanout
 from waggle.upstream.client import Reply, UpstreamError
@@ -65,7 +65,6 @@ _ids = itertools.count(1)
 #: the metrics label of every method waggle's IDL does not have (client-chosen names must not become labels)
 UNKNOWN_METHOD = "(unknown)"
 _shed_log = Throttle(1.0)
-_limited_log = Throttle(1.0)  # per rate limit
 
 
 class ClientGone(Exception):
@@ -151,43 +150,23 @@ class ClientDriver:
             self._read(header, spec)
             return
         runtime = self.runtime
-        if runtime.call_limits.rules and spec is not None and not spec.never_limited and spec.family is not None:
-            identity = self.session.identity
-            hit = runtime.call_limits.check(identity[0] if identity is not None else "", self.peer.rpartition(":")[0],
-                                            spec.family, time.monotonic())
-            if hit is not None:
-                self._limited(header, hit)
+        identity = self.session.identity
+        refused = admission.rate_limited(runtime.call_limits, spec, header.name,
+                                         identity[0] if identity is not None else "", self.peer)
+        if refused is None:
+            slots = runtime.call_slots
+            if slots.acquire(runtime.routes.config.server.load.queue_wait_seconds):
+                try:  # counted in waggle_calls_in_flight while it holds its slot (read from call_slots when scraped)
+                    self._read(header, spec)
+                finally:
+                    slots.release()
                 return
-        slots = runtime.call_slots
-        if not slots.acquire(runtime.routes.config.server.load.queue_wait_seconds):
-            started = time.perf_counter()
-            self.wire.skip_struct()
-            self.wire.read_end()
-            metrics.SHED.labels("calls").inc()
-            self._finish(header, None, started, finish.failure(
-                header, METHOD_IO.get(header.name), f"waggle is overloaded: {slots.limit} calls are in flight "
-                f"(limits.max-in-flight-calls); try again shortly ({RETRYABLE}: overloaded; nothing reached a "
-                f"metastore)", self.wire, "shed", "-",
-                self.session.release.unread))
-            return
-        try:  # counted in waggle_calls_in_flight while it holds its slot (read from call_slots when scraped)
-            self._read(header, spec)
-        finally:
-            slots.release()
-
-    def _limited(self, header: Header, hit: Hit) -> None:
-        """Answer a call over a rate limit (``limits.rates``) without reading it further or sending it anywhere;
-        count it, and log it at most once a second per rule."""
+            refused = admission.overloaded(slots)
         started = time.perf_counter()
         self.wire.skip_struct()
         self.wire.read_end()
-        self._write(finish.failure(header, METHOD_IO.get(header.name), hit.message, self.wire, "shed", "-",
-                                   self.session.release.unread))
-        metrics.observe_call(_label(header.name), "-", time.perf_counter() - started, "shed")
-        metrics.LIMITED.labels(hit.rule.name, hit.family.label).inc()
-        if _limited_log.allow(hit.rule.name):
-            log.info("call.limited", method=header.name[:200], limit=hit.rule.name, family=hit.family.label,
-                     user=hit.user, address=hit.address, retry_in_s=round(hit.wait, 3))
+        self._finish(header, None, started, self._failure(header, METHOD_IO.get(header.name), refused, "shed", "-",
+                                                          self.session.release.unread))
 
     def _read(self, header: Header, spec: MethodSpec | None) -> None:
         """Read the call's arguments, then relay it plainly (:mod:`waggle.call.lane`) or answer it through the
@@ -315,8 +294,8 @@ class ClientDriver:
         """Send the call; a member that turns out not to have the method is answered through its bridge."""
         health = self.runtime.health
         if not health.is_up(step.metastore):
-            return finish.failure(step.call.header, step.call.io, health.down_message(step.metastore), self.wire,
-                                  "member_down", step.metastore, self.session.release.layout)
+            return self._failure(step.call.header, step.call.io, health.down_message(step.metastore), "member_down",
+                                 step.metastore)
         if step.bridge:
             return self._bridge(step, self.pool(step.metastore))
         pool = self.pool(step.metastore)
@@ -324,6 +303,11 @@ class ClientDriver:
         return self._send(step, self.started, pool, self.routes)
 
     # -- the plan's I/O ------------------------------------------------------------------------------------
+    def _failure(self, header: Header, io: MethodIO | None, message: str, outcome: str, metastore: str,
+                 layout: Layout | None = None, **fields: Any) -> Answer:
+        """A ``MetaException`` saying ``message``, where this client's release reads it."""
+        return finish.failure(header, io, message, self.wire, outcome, metastore,
+                              self.session.release.layout if layout is None else layout, **fields)
 
     def _learn_catalogs(self, routes: Routes, need: NeedCatalogs) -> None:
         health, pools = self.runtime.health, [routes.pools[name] for name in need.members]
@@ -383,9 +367,8 @@ class ClientDriver:
             log.warning("call.failed_mid_reply", method=header.name, metastore=pool.name, error=exc.detail)
             metrics.observe_call(_label(header.name), pool.name, time.perf_counter() - started, "upstream")
             raise _Abandon() from exc
-        return finish.failure(header, io, str(exc), self.wire,
-                              "shed" if isinstance(exc, Overloaded) else "upstream_error", pool.name,
-                              self.session.release.layout, error=exc.detail)
+        return self._failure(header, io, str(exc), "shed" if isinstance(exc, Overloaded) else "upstream_error",
+                             pool.name, error=exc.detail)
 
     def _replied(self, step: Send, reply: Reply | None, pool: UpstreamPool) -> Answer:
         """The answer to a metastore's reply, with what it leaves behind applied; a member that turns out not to
@@ -428,22 +411,21 @@ class ClientDriver:
                 return finish.bridged(step, got, self.wire, bridge.via)
             return finish.bridged(step, bridged.run(call.name, step.args), self.wire, bridge.via)
         except MethodMissing as exc:
-            return finish.failure(call.header, call.io, f"metastore '{pool.name}' has neither {call.name} nor "
-                                  f"{exc.method}", self.wire, "no_equivalent", pool.name, self.session.release.layout,
-                                  bridge=bridge.via)
+            return self._failure(call.header, call.io, f"metastore '{pool.name}' has neither {call.name} nor "
+                                 f"{exc.method}", "no_equivalent", pool.name, bridge=bridge.via)
         except UpstreamError as exc:
             if not isinstance(exc, compat.ApplicationError):  # that one answered: it is up
                 self.runtime.health.call_failed(pool.name, exc)
-            return finish.failure(call.header, call.io, str(exc), self.wire,
-                                  "shed" if isinstance(exc, Overloaded) else "upstream_error", pool.name,
-                                  self.session.release.layout, bridge=bridge.via)
+            return self._failure(call.header, call.io, str(exc),
+                                 "shed" if isinstance(exc, Overloaded) else "upstream_error", pool.name,
+                                 bridge=bridge.via)
         except (WireError, OSError, _Abandon, ClientGone):
             raise
         except Exception as exc:  # a defect in a bridge must not cost the client its connection
             log.error("bridge.failed", method=call.name, metastore=pool.name, error=repr(exc))
-            return finish.failure(call.header, call.io, f"waggle could not answer {call.name} for metastore "
-                                  f"'{pool.name}' through {bridge.via}: {exc!r}", self.wire, "bridge_error",
-                                  pool.name, self.session.release.layout, bridge=bridge.via)
+            return self._failure(call.header, call.io, f"waggle could not answer {call.name} for metastore "
+                                 f"'{pool.name}' through {bridge.via}: {exc!r}", "bridge_error", pool.name,
+                                 bridge=bridge.via)
 
     def _fan_out(self, step: FanOut, routes: Routes) -> Answer:
         call = step.call
@@ -453,8 +435,8 @@ class ClientDriver:
         jobs = [(pools[naming.member.name], naming, args) for naming, args in step.jobs]
         outcomes = fanout.gather(self.runtime.health, routes.config.server, self.session.identity, call.name,
                                  call.header.seqid, call.io.result, jobs, sent)
-        return merge.merge(step, outcomes, self.wire, lambda message: finish.failure(
-            call.header, call.io, message, self.wire, "upstream_error", "*", self.session.release.layout))
+        return merge.merge(step, outcomes, self.wire, lambda message: self._failure(
+            call.header, call.io, message, "upstream_error", "*"))
 
     # -- writing and recording ---------------------------------------------------------------------------
     def _sink(self, chunk: bytes) -> None:
