@@ -64,7 +64,7 @@ from waggle.hms.gen.hive_metastore.ttypes import (
 )
 from waggle.runtime import Runtime
 from waggle.server.driver import ClientDriver
-from waggle.upstream.client import UpstreamConnection, UpstreamError
+from waggle.upstream.client import Lost, UpstreamConnection, UpstreamError
 
 HIVE4_0_1_MISSING = frozenset({"get_table", "get_table_objects_by_name"})
 #: What a Hive 2.3 metastore lacks of the methods these tests use.
@@ -213,7 +213,8 @@ class MemoryMetastore:
         """The connector: a real :class:`UpstreamConnection` over a socket pair whose far end this serves."""
         address = config.uris[0]
         if self.down:
-            raise UpstreamError(config.name, f"is unreachable: {address}: Connection refused after 0 ms")
+            raise UpstreamError(config.name, f"is unreachable: {address}: Connection refused after 0 ms",
+                                lost=Lost.UNREACHABLE)
         ours, theirs = gevent.socket.socketpair()
         self.connections += 1
         self._greenlets.append(gevent.spawn(self._serve, theirs, self.connections))
@@ -515,7 +516,7 @@ class Harness:
         federation_file.write_text(yaml.safe_dump(federation))
         self.config = load(str(server_file), str(federation_file))
         self.runtime = Runtime(self.config, connector=self._connect)
-        self.runtime.start()
+        self.runtime.start()  # every metastore is checked (getStatus, counted apart) before waggle serves
         self._clients: list[Client] = []
 
     def _connect(self, config: Any, limits: Any, deadlines: Any, tunnel: Any = None) -> UpstreamConnection:

@@ -61,6 +61,8 @@ SERVER_VALUES: dict[str, Callable[[ServerConfig], object]] = {
         u for u, f in TIME_UNITS.items() if s.status_polling_delay_seconds == Server.STATUS_POLLING_DELAY.default * f),
     "fan-out-timeout": lambda s: s.fan_out_timeout_ms,
     "down-member-retry": lambda s: s.down_retry_seconds,
+    "health-check-timeout": lambda s: s.health_check_timeout_ms,
+    "hung-member-check-after": lambda s: s.hung_check_seconds,
     "database-resolution-refresh": lambda s: s.database_refresh_seconds,
     "endpoint.port": lambda s: s.endpoint_port,
     "logging.level": lambda s: s.log_level,

@@ -41,7 +41,8 @@ _SPLICER = Splicer(REWRITER)
 #: not listed is an exception the metastore answered with)
 ERROR_KINDS: dict[str, str | None] = {
     "ok": None, "sent": None, "member_down": "upstream", "upstream_error": "upstream", "no_equivalent": "upstream",
-    "bridge_error": "upstream", "shed": "shed", "refused": "refused", "client_gone": "client",
+    "bridge_error": "upstream", "unknown_outcome": "upstream", "shed": "shed", "refused": "refused",
+    "client_gone": "client",
 }
 
 

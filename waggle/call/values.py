@@ -83,6 +83,8 @@ class Call:
     session: Session
     #: the client's wire format
     wire: WireFormat
+    #: how many times the call was planned again because its metastore was lost (waggle.call.lost)
+    attempt: int = 0
 
     @property
     def name(self) -> str:

@@ -276,6 +276,8 @@ class ServerConfig:
     status_polling_delay_seconds: float = seconds(S.STATUS_POLLING_DELAY.default, S.STATUS_POLLING_DELAY_UNIT.default)
     fan_out_timeout_ms: int = setting_field(S.FAN_OUT_TIMEOUT)
     down_retry_seconds: float = setting_field(S.DOWN_MEMBER_RETRY, float)
+    health_check_timeout_ms: int = setting_field(S.HEALTH_CHECK_TIMEOUT)
+    hung_check_seconds: float = setting_field(S.HUNG_MEMBER_CHECK_AFTER)
     database_refresh_seconds: float = setting_field(S.DATABASE_RESOLUTION_REFRESH, float)
     copies_refresh_seconds: float = setting_field(S.COPIES_REFRESH, float)
     endpoint_port: int = setting_field(S.ENDPOINT_PORT)

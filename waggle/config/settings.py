@@ -164,8 +164,24 @@ class Server:
     )
     DOWN_MEMBER_RETRY = SERVER.add(
         "down-member-retry", 2, integer(1),
-        "Seconds between health checks of a metastore that is down. Calls naming its databases fail at once "
-        "with a `MetaException` naming it until a check succeeds (waggle addition).",
+        "Seconds between health checks of a metastore that is down. A metastore is down when a check fails, or "
+        "at once when a call finds it gone (its connection refused, or not opened within `connect-timeout`). "
+        "Calls naming its databases are then answered at once, from copies where `read-from-copies` allows, "
+        "else with a `MetaException` naming it, until a check succeeds (waggle addition).",
+    )
+    HEALTH_CHECK_TIMEOUT = SERVER.add(
+        "health-check-timeout", 2000, integer(1),
+        "Milliseconds a health check waits for the metastore's answer, plus its `latency` (the connection itself "
+        "has `connect-timeout`). Every metastore is checked before the port serves; one that fails the check "
+        "starts down (waggle addition).",
+    )
+    HUNG_MEMBER_CHECK_AFTER = SERVER.add(
+        "hung-member-check-after", 3.0, positive_number(),
+        "Seconds a call may wait on a metastore before the metastore is checked, and again every as many "
+        "seconds while calls wait on it. A metastore that fails the check is down: every call waiting on it is "
+        "let go, reads answered from a copy or with a `MetaException` naming it, writes saying that their "
+        "outcome is unknown. Calls to a metastore that passes its checks wait up to its `read-timeout` "
+        "(waggle addition).",
     )
     DATABASE_RESOLUTION_REFRESH = SERVER.add(
         "database-resolution-refresh", 60, integer(1),

@@ -13,7 +13,7 @@ Nothing is read while no member has ``read-from-copies``. Every replica reads fo
 anywhere is served everywhere within a round, with no reload. A failed round keeps the copies served before.
 
 The service also says, in the log, when a member's reads switch to copies and when they switch back
-(:meth:`CopiesService.watch`, every second).
+(:meth:`CopiesService.watch`: when the member's health changes, and every second).
 """
 
 from __future__ import annotations
@@ -117,6 +117,7 @@ class CopiesService:
         self._now = now
         #: member -> why its reads are answered from copies now (down, prefer), as last logged
         self._serving: dict[str, str] = {}
+        health.listeners.append(lambda _status: self.watch())  # a member down or back: said at once
 
     def refresh_seconds(self) -> float:
         return self._holder.routes.config.server.copies_refresh_seconds

@@ -23,7 +23,7 @@ import gevent
 import structlog
 from thrift.Thrift import TMessageType
 
-from waggle.call import finish, merge
+from waggle.call import finish, lost, merge
 from waggle.call.lane import Choice, Lane, lane_for
 from waggle.call.plan import REWRITER, plan
 from waggle.call.values import (
@@ -218,7 +218,8 @@ class ClientDriver:
             metrics.observe_call(name, pool.name, time.perf_counter() - started, "client")
             raise
         except UpstreamError as exc:
-            self._finish(header, args, started, self._failed(header, lane.io, pool, exc, started))
+            call = Call(header, lane.spec, lane.io, args, raw, self.session, wire.format)
+            self._finish(header, args, started, self._lost(call, pool, exc, started))
             return
         assert reply is not None  # not oneway
         if reply.header.mtype == TMessageType.REPLY and reply.first_field <= 0:
@@ -235,6 +236,10 @@ class ClientDriver:
 
     def _answer(self, call: Call) -> None:
         started = time.perf_counter()
+        self._finish(call.header, call.args, started, self._respond(call, started))
+
+    def _respond(self, call: Call, started: float) -> Answer:
+        """Plan ``call`` and do what the plan says: its answer."""
         runtime = self.runtime
         routes = runtime.routes  # one configuration and map for the whole call, even if a reload swaps them
         if routes.links and call.args is not None:  # a stock DROP DATABASE ... CASCADE of a link, call by call
@@ -243,9 +248,7 @@ class ClientDriver:
                 routes.links, self.session.cascading)
         step = plan(call, routes, runtime.health, runtime.created)
         if isinstance(step, Send) and step.kind is Kind.SEND:  # the common case, first: a call relayed to one member
-            answer = self._send(step, started, routes.pools[step.metastore], routes)
-            self._finish(call.header, call.args, started, answer)
-            return
+            return self._send(step, started, routes.pools[step.metastore], routes)
         learned = Learned()
         while isinstance(step, (NeedCatalogs, NeedLinks)):
             if isinstance(step, NeedLinks):
@@ -273,16 +276,16 @@ class ClientDriver:
         else:
             handler = HANDLERS.get(step.kind)
             if handler is not None:
-                self.started, self.routes = started, routes
+                outer, self.started, self.routes = self.routes, started, routes
                 try:
                     answer = handler(self, step)
                 finally:
-                    self.routes = None  # no snapshot outlives its call
+                    self.routes = outer  # no snapshot outlives its call (a call planned again inside a handler's)
             elif step.kind is Kind.BRIDGE:
                 answer = self._bridge(step, routes.pools[step.metastore])
             else:
                 answer = self._send(step, started, routes.pools[step.metastore], routes)
-        self._finish(call.header, call.args, started, answer)
+        return answer
 
     # -- what the handlers of self-answered calls use (the driver is their Desk) -------------------------------
     def pool(self, name: str) -> UpstreamPool:
@@ -330,7 +333,7 @@ class ClientDriver:
             metrics.observe_call(_label(call.name), pool.name, time.perf_counter() - started, "client")
             raise
         except UpstreamError as exc:
-            return self._failed(call.header, call.io, pool, exc, started)
+            return self._lost(call, pool, exc, started)
         if step.copy is not None:
             metrics.COPY_READS.labels(step.copy.member, step.copy.reason).inc()
         return self._replied(step, reply, pool)
@@ -359,16 +362,21 @@ class ClientDriver:
             metrics.COPY_READS.labels(served.member, "source" if answer.fields.get("from_source") else "prefer").inc()
         return answer
 
-    def _failed(self, header: Header, io: MethodIO | None, pool: UpstreamPool, exc: UpstreamError, started: float
-                ) -> Answer:
-        """The answer to a call whose metastore failed it (or the end of the connection, half a reply sent)."""
+    def _lost(self, call: Call, pool: UpstreamPool, exc: UpstreamError, started: float, **fields: Any) -> Answer:
+        """The answer to a call whose metastore failed it: planned again when the failure says the metastore is
+        gone (a read: see :mod:`waggle.call.lost`), else a ``MetaException`` saying what is known; or the end of
+        the connection, half a reply sent."""
         self.runtime.health.call_failed(pool.name, exc)
         if exc.partial_reply_sent:
-            log.warning("call.failed_mid_reply", method=header.name, metastore=pool.name, error=exc.detail)
-            metrics.observe_call(_label(header.name), pool.name, time.perf_counter() - started, "upstream")
+            log.warning("call.failed_mid_reply", method=call.name, metastore=pool.name, error=exc.detail)
+            metrics.observe_call(_label(call.name), pool.name, time.perf_counter() - started, "upstream")
             raise _Abandon() from exc
-        return self._failure(header, io, str(exc), "shed" if isinstance(exc, Overloaded) else "upstream_error",
-                             pool.name, error=exc.detail)
+        if lost.again(call, exc):
+            return self._respond(replace(call, attempt=call.attempt + 1), started)
+        if isinstance(exc, Overloaded):
+            return self._failure(call.header, call.io, str(exc), "shed", pool.name, error=exc.detail, **fields)
+        message, outcome = lost.answer(call, exc)
+        return self._failure(call.header, call.io, message, outcome, pool.name, error=exc.detail, **fields)
 
     def _replied(self, step: Send, reply: Reply | None, pool: UpstreamPool) -> Answer:
         """The answer to a metastore's reply, with what it leaves behind applied; a member that turns out not to
@@ -413,12 +421,10 @@ class ClientDriver:
         except MethodMissing as exc:
             return self._failure(call.header, call.io, f"metastore '{pool.name}' has neither {call.name} nor "
                                  f"{exc.method}", "no_equivalent", pool.name, bridge=bridge.via)
+        except compat.ApplicationError as exc:  # that one answered: it is up
+            return self._failure(call.header, call.io, str(exc), "upstream_error", pool.name, bridge=bridge.via)
         except UpstreamError as exc:
-            if not isinstance(exc, compat.ApplicationError):  # that one answered: it is up
-                self.runtime.health.call_failed(pool.name, exc)
-            return self._failure(call.header, call.io, str(exc),
-                                 "shed" if isinstance(exc, Overloaded) else "upstream_error", pool.name,
-                                 bridge=bridge.via)
+            return self._lost(call, pool, exc, time.perf_counter(), bridge=bridge.via)
         except (WireError, OSError, _Abandon, ClientGone):
             raise
         except Exception as exc:  # a defect in a bridge must not cost the client its connection
@@ -474,7 +480,9 @@ class ClientDriver:
                 where = {"db": database_of(args), "metastore": metastore} if args is not None else {}
                 log.info("call.refused", method=method, **where, reason=answer.reason, **answer.fields)
             return
-        if debug:
+        if outcome == "unknown_outcome":
+            level = log.warning  # a write that may have been applied: always said
+        elif debug:
             level = log.debug
         elif outcome == "upstream_error" or (kind == "shed" and _shed_log.allow(metastore)):
             level = log.info

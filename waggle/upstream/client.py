@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -27,15 +28,34 @@ _REPLY = TMessageType.REPLY
 Identity = tuple[str, tuple[str, ...]]
 
 
+class Lost(enum.Enum):
+    """How a call lost its metastore, where that says something about the metastore itself (see
+    :attr:`UpstreamError.lost`)."""
+
+    #: no connection could be opened: refused, reset, or the connect timed out. The metastore is gone.
+    UNREACHABLE = "unreachable"
+    #: the connection was closed or reset under the call, before any reply: the metastore may be gone
+    DROPPED = "dropped"
+    #: the call was let go while it waited, because the metastore was found down meanwhile
+    RELEASED = "released"
+    #: no reply within the read timeout
+    TIMED_OUT = "timed_out"
+
+
 class UpstreamError(Exception):
     """The metastore could not be reached, or failed mid-call. ``str()`` names the metastore."""
 
-    def __init__(self, member: str, detail: str, partial_reply_sent: bool = False) -> None:
+    def __init__(self, member: str, detail: str, partial_reply_sent: bool = False, lost: Lost | None = None,
+                 sent: bool = False) -> None:
         super().__init__(f"metastore '{member}' {detail}")
         self.member = member
         self.detail = detail
         #: Part of the reply already reached the client: the client connection cannot be answered any more.
         self.partial_reply_sent = partial_reply_sent
+        #: how the metastore was lost (None: it answered, with an error or with something waggle cannot read)
+        self.lost = lost
+        #: the call's request had been sent when it failed: a write may have been applied
+        self.sent = sent
 
 
 class Reply(NamedTuple):
@@ -49,7 +69,7 @@ class UpstreamConnection:
     """A connected socket to one metastore, used by one call at a time (the pool guarantees it)."""
 
     __slots__ = ("_deadlines", "_poller", "_read_timeout", "address", "broken", "deadline", "identity", "member",
-                 "timed_out", "tunnel", "tunnel_port", "wire")
+                 "released", "suspect_at", "timed_out", "tunnel", "tunnel_port", "wire")
 
     def __init__(self, member: str, address: HostPort, sock: socket.socket, config: MetastoreConfig,
                  limits: Limits, deadlines: Deadlines) -> None:
@@ -59,7 +79,10 @@ class UpstreamConnection:
         self.identity: Identity | None = None
         self.broken = False
         self.timed_out = False
-        self.deadline = 0.0
+        #: why the call in flight was let go (its metastore was found down while it waited), or ""
+        self.released = ""
+        #: when the call in flight is due to have its metastore checked (see waggle.upstream.deadlines)
+        self.deadline = self.suspect_at = 0.0
         #: the SSH tunnel this connection goes through, and its port on the tunnel's side (to ask why it broke)
         self.tunnel: Tunnel | None = None
         self.tunnel_port = 0
@@ -84,8 +107,10 @@ class UpstreamConnection:
         wire = self.wire
         read_timeout = self._read_timeout if timeout is None else timeout
         self._deadlines.watch(self, read_timeout)
+        sent = False
         try:
             wire.send_raw(raw)
+            sent = True
             if oneway:
                 return None
             header = wire.read_begin()
@@ -94,25 +119,7 @@ class UpstreamConnection:
             wire.skip_struct()
             raw_reply = wire.read_end()
         except (TimeoutError, PeerClosed, WireError, OSError) as exc:
-            self.broken = True
-            lost = None
-            if self.tunnel is not None and not self.timed_out and isinstance(exc, (PeerClosed, ConnectionError)):
-                lost = self.tunnel.explain(self.tunnel_port)  # the tunnel broke (naming the hop), or None
-            if wire.streamed:
-                what = f"lost its SSH tunnel: {lost}" if lost else f"failed ({self.address}): {exc}"
-                raise UpstreamError(self.member, f"{what}, in the middle of a streamed reply",
-                                    partial_reply_sent=True) from exc
-            if self.timed_out:
-                raise UpstreamError(
-                    self.member, f"did not answer within {read_timeout:g}s ({self.address})") from exc
-            if lost is not None:
-                raise UpstreamError(self.member, f"lost its SSH tunnel mid-call: {lost}") from exc
-            if isinstance(exc, PeerClosed):
-                raise UpstreamError(self.member, f"closed the connection ({self.address})") from exc
-            if isinstance(exc, WireError):
-                raise UpstreamError(self.member, f"sent an invalid reply ({self.address}): {exc}") from exc
-            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise UpstreamError(self.member, f"connection failed ({self.address}): {detail}") from exc
+            raise self._failed(exc, sent, read_timeout) from exc
         finally:
             self._deadlines.done(self)
         if header.mtype != _REPLY:
@@ -123,6 +130,33 @@ class UpstreamConnection:
         if wire.streamed:
             return Reply(header, raw_reply, wire.first_field, wire.streamed)
         return Reply(header, raw_reply, wire.first_field_id(raw_reply), 0)
+
+    def _failed(self, exc: Exception, sent: bool, read_timeout: float) -> UpstreamError:
+        """The error a call that failed with ``exc`` raises: what it says, and how the metastore was lost."""
+        self.broken = True
+        tunnel = None
+        if self.tunnel is not None and not self.timed_out and not self.released and \
+                isinstance(exc, (PeerClosed, ConnectionError)):
+            tunnel = self.tunnel.explain(self.tunnel_port)  # the tunnel broke (naming the hop), or None
+        member, address = self.member, self.address
+        if self.wire.streamed:
+            what = f"lost its SSH tunnel: {tunnel}" if tunnel else f"failed ({address}): {exc}"
+            return UpstreamError(member, f"{what}, in the middle of a streamed reply", partial_reply_sent=True,
+                                 lost=Lost.DROPPED, sent=sent)
+        if self.released:
+            return UpstreamError(member, f"was found down while the call waited for it ({address}): "
+                                         f"{self.released}", lost=Lost.RELEASED, sent=sent)
+        if self.timed_out:
+            return UpstreamError(member, f"did not answer within {read_timeout:g}s ({address})", lost=Lost.TIMED_OUT,
+                                 sent=sent)
+        if tunnel is not None:
+            return UpstreamError(member, f"lost its SSH tunnel mid-call: {tunnel}", lost=Lost.DROPPED, sent=sent)
+        if isinstance(exc, PeerClosed):
+            return UpstreamError(member, f"closed the connection ({address})", lost=Lost.DROPPED, sent=sent)
+        if isinstance(exc, WireError):
+            return UpstreamError(member, f"sent an invalid reply ({address}): {exc}", sent=sent)
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return UpstreamError(member, f"connection failed ({address}): {detail}", lost=Lost.DROPPED, sent=sent)
 
     def exchange(self, name: str, args: Any, result_class: type, seqid: int = 0, timeout: float | None = None
                  ) -> Any:
@@ -202,14 +236,14 @@ def connect(config: MetastoreConfig, limits: Limits, deadlines: Deadlines,
         try:
             sock, address = tunnel.open(timeout)
         except TunnelUnavailable as exc:
-            raise UpstreamError(config.name, str(exc)) from None
+            raise UpstreamError(config.name, str(exc), lost=Lost.UNREACHABLE) from None
         tune(sock)
         host = config.uris[0].host  # Kerberos and TLS name the metastore's host, not the tunnel's local end
     else:
         try:
             sock, address = dial(addresses or config.uris, timeout)
         except Unreachable as exc:
-            raise UpstreamError(config.name, f"is unreachable: {exc}") from None
+            raise UpstreamError(config.name, f"is unreachable: {exc}", lost=Lost.UNREACHABLE) from None
         host = address.host
     try:
         secured = handshake(sock, config, address, host, credentials, token, limits.max_message_bytes + 1024,

@@ -157,6 +157,10 @@ class UpstreamPool:
                                         f"({RETRYABLE}: busy; nothing reached it)")
         try:
             conn = self._checkout(identity)
+        except UpstreamError as exc:
+            self.slots.release()
+            exc.sent = False  # a connection that could not be opened (or set up) carried nothing of the call
+            raise
         except BaseException:
             self.slots.release()
             raise

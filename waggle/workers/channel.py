@@ -6,7 +6,8 @@ together from one installation, so pickle is safe here and carries the frozen co
 Supervisor to worker: ``start`` (:class:`Start`), ``config`` (a reload), ``health`` and ``tunnel`` (what the
 supervisor's checks and tunnels learned), ``status`` (a question, answered with a ``status`` of the same id),
 ``stop`` (drain: delay and grace seconds). Worker to supervisor: ``ready``, ``failed`` (it cannot serve: the
-reason), ``check`` (a call to a metastore failed: check it now), ``status``.
+reason), ``check`` (a call to a metastore failed, or waits long on it: check it now), ``down`` (a call found a
+metastore gone: name and reason), ``status``.
 """
 
 from __future__ import annotations

@@ -44,12 +44,15 @@ class FollowedTunnel(Tunnel):
 
 
 class FollowedHealth(Health):
-    """Health as the supervisor's checks find it."""
+    """Health as the supervisor's checks find it. A call of this worker that finds a member gone marks it down
+    here at once and tells the supervisor, which tells every worker."""
 
     def __init__(self, members: tuple[MetastoreConfig, ...], server: ServerConfig, deadlines: Deadlines,
                  tunnels: dict[str, Tunnel] | None = None, connector: Connector = connect) -> None:
-        #: asks the supervisor to check a member now (set by the worker)
+        #: asks the supervisor to check a member now, and tells it of a member a call found down (set by the
+        #: worker)
         self.ask: Callable[[str], None] = lambda name: None
+        self.tell_down: Callable[[str, str], None] = lambda name, reason: None
         super().__init__(members, server, deadlines, tunnels, connector)
 
     def start(self) -> None:
@@ -58,10 +61,18 @@ class FollowedHealth(Health):
     def check_soon(self, name: str) -> None:
         self.ask(name)
 
+    def found_down(self, name: str, reason: str) -> None:
+        st = self.status.get(name)
+        if st is None or not st.up:
+            return
+        self._set(st, False, reason, quiet=True)  # the supervisor logs it
+        self.tell_down(name, reason)
+
     def follow(self, name: str, up: bool, since: float, reason: str) -> None:
         st = self.status.get(name)
         if st is not None:
-            st.up, st.since, st.reason = up, since, reason
+            self._set(st, up, reason, quiet=True)
+            st.since = since
 
 
 def status_of(st: MemberStatus) -> tuple[bool, float, str]:

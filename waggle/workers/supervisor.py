@@ -169,6 +169,9 @@ class Supervisor:
                 log.error("worker.cannot_serve", worker=handle.index, pid=handle.pid, reason=handle.failed)
             elif kind == "check":
                 self.runtime.health.check_soon(str(body))
+            elif kind == "down":
+                name, reason = body
+                self.runtime.health.found_down(str(name), str(reason))
             elif kind == "status":
                 ask, status = body
                 handle.metrics = status.pop("metrics", None) or handle.metrics

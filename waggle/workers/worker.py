@@ -64,6 +64,7 @@ class Worker:
         health = self.runtime.health
         assert isinstance(health, FollowedHealth)
         health.ask = self._ask_check
+        health.tell_down = self._tell_down
         for name, (up, since, reason) in start.health.items():
             health.follow(name, up, since, reason)
         self.runtime.start()
@@ -78,6 +79,12 @@ class Worker:
     def _ask_check(self, name: str) -> None:
         try:
             self.channel.send("check", name)
+        except ChannelClosed:
+            pass
+
+    def _tell_down(self, name: str, reason: str) -> None:
+        try:
+            self.channel.send("down", (name, reason))
         except ChannelClosed:
             pass
 
