@@ -185,6 +185,15 @@ def make(tmp_path: Path) -> Iterator[Any]:
 
 
 # -- Kerberos: a real MIT KDC and a Kerberized metastore -----------------------------------------------------
+@pytest.fixture(scope="session")
+def lake(primary: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The member ``lake``, with copies of its tables in the primary made by ``waggle sync --mode copy``
+    (tests/support/lake.py): the copies and failover tests share it."""
+    from tests.support.lake import lake_with_copies
+
+    yield from lake_with_copies(primary, tmp_path_factory)
+
+
 @pytest.fixture
 def short_lived_events(tmp_path: Path) -> Iterator[Any]:
     """A metastore of its own whose notification events live 2 seconds (purged every second)."""

@@ -98,6 +98,18 @@ def test_a_read_whose_connection_drops_is_sent_once_more(make):
     assert [c.method for c in lake.calls].count("get_table") == 3  # the first, the dropped one, and its resend
 
 
+def test_a_read_whose_connection_drops_twice_finds_its_member_down_and_is_answered_from_the_copy(make):
+    h, _main, lake = lake_with_copy(make)
+    client = h.client()
+    client.ok("get_table", dbname="lake_ice", tbl_name="t2")
+    lake.delay["get_table"] = 0.3
+    killers = [gevent.spawn_later(0.1, lake.close), gevent.spawn_later(0.3, lake.close)]  # the read, and its resend
+    table = client.ok("get_table", dbname="lake_ice", tbl_name="t2")
+    gevent.joinall(killers)
+    assert served_from_copy(table) and not h.runtime.health.is_up("lake")
+    assert [c.method for c in lake.calls].count("get_table") == 3
+
+
 def test_a_hung_member_lets_its_waiting_calls_go_once_a_check_fails(make):
     h, _main, lake = lake_with_copy(make)
     readers = [h.client() for _ in range(2)]

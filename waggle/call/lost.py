@@ -3,10 +3,11 @@
 What the failure says decides (:class:`~waggle.upstream.client.Lost`):
 
 - **A read** whose metastore turned out gone (no connection could be opened), was found down while the call
-  waited (a hung metastore), or dropped its connection before any reply, is planned again at once. The health
-  checks now say the metastore is down (except after a dropped connection, which is sent once more on a fresh
-  connection): a copy answers where ``read-from-copies`` allows, else the metastore's down message. A read is
-  planned again at most :data:`MAX_AGAIN` times, and sent again after a dropped connection once.
+  waited (a hung metastore), or dropped its connection before any reply, is planned again at once, at most
+  :data:`MAX_AGAIN` times. The metastore is then down (:func:`gone`), and the plan answers from a copy where
+  ``read-from-copies`` allows, else with the metastore's down message. A first dropped connection alone does not
+  make it down (a metastore may close one connection and serve the next): the read is sent once more, on a fresh
+  connection, and a second drop in the same call makes it down.
 - **A write** whose request reached the metastore, and that got no reply (dropped, let go, timed out), may have
   been applied: its answer says that the outcome is unknown, naming the metastore, so the client checks before
   it retries. A write that never left waggle (no connection) failed, and says only that.
@@ -32,12 +33,16 @@ def is_read(call: Call) -> bool:
     return spec is not None and spec.access is Access.READ and not call.oneway
 
 
+def gone(call: Call, error: UpstreamError) -> bool:
+    """Whether ``error`` shows ``call``'s metastore gone: no connection could be opened, or a read's connection
+    dropped a second time."""
+    return error.lost is Lost.UNREACHABLE or (error.lost is Lost.DROPPED and call.attempt >= 1)
+
+
 def again(call: Call, error: UpstreamError) -> bool:
     """Whether ``call``, which failed with ``error``, is planned again (the health checks know of the failure)."""
-    lost = error.lost
-    if lost not in _PLAN_AGAIN or error.partial_reply_sent or not is_read(call) or call.attempt >= MAX_AGAIN:
-        return False
-    return lost is not Lost.DROPPED or call.attempt == 0
+    return error.lost in _PLAN_AGAIN and not error.partial_reply_sent and is_read(call) and \
+        call.attempt < MAX_AGAIN
 
 
 def answer(call: Call, error: UpstreamError) -> tuple[str, str]:

@@ -366,7 +366,11 @@ class ClientDriver:
         """The answer to a call whose metastore failed it: planned again when the failure says the metastore is
         gone (a read: see :mod:`waggle.call.lost`), else a ``MetaException`` saying what is known; or the end of
         the connection, half a reply sent."""
-        self.runtime.health.call_failed(pool.name, exc)
+        health = self.runtime.health
+        if lost.gone(call, exc):
+            health.found_down(pool.name, exc.detail)
+        else:
+            health.call_failed(pool.name, exc)
         if exc.partial_reply_sent:
             log.warning("call.failed_mid_reply", method=call.name, metastore=pool.name, error=exc.detail)
             metrics.observe_call(_label(call.name), pool.name, time.perf_counter() - started, "upstream")
