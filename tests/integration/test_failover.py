@@ -48,6 +48,7 @@ def test_a_member_killed_ten_times_under_eight_readers_of_a_copied_table_fails_n
     lake.up()
     proxy = lake.proxy(read_from_copies="when-down", args=("--workers", "2"))
     readers = Readers(tmp_path / "readers", proxy.port, "lake_sales", cp.ORDERS, 8).start()
+    uncopied = Readers(tmp_path / "uncopied", proxy.port, "lake_sales", cp.NOCOPY, 2).start()
     rng = random.Random(34)
     windows: list[tuple[float, float]] = []  # (killed, restarting): reads inside must come from the copy
     try:
@@ -63,8 +64,13 @@ def test_a_member_killed_ten_times_under_eight_readers_of_a_copied_table_fails_n
             wait_for(lambda: _member_up(proxy), timeout=15, message=lambda: proxy.log()[-3000:])
     finally:
         reads = readers.stop()
+        others = uncopied.stop()
     failed = [r for r in reads if not r["ok"]]
     assert not failed, failed[:5]
+    # a table without a copy: while lake is down, a MetaException naming it, never a dropped connection
+    failed = [r for r in others if not r["ok"]]
+    assert failed and all(r["error"].startswith("MetaException(message=\"metastore 'lake' is unavailable since ")
+                          for r in failed), [r for r in failed if "is unavailable" not in r["error"]][:5]
     inside = [r for r in reads if any(k <= r["start"] and r["end"] <= s for k, s in windows)]
     assert inside and all(r["served"] == f"{lake.sales_copy}.{cp.ORDERS}" for r in inside), \
         [r for r in inside if not r["served"]][:5]

@@ -16,6 +16,7 @@ import pytest
 import structlog
 
 from tests.support.memory_metastore import Harness, MemoryMetastore, failure, harnesses
+from waggle.common import metrics
 from waggle.copies.catalog import Copies, Copy
 from waggle.copies.serve import SERVED_FROM, SERVED_REASON
 from waggle.hms.gen.hive_metastore.ttypes import MetaException, Table
@@ -117,6 +118,7 @@ def test_a_hung_member_lets_its_waiting_calls_go_once_a_check_fails(make):
     for client in (*readers, writer):
         client.ok("get_table", dbname="lake_ice", tbl_name="own")
     lake.delay.update(get_table=30.0, create_table=30.0, getStatus=30.0)  # lake hangs
+    released, again = _count("waggle_released_calls_total"), _count("waggle_calls_planned_again_total", "released")
     started = time.monotonic()
     with structlog.testing.capture_logs() as logs:
         copied = gevent.spawn(readers[0].call, "get_table", dbname="lake_ice", tbl_name="t2")
@@ -134,6 +136,8 @@ def test_a_hung_member_lets_its_waiting_calls_go_once_a_check_fails(make):
     assert "The outcome of create_table is unknown: metastore 'lake' may have applied it" in error.message
     down = [e for e in logs if e["event"] == "metastore.down"]
     assert len(down) == 1 and down[0]["released_calls"] >= 3
+    assert _count("waggle_released_calls_total") - released == down[0]["released_calls"]
+    assert _count("waggle_calls_planned_again_total", "released") - again == 2  # the two reads
     unknown = [e for e in logs if e.get("outcome") == "unknown_outcome"]
     assert len(unknown) == 1 and unknown[0]["log_level"] == "warning" and unknown[0]["method"] == "create_table"
     # lake answers again: back after down-member-retry and one check
@@ -143,6 +147,11 @@ def test_a_hung_member_lets_its_waiting_calls_go_once_a_check_fails(make):
         gevent.sleep(0.05)
     assert h.runtime.health.is_up("lake")
     assert not served_from_copy(readers[0].ok("get_table", dbname="lake_ice", tbl_name="t2"))
+
+
+def _count(sample: str, lost: str | None = None) -> float:
+    labels = {"metastore": "lake"} if lost is None else {"metastore": "lake", "lost": lost}
+    return metrics.REGISTRY.get_sample_value(sample, labels) or 0.0
 
 
 def test_a_long_call_to_a_member_that_passes_its_checks_runs_to_its_end(make):

@@ -129,6 +129,12 @@ def watch_limits(source: Callable[[], Iterable[tuple[str, int, float]]]) -> None
 
 FANOUT_OMISSIONS = Counter("waggle_fanout_omissions", "Metastores left out of a merged call's answer (down, "
                            "failed or late).", ["method", "metastore"], registry=REGISTRY)
+CALLS_PLANNED_AGAIN = Counter("waggle_calls_planned_again", "Reads planned again in the same call after their "
+                              "metastore was lost under them, by metastore and how: unreachable (no connection "
+                              "could be opened), dropped (the connection closed under the call), released (found "
+                              "down while the call waited).", ["metastore", "lost"], registry=REGISTRY)
+RELEASED_CALLS = Counter("waggle_released_calls", "Calls let go while they waited on a metastore that was found "
+                         "down meanwhile.", ["metastore"], registry=REGISTRY)
 CONFIG_RELOADS = Counter("waggle_config_reloads", "Configuration reloads, by result (succeeded, failed).",
                          ["result"], registry=REGISTRY)
 CONFIG_GENERATION = Gauge("waggle_config_generation", "1 for the configuration waggle started with, +1 per "

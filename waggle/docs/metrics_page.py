@@ -41,6 +41,8 @@ LABELS: dict[str | tuple[str, str], str] = {
     "reason": "why a read was answered from a copy: `down` (the member is down), `prefer`, `source` (a `prefer` "
               "read that took some partitions from the member)",
     "file": "the certificate file, as the configuration names it",
+    "lost": "how a call lost its metastore: `unreachable` (no connection could be opened), `dropped` (the "
+            "connection closed under the call), `released` (found down while the call waited)",
     ("waggle_sync_bootstraps", "reason"): "the reason's first words: `first_run`, `gap`, `policy_changed`, "
                                           "`requested`",
     "policy": "the sync policy's `name` in the sync file",

@@ -376,6 +376,8 @@ class ClientDriver:
             metrics.observe_call(_label(call.name), pool.name, time.perf_counter() - started, "upstream")
             raise _Abandon() from exc
         if lost.again(call, exc):
+            assert exc.lost is not None
+            metrics.CALLS_PLANNED_AGAIN.labels(pool.name, exc.lost.value).inc()
             return self._respond(replace(call, attempt=call.attempt + 1), started)
         if isinstance(exc, Overloaded):
             return self._failure(call.header, call.io, str(exc), "shed", pool.name, error=exc.detail, **fields)

@@ -183,6 +183,8 @@ class Health:
         metrics.METASTORE_UP.labels(st.name).set(1 if up else 0)
         if not up:
             released = self.deadlines.release(st.name, reason)
+            if released:
+                metrics.RELEASED_CALLS.labels(st.name).inc(released)
             if not quiet:
                 log.warning("metastore.down", member=st.name, reason=reason, released_calls=released)
         elif not quiet:
