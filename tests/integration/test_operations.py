@@ -334,7 +334,7 @@ def test_limits_shed_load_with_a_clear_error(primary, analytics, ops, federation
 
 
 def test_sigterm_fails_readiness_first_then_drains_a_slow_call(primary, analytics, federation_data, tmp_path):
-    link = SlowLink(analytics.port, delay=0)
+    link = SlowLink(analytics.port, delay=0, spare=("getStatus",))  # a slow call; analytics answers its checks
     proxy = WaggleProcess(tmp_path, prefixed(primary.uri, ("analytics", f"thrift://127.0.0.1:{link.port}",
                                                              "analytics_")),
                           PREFIXED + "shutdown-delay: 2\nthrift-server-stop-timeout-val-in-seconds: 20\n").start()

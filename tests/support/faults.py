@@ -65,13 +65,15 @@ class HangUp(_Listener):
 
 
 class SlowLink(_Listener):
-    """A TCP relay to a real server that holds every reply back for ``delay`` seconds (changeable at any time).
-    :meth:`holding` and :meth:`held` count the replies held back now and so far: a test waits on them to know
-    that a call is in flight."""
+    """A TCP relay to a real server that holds every reply back for ``delay`` seconds (changeable at any time),
+    but replies to requests naming a method in ``spare`` (``getStatus``: a slow call to a metastore that answers
+    its health checks). :meth:`holding` and :meth:`held` count the replies held back now and so far: a test waits
+    on them to know that a call is in flight."""
 
-    def __init__(self, target_port: int, delay: float) -> None:
+    def __init__(self, target_port: int, delay: float, spare: tuple[str, ...] = ()) -> None:
         self.target_port = target_port
         self.delay = delay
+        self.spare = tuple(method.encode() for method in spare)
         self._holding: list[bytes] = []  # the requests whose replies are held back now
         self._held: list[bytes] = []  # every request whose reply was held back
         self._lock = threading.Lock()
@@ -100,7 +102,7 @@ class SlowLink(_Listener):
                         break
                     if not replies:
                         last[0] = data
-                    elif self.delay:
+                    elif self.delay and not any(method in last[0] for method in self.spare):
                         request = last[0]
                         with self._lock:
                             self._holding.append(request)
@@ -125,13 +127,21 @@ class SlowLink(_Listener):
 
 
 class TruncatedReply(_Listener):
-    """Answers every call with the start of a long, valid-looking reply, then hangs up mid-message."""
+    """Answers every call with the start of a long, valid-looking reply, then hangs up mid-message; but a health
+    check (``getStatus``) is answered ``ALIVE``, as a metastore that breaks on large replies would answer it."""
 
     def handle(self, conn: socket.socket) -> None:
         import struct
 
         try:
-            conn.recv(65536)
+            request = conn.recv(65536)
+            if b"getStatus" in request:
+                (length,) = struct.unpack("!i", request[4:8])
+                (seqid,) = struct.unpack("!i", request[8 + length:12 + length])
+                name = b"getStatus"
+                conn.sendall(struct.pack("!Ii", 0x80010002, len(name)) + name + struct.pack("!i", seqid)
+                             + struct.pack("!bhi", 8, 0, 2) + b"\x00")  # field 0, i32: fb_status.ALIVE
+                return
             name = b"get_all_databases"
             head = struct.pack("!Ii", 0x80010002, len(name)) + name + struct.pack("!i", 0)
             # field 0: list<string> of 100,000 names; only the first ~200 KB are ever sent
