@@ -250,3 +250,28 @@ def test_only_a_connection_that_could_not_be_opened_marks_a_member_down_at_once(
     assert health.is_up("lake")
     health.call_failed("lake", UpstreamError("lake", "is unreachable: refused", lost=Lost.UNREACHABLE))
     assert not health.is_up("lake")
+
+
+def test_a_workers_call_that_finds_a_member_gone_tells_the_supervisor_and_its_news_lets_calls_go(make):
+    from waggle.workers.shared import FollowedHealth
+
+    h, _main, _lake = lake_with_copy(make)
+    deadlines = Deadlines()
+    health = FollowedHealth(h.config.federation.members, h.config.server, deadlines)
+    told: list[tuple[str, str]] = []
+    health.tell_down = lambda name, reason: told.append((name, reason))
+    waiting = _Waiting("lake")
+    deadlines.watch(waiting, 60.0)
+    with structlog.testing.capture_logs() as logs:
+        health.found_down("lake", "is unreachable: refused")
+    assert not health.is_up("lake") and told == [("lake", "is unreachable: refused")]
+    assert waiting.released == "is unreachable: refused"
+    assert not [e for e in logs if e["event"] == "metastore.down"]  # the supervisor says it, once for the pod
+    # the supervisor's news: back up, then down again (a failed check): calls waiting on it in this worker go
+    health.follow("lake", True, time.time(), "")
+    assert health.is_up("lake")
+    waiting = _Waiting("lake")
+    deadlines.watch(waiting, 60.0)
+    health.follow("lake", False, time.time(), "getStatus: did not answer within 2s")
+    assert waiting.aborted and waiting.released == "getStatus: did not answer within 2s"
+    deadlines.close()

@@ -52,6 +52,9 @@ class MemberStatus:
 
 
 class Health:
+    #: another process checks the members and logs what it finds (a worker's health follows its supervisor's)
+    follows = False
+
     def __init__(self, members: tuple[MetastoreConfig, ...], server: ServerConfig, deadlines: Deadlines,
                  tunnels: dict[str, Tunnel] | None = None, connector: Connector = connect) -> None:
         self.connector = connector
@@ -128,11 +131,16 @@ class Health:
         st = self.status.get(name)
         if st is None or not st.up:
             return
-        self._set(st, False, reason)
+        self._set(st, False, reason, quiet=self.follows)
+        self._recheck(name, reason)
+
+    def _recheck(self, name: str, reason: str) -> None:
+        """``name`` was found down by a call: its loop waits down-member-retry from now (not
+        status-polling-delay), then checks it."""
         self._found.add(name)
         wake = self._wake.get(name)
         if wake is not None:
-            wake.set()  # its loop waits down-member-retry from now, not status-polling-delay
+            wake.set()
 
     def suspect(self, name: str) -> None:
         """A call has waited ``hung-member-check-after`` on ``name``: check it now, unless it was checked for that

@@ -47,6 +47,8 @@ class FollowedHealth(Health):
     """Health as the supervisor's checks find it. A call of this worker that finds a member gone marks it down
     here at once and tells the supervisor, which tells every worker."""
 
+    follows = True
+
     def __init__(self, members: tuple[MetastoreConfig, ...], server: ServerConfig, deadlines: Deadlines,
                  tunnels: dict[str, Tunnel] | None = None, connector: Connector = connect) -> None:
         #: asks the supervisor to check a member now, and tells it of a member a call found down (set by the
@@ -61,12 +63,8 @@ class FollowedHealth(Health):
     def check_soon(self, name: str) -> None:
         self.ask(name)
 
-    def found_down(self, name: str, reason: str) -> None:
-        st = self.status.get(name)
-        if st is None or not st.up:
-            return
-        self._set(st, False, reason, quiet=True)  # the supervisor logs it
-        self.tell_down(name, reason)
+    def _recheck(self, name: str, reason: str) -> None:
+        self.tell_down(name, reason)  # the supervisor marks it down too, logs it, tells every worker, checks it
 
     def follow(self, name: str, up: bool, since: float, reason: str) -> None:
         st = self.status.get(name)
