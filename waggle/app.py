@@ -33,24 +33,20 @@ def start(config: WaggleConfig, reloading: Callable[[Runtime], Reloader] | None 
     return server
 
 
-def serve(server_file: str | None, federation_file: str, workers: int | None = None) -> int:
-    """``waggle serve``; ``workers``: ``--workers`` (0: auto), else the server file's, the environment's or 1."""
+def serve(server_file: str | None, federation_file: str, workers: int | None = None, strict: bool = False) -> int:
+    """``waggle serve``; ``workers``: ``--workers`` (0: auto), else the server file's, the environment's or 1;
+    ``strict``: a key waggle does not know is an error. A configuration that cannot be served is said once per
+    problem, as ``waggle check`` says it (``error: ...`` on stderr), and the exit code is 2."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the reloader can take it: never fatal
     loaded = digest_of([f for f in (server_file, federation_file) if f])
     try:
-        config = load(server_file, federation_file)
+        config = load(server_file, federation_file, strict=strict)
         token = admin_token(config)  # tunnel files are checked by each tunnel's helper (the proxy never loads paramiko)
         count = worker_count(workers, config.server.workers)
     except ValueError as exc:
-        configure()
-        get_logger("waggle").error("config.invalid", problem=str(exc))
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ConfigError as exc:
-        configure()
-        log = get_logger("waggle")
-        for problem in exc.problems:
-            log.error("config.invalid", problem=problem)
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
         for warning in exc.warnings:

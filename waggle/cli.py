@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="{serve,check,sync,demo,metastore}")
     serve = _command(sub, "serve", "serve the HMS Thrift API in front of the configured metastores")
     _config_args(serve)
+    serve.add_argument("--strict", action="store_true",
+                       help="a key waggle does not know (a typo) is an error, and waggle does not start (default: a "
+                       "warning, as Waggle Dance's files may carry keys waggle does not read)")
     serve.add_argument("--workers", metavar="N", type=_workers,
                        help="serving processes on the one port: a number or 'auto' (the CPUs this process may use); "
                        "default: the server file's 'workers', else $WAGGLE_WORKERS, else 1")
@@ -280,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             from waggle.app import serve
 
-            return serve(args.server_config, args.federation_config, args.workers)
+            return serve(args.server_config, args.federation_config, args.workers, args.strict)
         if args.command == "_worker":
             from waggle.workers.worker import run
 

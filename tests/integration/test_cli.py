@@ -58,7 +58,21 @@ def test_serve_refuses_a_bad_config(tmp_path: Path):
     fed.write_text("primary-meta-store:\n  name: p\n  remote-meta-store-uris: nonsense\n")
     out = run("serve", "--federation-config", str(fed))
     assert out.returncode == 2
-    assert f"{fed}: key 'primary-meta-store.remote-meta-store-uris': invalid value 'nonsense'" in out.stderr
+    said = f"{fed}: key 'primary-meta-store.remote-meta-store-uris': invalid value 'nonsense'"
+    assert said in out.stderr
+    assert out.stderr.count(said) == 1, out.stderr  # said once, as waggle check says it
+    assert all(line.startswith(("error: ", "warning: ")) for line in out.stderr.splitlines()), out.stderr
+
+
+def test_serve_strict_refuses_a_typo_that_serve_only_warns_about(tmp_path: Path):
+    fed = tmp_path / "fed.yml"
+    fed.write_text("primary-meta-store:\n  name: p\n  remote-meta-store-uris: thrift://127.0.0.1:1\n")
+    server = tmp_path / "server.yml"
+    server.write_text("port: 0\nendpoint:\n  port: 0\ndatabse-resolution: PREFIXED\n")
+    out = run("serve", "--strict", "--server-config", str(server), "--federation-config", str(fed))
+    assert out.returncode == 2, out.stderr
+    assert "databse-resolution" in out.stderr and "database-resolution" in out.stderr  # did you mean ...
+    assert out.stderr.startswith("error: "), out.stderr
 
 
 @pytest.mark.integration
