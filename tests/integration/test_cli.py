@@ -196,3 +196,16 @@ def test_check_strict_fails_on_a_misspelled_key(tmp_path: Path):
     assert strict.returncode == 2
     assert (f"error: {fed}: unknown metastore key 'primary-meta-store.acess-control-type' "
             f"(did you mean 'primary-meta-store.access-control-type'?)") in strict.stderr, strict.stderr
+
+
+def test_waggle_metastore_on_a_taken_port_says_so_and_starts_nothing(tmp_path: Path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        out = run("metastore", "--port", str(port), "--dir", str(tmp_path / "ms"))
+    assert out.returncode == 1
+    assert out.stderr.startswith(f"error: port {port} is taken (Address already in use): choose another with --port")
+    assert "serving" not in out.stdout and "Exception" not in out.stderr and not (tmp_path / "ms").exists()

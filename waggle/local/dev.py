@@ -9,13 +9,17 @@ import tempfile
 from pathlib import Path
 from types import FrameType
 
-from waggle.local.jvm import LocalMetastoreError
+from waggle.local.jvm import LocalMetastoreError, port_taken
 from waggle.local.metastore import LocalMetastore
 
 
 def run_metastore(workdir: str | None, port: int, events: bool, event_ttl: int | None) -> int:
     """Start the metastore, say where it serves, and keep it until Ctrl-C or SIGTERM. Its files stay in
     ``workdir`` (a temporary directory without one), so a restart on the same directory finds its tables."""
+    busy = port_taken(port)
+    if busy:
+        print(f"error: port {port} is taken ({busy}): choose another with --port", file=sys.stderr)
+        return 1
     where = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="waggle-metastore-"))
     store = LocalMetastore(where, port=port, notifications=events, event_ttl=event_ttl)
     try:

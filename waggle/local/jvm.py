@@ -40,6 +40,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def port_taken(port: int, host: str = "0.0.0.0") -> str | None:
+    """Why ``port`` cannot be listened on (another process has it), or None when it is free. A metastore started
+    on a taken port would find its own port answering: the other process's."""
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
 def cache_dir() -> Path:
     """``WAGGLE_CACHE_DIR``, else ``waggle`` under the user's cache directory."""
     base = os.environ.get("WAGGLE_CACHE_DIR") or os.path.join(
