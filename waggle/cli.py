@@ -161,7 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
     metastore.add_argument("--no-events", action="store_true", help="write no notification events")
     demo = _command(sub, "demo", "start two local metastores with sample data and waggle in front")
     demo.add_argument("--port", type=int, default=48869, help="waggle's Thrift port (default 48869)")
-    demo.add_argument("--workdir", default=None, help="where the metastores keep their files (default: a temp dir)")
+    demo.add_argument("--http-port", type=int, default=18000,
+                      help="waggle's HTTP port: health, readiness, metrics (default 18000)")
+    demo.add_argument("--workdir", default=None, help="where the demo keeps its files: the metastores' data, the "
+                      "configuration files, what a sync writes; kept after Ctrl-C (default: a temporary directory)")
+    demo.add_argument("--keep", action="store_true", help="keep the temporary directory after Ctrl-C, and say where")
     return parser
 
 
@@ -290,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             return run(args.control_fd, args.budget_fd)
         from waggle.local.demo import run_demo
 
-        return run_demo(port=args.port, workdir=args.workdir)
+        return run_demo(port=args.port, workdir=args.workdir, http_port=args.http_port, keep=args.keep)
     build_parser().print_help()
     return 1
 

@@ -85,6 +85,14 @@ def test_demo_serves_seeded_metastores_and_stops_on_ctrl_c(tmp_path):
             assert {"default", "sales", "analytics_web"} <= set(c.get_all_databases())
             assert c.get_all_tables("sales") == ["customers", "orders"]
             assert c.get_table("analytics_web", "visits").dbName == "analytics_web"
+            seeded = [f"sales.{t}" for t in c.get_all_tables("sales")] + \
+                [f"web.{t}" for t in c.get_all_tables("analytics_web")]
+        # the quick start names every table the demo seeds, and those its banner syncs
+        quick_start = (ROOT / "docs" / "getting-started" / "quick-start.md").read_text()
+        synced = re.findall(r"--tables '?([\w.*]+)'? --target-database (\w+)", text)
+        assert synced == [("web.*", "web_mirror"), ("web.clicks", "web_copy")], synced
+        for name in [*seeded, *(t for t, _ in synced), *(db for _, db in synced)]:
+            assert f"`{name}`" in quick_start, f"the quick start does not name {name}"
         # the Iceberg example runs as printed
         example = text.split("Iceberg tables, with pyiceberg")[1].split("\n\n")[1]
         ran = subprocess.run([sys.executable, "-c", textwrap.dedent(example)], capture_output=True, text=True,

@@ -37,10 +37,11 @@ def seed_federated(store: LocalMetastore) -> None:
         ensure_partitioned_table(c, "web", "clicks", f"file://{wh}/web.db/clicks", partitions=24, data=True)
 
 
-def write_configs(workdir: Path, port: int, primary: LocalMetastore, federated: LocalMetastore) -> tuple[Path, Path]:
+def write_configs(workdir: Path, port: int, primary: LocalMetastore, federated: LocalMetastore,
+                  http_port: int = 18000) -> tuple[Path, Path]:
     server = workdir / "waggle-server.yml"
     federation = workdir / "waggle-federation.yml"
-    server.write_text(f"port: {port}\ndatabase-resolution: PREFIXED\n")
+    server.write_text(f"port: {port}\ndatabase-resolution: PREFIXED\nendpoint:\n  port: {http_port}\n")
     federation.write_text(
         "primary-meta-store:\n"
         "  name: primary\n"
@@ -69,7 +70,10 @@ def iceberg_example(uri: str, warehouse: Path) -> str:
 """
 
 
-def run_demo(port: int = 48869, workdir: str | None = None) -> int:
+def run_demo(port: int = 48869, workdir: str | None = None, http_port: int = 18000, keep: bool = False) -> int:
+    """The demo on Thrift ``port`` and HTTP ``http_port``. Its files (the metastores' data, the configuration files,
+    what a sync writes) live in ``workdir``, which is kept; without one, in a temporary directory that Ctrl-C
+    removes unless ``keep``."""
     configure("info", "console")
     log = get_logger("waggle.demo")
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="waggle-demo-"))
@@ -79,7 +83,7 @@ def run_demo(port: int = 48869, workdir: str | None = None) -> int:
     try:
         seed_primary(primary)
         seed_federated(federated)
-        server_file, federation_file = write_configs(root, port, primary, federated)
+        server_file, federation_file = write_configs(root, port, primary, federated, http_port)
         config = load(str(server_file), str(federation_file))
         from waggle.app import start
 
@@ -93,6 +97,8 @@ waggle is serving the HMS API on {uri}
   routing             PREFIXED: the federated databases appear as analytics_default, analytics_web
   config files        {server_file}
                       {federation_file}
+  HTTP endpoint       http://127.0.0.1:{http_port}/healthz, /metrics
+  files               {root}  ({"kept after Ctrl-C" if workdir or keep else "removed on Ctrl-C; --keep keeps them"})
 
 Point any Hive/Spark client at it:   hive.metastore.uris={uri}
 
@@ -136,6 +142,8 @@ Ctrl-C stops waggle and both metastores.
     finally:
         primary.stop()
         federated.stop()
-        if not workdir:
+        if not workdir and not keep:
             shutil.rmtree(root, ignore_errors=True)
+        else:
+            print(f"The demo's files are kept in {root}", flush=True)
     return 0
