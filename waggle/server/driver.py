@@ -486,7 +486,7 @@ class ClientDriver:
                 where = {"db": database_of(args), "metastore": metastore} if args is not None else {}
                 log.info("call.refused", method=method, **where, reason=answer.reason, **answer.fields)
             return
-        if outcome == "unknown_outcome":
+        if outcome == lost.UNKNOWN_OUTCOME:
             level = log.warning  # a write that may have been applied: always said
         elif debug:
             level = log.debug

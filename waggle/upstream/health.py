@@ -118,11 +118,11 @@ class Health:
 
     def call_failed(self, name: str, error: UpstreamError) -> None:
         """A call to ``name`` failed. A connection it could not open says that the member is gone: it is down
-        from now on (:meth:`found_down`). Any other failure has it checked now, in the background; a shed call
-        says nothing about it."""
+        from now on (:meth:`found_down`). Any other failure has it checked now, in the background, unless it is
+        down already (a call let go when it was found down); a shed call says nothing about it."""
         if error.lost is Lost.UNREACHABLE:
             self.found_down(name, error.detail)
-        elif not isinstance(error, Overloaded):
+        elif not isinstance(error, Overloaded) and self.is_up(name):
             self.check_soon(name)
 
     def found_down(self, name: str, reason: str) -> None:
