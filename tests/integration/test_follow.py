@@ -360,10 +360,13 @@ def test_events_purged_before_they_were_read_or_a_restarted_log_bootstrap_again(
         assert table(primary.port, str(policy.target_database), "b") is not None
 
         # a member whose log restarted (a new metastore database behind the same name): its newest event is
-        # below the checkpoint, which a policy that followed the analytics metastore until now has
-        moved = TableSpec(source="ttl", patterns=(rf"{src}\..*",), target_database=f"{policy.target_database}_r")
+        # below the checkpoint, which a policy that followed the analytics metastore until now has (its tables
+        # match there too: a policy whose tables match nothing does not bootstrap)
+        moved = TableSpec(source="ttl", patterns=(rf"({src}|{source_db})\..*",),
+                          target_database=f"{policy.target_database}_r")
         name = f"p{uuid.uuid4().hex[:8]}"
         with hms_client("127.0.0.1", env.analytics.port) as c:
+            ensure_table(c, source_db, "first", f"file://{root}/elsewhere", COLS)
             while current_event(env.analytics.port) <= current_event(store.port) + 5:
                 ensure_table(c, source_db, f"t{uuid.uuid4().hex[:6]}", f"file://{root}/elsewhere", COLS)
         (before,) = catch_up(env.follower(moved, name=name, members={"ttl": env.analytics.uri}))

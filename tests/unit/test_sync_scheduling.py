@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.waits import wait_for
-from waggle.sync import service as service_module
 from waggle.sync.budget import FairBudget, Share
-from waggle.sync.execution import BOOTSTRAP, FAILED, INCREMENTAL, Execution, PolicyState
+from waggle.sync.execution import BOOTSTRAP, FAILED, INCREMENTAL, PARTIAL, Execution, PolicyState
 from waggle.sync.metrics_table import COLUMNS, ExecutionRow, escape, line, table_definition
 from waggle.sync.policies import Policy, load_policies
 from waggle.sync.service import Service, plan_changes
@@ -207,7 +206,7 @@ def test_continuous_policy_applies_batches_then_idles_and_rows_cover_windows(syn
     script: list[Execution | Exception] = [
         batch("a", 0, 0, BOOTSTRAP, objects=3, bootstrap_reason="first run"),
         batch("a", 0, 10, events={("ADD_PARTITION", "applied"): 4, ("INSERT", "skipped"): 2}, partitions=4),
-        batch("a", 10, 20, status=FAILED, error="line one\nline\ttwo", failed_tables={"d.t": "boom"}),
+        batch("a", 10, 20, status=PARTIAL, error="line one\nline\ttwo", failed_tables={"d.t": "boom"}),
     ]
     factory = FakeFactory({"a": script})
     observer = FakeObserver()
@@ -245,8 +244,7 @@ def test_scheduled_policy_runs_at_once_then_on_run_now(sync_file):
         svc.stop()
 
 
-def test_a_failing_policy_makes_health_fail(sync_file, monkeypatch):
-    monkeypatch.setattr(service_module, "FAILING_SECONDS", 0.0)
+def test_a_failing_policy_makes_health_fail_at_its_first_failed_batch(sync_file):
     write(sync_file, "  - {name: a, tables: 's.*', follow: true}\n  - {name: ok, tables: 't.*', follow: true}\n")
     factory = FakeFactory({"a": [ConnectionRefusedError("source down")] * 50})
     observer = FakeObserver()
@@ -254,9 +252,14 @@ def test_a_failing_policy_makes_health_fail(sync_file, monkeypatch):
     try:
         wait_for(lambda: not svc.health()[0], timeout=5)
         _, body = svc.health()
-        assert body["failing"] == ["a"]
+        assert body["status"] == "failing" and body["failing"] == ["a"] and body["dead"] == []
         a = next(p for p in body["policies"] if p["policy"] == "a")  # type: ignore[attr-defined]
         assert a["last_status"] == "failed" and a["last_error"] == "ConnectionRefusedError: source down"
+        assert a["failing"] is True and a["error"] == "ConnectionRefusedError: source down"
+        assert a["failing_since"].endswith("Z") and a["failed_batches"] >= 1
+        ok = next(p for p in body["policies"] if p["policy"] == "ok")  # type: ignore[attr-defined]
+        assert ok["failing"] is False and ok["failing_since"] is None
+        assert svc.alive() == (True, {"status": "ok", "dead": []})  # /livez: a restart would not mend a source
     finally:
         svc.stop()
     assert observer.batches[0][1].status == FAILED

@@ -4,6 +4,13 @@ the run's write-rate limit on that metastore (:class:`~waggle.sync.throttle.Writ
 Plain blocking Thrift (the sync does not use gevent), with Thrift's C codec, over the connection every tool
 uses (:mod:`waggle.upstream.blocking`): a member is reached as the proxy reaches it, through its SSH tunnel (run
 in this process), with TLS and Kerberos.
+
+Every call waits at most a given time for its reply: a read of one object or one page of events (the method
+table's ``reads`` family) the connection's ``timeout``, and a listing, a read of many partitions or a write (up to
+500 partitions added, say) its ``bulk_timeout``. A call that gets no reply in time, or whose connection breaks,
+raises :class:`~waggle.upstream.blocking.MetastoreUnavailable` naming the metastore, the call and the time
+waited, and closes the connection: a late reply is never read as the next call's, and the connection says it is
+:attr:`Metastore.broken` from then on.
 """
 
 from __future__ import annotations
@@ -11,10 +18,13 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from queue import Empty, Queue
 from typing import Any
 
+from thrift.transport.TTransport import TTransportException
+
+from waggle.config.kinds import Family
 from waggle.config.model import MetastoreConfig
 from waggle.hms.gen.hive_metastore.ttypes import (
     DropPartitionsRequest,
@@ -24,12 +34,77 @@ from waggle.hms.gen.hive_metastore.ttypes import (
     RequestPartsSpec,
     Table,
 )
+from waggle.hms.methods import METHODS
 from waggle.sync.execution import WriteBudget
-from waggle.upstream.blocking import clients
+from waggle.upstream.blocking import MetastoreClient, MetastoreUnavailable, clients
 from waggle.upstream.handshake import UpstreamCredentials
 
 #: Partitions per read (``get_partitions_by_names``) and per write (``add_partitions``/``alter_partitions``).
 PAGE = 500
+#: ``waggle sync --follow`` and ``--status``: the longest wait for the reply to a read of one object or one page of
+#: events, and to a bulk call (:func:`is_bulk`); neither more than the member's ``read-timeout`` (:func:`call_timeout`)
+FOLLOW_CALL_SECONDS = 30.0
+FOLLOW_BULK_SECONDS = 120.0
+
+
+def call_timeout(member: MetastoreConfig, seconds: float) -> float:
+    """How long one call to ``member`` waits for its reply when the caller allows ``seconds``: never more than
+    the member's own ``read-timeout``, plus its ``latency`` (as the proxy adds it)."""
+    return min(seconds, member.read_timeout_ms / 1000) + member.latency_ms / 1000
+
+
+def is_bulk(method: str) -> bool:
+    """Whether a call may take long by its nature: a listing, a read of many partitions or a write (the method
+    table's families other than ``reads``; a method it does not know counts as one)."""
+    spec = METHODS.get(method)
+    return spec is None or spec.family is not Family.READS
+
+
+class BoundedClient:
+    """Thrift's client of one connection whose calls wait at most ``timeout`` for their reply, or
+    ``bulk_timeout`` for a bulk one (:func:`is_bulk`); a call that gets none in time, or whose connection
+    breaks, raises ``MetastoreUnavailable`` naming the metastore and the call, and closes the connection
+    (:attr:`broken` says why from then on, and every later call fails at once)."""
+
+    def __init__(self, opened: MetastoreClient, timeout: float, bulk_timeout: float | None = None) -> None:
+        self._opened = opened
+        self.timeout = timeout
+        self.bulk_timeout = timeout if bulk_timeout is None else bulk_timeout
+        self._set = timeout  # the socket's timeout now
+        self.broken: str | None = None
+
+    @property
+    def member(self) -> str:
+        return self._opened.member.name
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._opened.client, name)
+        if not callable(attr):
+            return attr
+        seconds = self.bulk_timeout if is_bulk(name) else self.timeout
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.broken is not None:
+                raise MetastoreUnavailable(self.member, f"connection closed after: {self.broken}")
+            try:
+                if seconds != self._set:
+                    self._opened.sock.settimeout(seconds)
+                    self._set = seconds
+                return attr(*args, **kwargs)
+            except TTransportException as exc:
+                timed_out = exc.type == TTransportException.TIMED_OUT
+                self._break(f"did not answer {name} within {seconds:g}s" if timed_out
+                            else f"failed during {name}: {exc.message or exc}")
+            except (EOFError, OSError) as exc:
+                self._break(f"failed during {name}: {type(exc).__name__}: {exc}")
+            raise MetastoreUnavailable(self.member, str(self.broken)) from None
+
+        return call
+
+    def _break(self, why: str) -> None:
+        self.broken = why
+        with contextlib.suppress(Exception):
+            self._opened.close()
 
 
 class Metastore:
@@ -38,6 +113,17 @@ class Metastore:
     def __init__(self, client: Any, throttle: WriteBudget | None = None) -> None:
         self.client = client
         self.throttle = throttle
+
+    @property
+    def broken(self) -> str | None:
+        """Why the connection was closed after a call failed on it (a timeout, a broken connection); None while
+        it is usable."""
+        return self.client.broken if isinstance(self.client, BoundedClient) else None
+
+    def check(self) -> None:
+        """Raise ``MetastoreUnavailable`` when the connection is :attr:`broken`."""
+        if isinstance(self.client, BoundedClient) and self.client.broken is not None:
+            raise MetastoreUnavailable(self.client.member, self.client.broken)
 
     def _turn(self) -> None:
         """Before each write call: wait for its turn under the write-rate limit."""
@@ -253,9 +339,21 @@ class WritePool:
 
 @contextmanager
 def connections(member: MetastoreConfig, count: int, credentials: UpstreamCredentials | None = None,
-                timeout: float = 600.0, throttle: WriteBudget | None = None) -> Iterator[list[Metastore]]:
+                timeout: float = 600.0, throttle: WriteBudget | None = None, bulk_timeout: float | None = None
+                ) -> Iterator[list[Metastore]]:
     """``count`` connections to a federation member, as the proxy reaches it (its SSH tunnel, TLS, Kerberos as
-    ``credentials``: see :mod:`waggle.upstream.blocking`); their writes wait for ``throttle``."""
+    ``credentials``: see :mod:`waggle.upstream.blocking`); each call waits at most ``timeout`` for its reply, or
+    ``bulk_timeout`` (``timeout`` when None) for a listing, a read of many partitions or a write; each write
+    first waits for ``throttle``."""
     with clients(member, count, credentials, timeout) as opened:
-        yield [Metastore(c.client, throttle) for c in opened]
+        yield [Metastore(BoundedClient(c, timeout, bulk_timeout), throttle) for c in opened]
 
+
+
+def follow_connections(member: MetastoreConfig, count: int, credentials: UpstreamCredentials | None = None,
+                       throttle: WriteBudget | None = None, call: float = FOLLOW_CALL_SECONDS,
+                       bulk: float = FOLLOW_BULK_SECONDS) -> AbstractContextManager[list[Metastore]]:
+    """:func:`connections` as ``waggle sync --follow`` and ``--status`` open them: a call waits at most ``call``
+    seconds for its reply, a bulk one ``bulk``, each bounded by the member's ``read-timeout``
+    (:func:`call_timeout`): a hung metastore fails the batch within them."""
+    return connections(member, count, credentials, call_timeout(member, call), throttle, call_timeout(member, bulk))

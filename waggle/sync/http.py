@@ -1,7 +1,10 @@
-"""The service's HTTP port (``http-port``): ``GET /healthz``, ``GET /metrics`` and ``POST /policies/NAME/run``.
+"""The service's HTTP port (``http-port``): ``GET /healthz``, ``GET /livez``, ``GET /metrics`` and
+``POST /policies/NAME/run``.
 
-``/healthz`` answers 200 while every policy runs and none has failed for longer than
-:data:`waggle.sync.service.FAILING_SECONDS` (503 otherwise, and while stopping), with each policy's state as JSON.
+``/healthz`` answers 200 while every policy runs and none is failing (its last batch failed:
+:mod:`waggle.sync.failing`), 503 otherwise and while stopping, with each policy's state as JSON: ``failing``,
+``failing_since`` (UTC), ``failed_batches`` and ``error`` among them. ``/livez`` answers 200 while every policy's
+thread runs, failing or not (a liveness probe there does not restart a follower because its source is down).
 ``/metrics`` is Prometheus text from the sync's own registry (:class:`SyncMetrics`, apart from the proxy's):
 lag in events and seconds, checkpoints, events read by type and outcome, batches and executions by status,
 bootstraps by reason, failed tables, and each policy's writes and waits under the shared write budget.
@@ -118,8 +121,9 @@ class Api:
     """What the HTTP port answers from: the service's health and run-now, and the metrics."""
 
     def __init__(self, health: Callable[[], tuple[bool, dict[str, object]]], run_now: Callable[[str], str | None],
-                 metrics: SyncMetrics) -> None:
+                 metrics: SyncMetrics, alive: Callable[[], tuple[bool, dict[str, object]]] | None = None) -> None:
         self.health, self.run_now, self.metrics = health, run_now, metrics
+        self.alive = alive or health
 
 
 class HttpServer:
@@ -147,13 +151,13 @@ def _handler(api: Api) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
-            if path == "/healthz":
-                ok, body = api.health()
+            if path in ("/healthz", "/livez"):
+                ok, body = api.health() if path == "/healthz" else api.alive()
                 self._json(200 if ok else 503, body)
             elif path == "/metrics":
                 self._send(200, api.metrics.text(), CONTENT_TYPE_LATEST)
             else:
-                self._json(404, {"error": f"no such path: {path} (try /healthz, /metrics, "
+                self._json(404, {"error": f"no such path: {path} (try /healthz, /livez, /metrics, "
                                           "POST /policies/NAME/run)"})
 
         def do_POST(self) -> None:

@@ -170,12 +170,29 @@ def pattern_problem(pattern: str) -> str | None:
 _LITERAL_DB = re.compile(r"([\w$]+)\.")
 
 
+#: what a job (a batch run) or a policy (``--follow``) whose table patterns name no table at its source says
+NO_MATCH = "no source table matches"
+
+
+def spec_label(spec: TableSpec) -> str:
+    """A spec as its source and patterns, ``analytics:sales.*,web.visits``: how reports and errors name it."""
+    return f"{spec.source}:{','.join(spec.patterns)}"
+
+
 def resolve(spec: TableSpec, source: Metastore, target: Metastore, dry_run: bool) -> list[o.Target]:
-    """The tables a spec names at the source, each with its target (creating target databases unless dry).
+    """The tables a spec names at the source (:func:`source_tables`), each with its target (creating target
+    databases unless dry)."""
+    locations: dict[str, str | None] = {}  # target database -> its location (each database looked at once)
+    return [target_of(spec, db, table, target, locations, dry_run) for db, table in source_tables(spec, source)]
+
+
+def source_tables(spec: TableSpec, source: Metastore) -> list[tuple[str, str]]:
+    """The (database, table) names a spec's patterns name at the source; none is :data:`NO_MATCH`.
 
     A pattern is a regex over ``database.table`` names: ``sales.*`` is every table of ``sales``,
     ``sales.order_.*`` the ones whose name starts with ``order_``. When it starts with a plain database name,
-    only that database is listed."""
+    only that database is listed. A plain ``db.table`` that matches nothing is named anyway: its table sync
+    reports it missing."""
     found: list[tuple[str, str]] = []
     databases: list[str] | None = None
     for pattern in spec.patterns:
@@ -198,8 +215,7 @@ def resolve(spec: TableSpec, source: Metastore, target: Metastore, dry_run: bool
         if not matched and re.fullmatch(r"[\w$]+\.[\w$]+", pattern):
             db, table = pattern.split(".", 1)
             found.append((db, table))  # reported as missing by its table sync
-    locations: dict[str, str | None] = {}  # target database -> its location (each database looked at once)
-    return [target_of(spec, db, table, target, locations, dry_run) for db, table in found]
+    return found
 
 
 def target_of(spec: TableSpec, db: str, table: str, target: Metastore, locations: dict[str, str | None],
@@ -297,12 +313,12 @@ def _run_source(member: MetastoreConfig, primary: MetastoreConfig, credentials: 
                 try:
                     targets = resolve(spec, source, target, sync.dry_run)
                 except Exception as exc:
-                    report.tables.append(TableReport(f"{spec.source}:{','.join(spec.patterns)}", "-", spec.mode,
+                    report.tables.append(TableReport(spec_label(spec), "-", spec.mode,
                                                      status="failed", error=describe(exc)))
                     continue
                 if not targets:
-                    report.tables.append(TableReport(f"{spec.source}:{','.join(spec.patterns)}", "-", spec.mode,
-                                                     status="failed", error="no source table matches"))
+                    report.tables.append(TableReport(spec_label(spec), "-", spec.mode,
+                                                     status="failed", error=NO_MATCH))
                 resolved += [(t, opts) for t in targets]
                 if targets:
                     covered[_coverage_name(spec)] = targets
@@ -329,7 +345,7 @@ def _run_source(member: MetastoreConfig, primary: MetastoreConfig, credentials: 
                                         spec.target_database, spec.mode)
     except Exception as exc:  # the source or the target cannot be reached: every table of this source fails
         for spec in specs:
-            report.tables.append(TableReport(f"{spec.source}:{','.join(spec.patterns)}", "-", spec.mode,
+            report.tables.append(TableReport(spec_label(spec), "-", spec.mode,
                                              status="failed", error=describe(exc)))
 
 

@@ -2,7 +2,10 @@
 
 A continuous policy (``follow``) calls its follower's ``step`` in a loop: each call is one batch (a bootstrap, or
 one page of events applied and checkpointed); when it is caught up (``step`` returns None) it waits, from 0.1 s
-doubling up to ``poll-interval-max``. A scheduled policy (``every``, ``cron``) runs at each fire time
+doubling up to ``poll-interval-max``. After a failed batch it waits longer each time, up to
+:data:`~waggle.sync.failing.BACKOFF` times ``poll-interval-max``; the log says when it starts failing, when its
+error changes, once a minute while it goes on and when it recovers, not at every batch (:mod:`waggle.sync.failing`
+says what "failing" means). A scheduled policy (``every``, ``cron``) runs at each fire time
 (:mod:`waggle.sync.schedule`): ``step`` until caught up. ``POST /policies/NAME/run`` (:mod:`waggle.sync.http`) runs
 a policy at once, as Hive's ``ALTER SCHEDULED QUERY ... EXECUTE`` does.
 
@@ -14,7 +17,9 @@ SIGTERM: every policy finishes its batch in hand (its checkpoint written), then 
 
 Each policy's executions become rows of ``waggle_sys.replication_metrics`` (:mod:`waggle.sync.metrics_table`: a
 scheduled run is a row; a continuous policy's batches over each ``execution-window`` are one), Prometheus series
-and one JSON log line per batch.
+and one JSON log line per batch that did not fail. A row never mixes failed batches with others, and the batch
+that starts a failure, or ends one, is written at once (when the source is found caught up, as a row of no
+batch): so the newest rows say whether a policy is failing, and since when, to ``--status`` on any host.
 
 The followers are made by a factory (:data:`FollowerFactory`), so the scheduling here is tested with fakes and
 runs with :class:`waggle.sync.follow.follower.Follower`.
@@ -33,6 +38,7 @@ from typing import Protocol
 from waggle.common.logging import Throttle, get_logger
 from waggle.sync.budget import FairBudget, Share, policy_weight
 from waggle.sync.execution import BOOTSTRAP, FAILED, Execution, PolicyState
+from waggle.sync.failing import BACKOFF, REMIND_SECONDS, Failing, Note, failure_wait
 from waggle.sync.metrics_table import ExecutionRow
 from waggle.sync.policies import FOLLOW, Policy, PolicyFile, load_policies
 from waggle.sync.runner import SyncConfigError
@@ -46,8 +52,6 @@ WATCH_SECONDS = 2.0
 FIRST_POLL = 0.1
 #: How long after its last applied batch a continuous policy keeps polling every FIRST_POLL seconds.
 ACTIVE_SECONDS = 5.0
-#: A policy whose batches have failed for this long makes ``/healthz`` answer 503.
-FAILING_SECONDS = 300.0
 RUN_NOW = "run-now"
 
 
@@ -75,8 +79,8 @@ class Observer(Protocol):
     def state(self, policy: Policy, state: PolicyState) -> None: ...
 
 
-def now_iso() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def iso_ms(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 # -- reconciling an edited file (pure) --------------------------------------------------------------------------
@@ -107,26 +111,25 @@ class Health:
 
     policy: str
     kind: str
-    phase: str = "starting"  # starting, running (a batch in hand), idle, waiting (for a fire time), stopped
+    #: starting, running (a batch in hand), idle (caught up), retrying (waiting after a failed batch), waiting
+    #: (for a fire time), stopped
+    phase: str = "starting"
     batches: int = 0
     last_batch_at: str | None = None
     last_status: str | None = None
     last_error: str | None = None
-    failing_since: float | None = None  # monotonic time of the first failure in a row
+    failing: Failing = field(default_factory=Failing)  # the run of failed batches it is in, if any
     next_run_at: str | None = None
     state: PolicyState | None = None
     batch_started: float | None = None  # monotonic time the batch in hand started
     extra: dict[str, object] = field(default_factory=dict)
-
-    def failing_for(self, now: float) -> float:
-        return 0.0 if self.failing_since is None else now - self.failing_since
 
     def as_json(self, now: float) -> dict[str, object]:
         s = self.state
         return {
             "policy": self.policy, "kind": self.kind, "phase": self.phase, "batches": self.batches,
             "last_batch_at": self.last_batch_at, "last_status": self.last_status, "last_error": self.last_error,
-            "failing_seconds": round(self.failing_for(now), 1), "next_run_at": self.next_run_at,
+            **self.failing.as_json(now), "error": self.failing.error, "next_run_at": self.next_run_at,
             "batch_seconds": None if self.batch_started is None else round(now - self.batch_started, 1),
             "checkpoint": s.checkpoint if s else None, "source_event": s.source_event if s else None,
             "lag_events": s.lag_events if s else None, "lag_seconds": s.lag_seconds if s else None,
@@ -137,15 +140,17 @@ class Health:
 class PolicyThread:
     def __init__(self, policy: Policy, follower: FollowerLike, observer: Observer, poll_interval_max: float,
                  execution_window: float, share: Share | None = None, clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time, backoff: float = BACKOFF,
+                 remind_every: float = REMIND_SECONDS) -> None:
         self.policy, self.follower, self.observer = policy, follower, observer
         self.poll_interval_max, self.execution_window = poll_interval_max, execution_window
         self.share = share
         self.clock, self.wall = clock, wall
+        self.backoff = backoff
         self.stop_event = threading.Event()
         self.wake = threading.Event()  # a run-now, or the stop
         self._run_now = False
-        self.health = Health(policy.name, policy.kind)
+        self.health = Health(policy.name, policy.kind, failing=Failing(remind_every))
         self.thread = threading.Thread(target=self._main, name=f"policy-{policy.name}", daemon=True)
 
     def start(self) -> PolicyThread:
@@ -183,28 +188,47 @@ class PolicyThread:
         wait = FIRST_POLL
         last_applied = float("-inf")
         row: ExecutionRow | None = None
+        row_failed = False  # a row holds failed batches only, or none
         window_start = self.clock()
+        failing = self.health.failing
         while not self.stop_event.is_set():
+            was_failing = failing.failing
             execution = self._step()
             if execution is not None:
+                failed = execution.status == FAILED
+                if row is not None and failed != row_failed:
+                    self._flush(row)
+                    row = None
                 if row is None:
-                    row, window_start = self._new_row(FOLLOW), self.clock()
-                row.add(execution, now_iso())
+                    row, row_failed, window_start = self._new_row(FOLLOW), failed, self.clock()
+                row.add(execution, self._now_iso())
+            if failing.failing != was_failing:  # started failing, or recovered: in the table at once
+                if row is not None:
+                    self._flush(row)
+                    row = None
+                if execution is None:  # recovered by finding the source caught up: a row of no batch
+                    self._flush(self._empty_row(FOLLOW))
             if row is not None and self.clock() - window_start >= self.execution_window:
                 self._flush(row)
                 row = None
-            if execution is None or execution.status == FAILED:  # caught up, or failing: wait, longer each time
-                self.health.phase = "idle"
-                self.wake.wait(wait)
-                self.wake.clear()
+            if execution is not None and execution.status == FAILED:  # failing: wait longer each time
+                self._pause("retrying", failure_wait(failing.batches, self.poll_interval_max, self.backoff))
+            elif execution is None:  # caught up
+                self._pause("idle", wait)
                 # while the source is active (a batch applied lately), caught up is a moment between changes:
                 # the wait stays short, so the lag does too; after ACTIVE_SECONDS of nothing it backs off
-                active = execution is None and self.clock() - last_applied < ACTIVE_SECONDS
+                active = self.clock() - last_applied < ACTIVE_SECONDS
                 wait = FIRST_POLL if active else min(wait * 2, self.poll_interval_max)
             else:
                 wait, last_applied = FIRST_POLL, self.clock()
         if row is not None:
             self._flush(row)
+
+    def _pause(self, phase: str, seconds: float) -> None:
+        """Wait ``seconds``, or less when woken (a run-now, the stop)."""
+        self.health.phase = phase
+        self.wake.wait(seconds)
+        self.wake.clear()
 
     # -- scheduled -----------------------------------------------------------------------------------------
     def _scheduled(self) -> None:
@@ -225,29 +249,44 @@ class PolicyThread:
             self.run_once(self.policy.kind)
             due = schedule.due(due, self.wall())
 
-    def run_once(self, trigger: str) -> ExecutionRow:
-        """Step until caught up (or stopped, or a batch failed); the run's row, written."""
+    def run_once(self, trigger: str) -> list[ExecutionRow]:
+        """Step until caught up (or stopped, or a batch failed); the run's rows, written: one, or two when a
+        batch failed after others did not (the failed batch is a row of its own)."""
+        rows: list[ExecutionRow] = []
         row = self._new_row(trigger)
         while not self.stop_event.is_set():
             execution = self._step()
             if execution is None:
                 break
-            row.add(execution, now_iso())
+            if execution.status == FAILED and row.batches:
+                self._flush(row)
+                rows.append(row)
+                row = self._new_row(trigger)
+            row.add(execution, self._now_iso())
             if execution.status == FAILED:
                 break
         if not row.batches:
-            state = self.health.state
-            row.from_event = row.to_event = state.checkpoint if state else None
-            row.started_at = row.started_at or now_iso()
-            row.ended_at = now_iso()
+            row = self._empty_row(trigger, row)
         self._flush(row)
+        return [*rows, row]
+
+    def _empty_row(self, trigger: str, row: ExecutionRow | None = None) -> ExecutionRow:
+        """A row of no batch (a run that found its source caught up), at the checkpoint last known."""
+        row = row or self._new_row(trigger)
+        state = self.health.state
+        row.from_event = row.to_event = state.checkpoint if state else None
+        row.started_at = row.started_at or self._now_iso()
+        row.ended_at = self._now_iso()
         return row
+
+    def _now_iso(self) -> str:
+        return iso_ms(self.wall())
 
     # -- one batch ------------------------------------------------------------------------------------------
     def _step(self) -> Execution | None:
         h = self.health
         h.phase, h.batch_started = "running", self.clock()
-        started = now_iso()
+        began, started = h.batch_started, self._now_iso()
         try:
             execution = self.follower.step(self.stop_event)
         except Exception as exc:  # the batch did not run (source or target unreachable, ...): it failed
@@ -257,20 +296,23 @@ class PolicyThread:
         finally:
             h.batch_started = None
         self._refresh_state()
-        if execution is None:  # caught up: whatever failed before is behind it
-            h.failing_since = None
+        if execution is None:  # caught up: both metastores answered, whatever failed before is behind it
+            self._note(h.failing.recovered(self.clock()))
             return None
         if not execution.started_at:
             execution = replace(execution, started_at=started)
         h.batches += 1
-        h.last_batch_at, h.last_status, h.last_error = now_iso(), execution.status, execution.error
-        if execution.status == FAILED:
-            h.failing_since = h.failing_since if h.failing_since is not None else self.clock()
-        else:
-            h.failing_since = None
+        h.last_batch_at, h.last_status, h.last_error = self._now_iso(), execution.status, execution.error
         if execution.phase == BOOTSTRAP and self.share is not None and execution.objects:
             self.share.set_weight(policy_weight(execution.objects))
-        self._log(execution)
+        if execution.status != FAILED:
+            self._note(h.failing.recovered(self.clock()))
+            self._log(execution)
+        elif self.stop_event.is_set():  # stopped in the middle of it: said once, and not a failure of the policy
+            self._log(execution)
+        else:  # counted; logged when the policy starts failing, its error changes, and once a minute
+            self._note(h.failing.failed(self.clock(), execution.started_at, execution.error or "failed", began),
+                       execution)
         try:
             self.observer.batch(self.policy, execution)
         except Exception as exc:
@@ -292,6 +334,21 @@ class PolicyThread:
             self.observer.row(self.policy, row)
         except Exception as exc:  # the row is lost, the policy goes on
             log.warning("sync.metrics_row_failed", policy=self.policy.name, error=_describe(exc))
+
+    def _note(self, note: Note | None, e: Execution | None = None) -> None:
+        """Log a :class:`~waggle.sync.failing.Failing` note, with the failed batch's phase, checkpoint and time and
+        when the next one comes."""
+        if note is None:
+            return
+        fields: dict[str, object] = {"policy": self.policy.name, **note.fields}
+        if e is not None:
+            fields.update(phase=e.phase or None, from_event=e.from_event, seconds=round(e.seconds, 3))
+            if self.policy.kind == FOLLOW:
+                fields["retry_in"] = round(failure_wait(self.health.failing.batches, self.poll_interval_max,
+                                                        self.backoff), 3)
+            else:
+                fields["next_run_at"] = self.health.next_run_at
+        (log.info if note.level == "info" else log.warning)(note.event, **fields)
 
     def _log(self, e: Execution) -> None:
         fields: dict[str, object] = {
@@ -445,9 +502,18 @@ class Service:
             threads = list(self.threads.values())
         policies = [t.health.as_json(now) for t in threads]
         dead = [t.policy.name for t in threads if not t.thread.is_alive() and not t.stop_event.is_set()]
-        failing = [t.policy.name for t in threads if t.health.failing_for(now) > FAILING_SECONDS]
+        failing = [t.policy.name for t in threads if t.health.failing.failing]
         ok = not self.stopping.is_set() and not dead and not failing
         return ok, {"status": "ok" if ok else "failing", "dead": dead, "failing": failing, "policies": policies}
+
+    def alive(self) -> tuple[bool, dict[str, object]]:
+        """Whether the process does its job apart from what its metastores do: every policy's thread runs and the
+        service is not stopping (``/livez``: a restart would not mend a failing policy's source)."""
+        with self._lock:
+            threads = list(self.threads.values())
+        dead = [t.policy.name for t in threads if not t.thread.is_alive() and not t.stop_event.is_set()]
+        ok = not self.stopping.is_set() and not dead
+        return ok, {"status": "ok" if ok else "stopping" if self.stopping.is_set() else "dead", "dead": dead}
 
     def states(self) -> list[tuple[Policy, Health]]:
         with self._lock:

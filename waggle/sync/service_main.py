@@ -25,13 +25,14 @@ from waggle.config.loader import ConfigError, load
 from waggle.config.model import MetastoreConfig, WaggleConfig
 from waggle.sync.budget import FairBudget, Share
 from waggle.sync.execution import SUCCEEDED, Execution, PolicyState
-from waggle.sync.follow.follower import FollowContext, Follower
+from waggle.sync.follow.follower import FollowContext, Follower, no_match
 from waggle.sync.follow.records import Records
-from waggle.sync.hms import connections
+from waggle.sync.hms import follow_connections
 from waggle.sync.http import Api, HttpServer, SyncMetrics
+from waggle.sync.job import describe
 from waggle.sync.metrics_table import TABLE, ExecutionRow, ensure_table, write_rows
 from waggle.sync.policies import Policy, PolicyFile, load_policies
-from waggle.sync.runner import SyncConfigError, _LazySpark
+from waggle.sync.runner import SyncConfigError, _LazySpark, source_tables
 from waggle.sync.service import RUN_NOW, FollowerFactory, FollowerLike, PolicyThread, Service
 from waggle.sync.system import SYS_DB
 from waggle.upstream.blocking import kerberos_identity
@@ -90,7 +91,7 @@ class TableRows:
     def ensure(self) -> str:
         with self._lock:
             if self.location is None:
-                with connections(self.primary, 1, self.credentials) as (target,):
+                with follow_connections(self.primary, 1, self.credentials) as (target,):
                     self.location = ensure_table(target)
             return self.location
 
@@ -158,6 +159,11 @@ def main_follow(args: argparse.Namespace) -> int:
         for problem in held:
             print(f"error: {problem}", file=sys.stderr)
         return 1
+    unmatched = _unmatched(pf, config, credentials)
+    if unmatched:  # as a batch run of the same jobs fails them, with the same exit code
+        for problem in unmatched:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
     factory = follower_factory(pf, config, credentials, spark)
     service = Service(pf, factory, Observers(metrics, table), budget)
     http: HttpServer | None = None
@@ -166,7 +172,7 @@ def main_follow(args: argparse.Namespace) -> int:
         return 0
     try:
         if pf.http_port:
-            http = HttpServer(Api(service.health, service.run_now, metrics), pf.http_port).start()
+            http = HttpServer(Api(service.health, service.run_now, metrics, service.alive), pf.http_port).start()
         service.start()
         log.info("sync.service_started", file=pf.path, policies=[p.name for p in pf.policies if p.enabled],
                  http_port=pf.http_port or None)
@@ -188,13 +194,31 @@ def _held(pf: PolicyFile, primary: MetastoreConfig, credentials: UpstreamCredent
     """The policies of the file another follower holds (their leases in the primary): a second follower of the
     same policies is refused at its start. A primary that cannot be reached now is the batches' problem."""
     try:
-        with connections(primary, 1, credentials, timeout=60) as (own,):
+        with follow_connections(primary, 1, credentials) as (own,):
             found = [(p.name, Records(own, p.name).live_holder("")) for p in pf.policies if p.enabled]
     except Exception as exc:
         log.warning("sync.leases_unread", metastore=primary.name, error=str(exc))
         return []
     return [f"policy '{name}' is followed by {holder}: one follower at a time (stop it first, or wait for its "
             "lease to expire)" for name, holder in found if holder]
+
+
+def _unmatched(pf: PolicyFile, config: WaggleConfig, credentials: UpstreamCredentials) -> list[str]:
+    """The enabled policies whose table patterns name no table at their source, each said as a batch run says it
+    (:data:`waggle.sync.runner.NO_MATCH`): refused at the start. A source that cannot be reached now is its
+    batches' problem (a bootstrap that matches nothing fails with the same words)."""
+    members = {m.name: m for m in config.federation.members}
+    found: list[str] = []
+    for source in dict.fromkeys(p.spec.source for p in pf.policies if p.enabled):
+        member = members[source]
+        policies = [p for p in pf.policies if p.enabled and p.spec.source == source]
+        try:
+            with follow_connections(member, 1, credentials) as (reader,):
+                found += [no_match(p.name, p.spec) for p in policies if not source_tables(p.spec, reader)]
+        except Exception as exc:
+            log.warning("sync.policies_unchecked", metastore=source, policies=[p.name for p in policies],
+                        error=describe(exc), detail="their bootstrap checks that their tables match")
+    return found
 
 
 def _on_signals(stop: threading.Event) -> None:
@@ -248,17 +272,18 @@ def run_now(args: argparse.Namespace, out: IO[str] | None = None) -> int:
         thread.stop_event = stop
         _on_signals(stop)
         try:
-            row = thread.run_once(RUN_NOW)
+            rows = thread.run_once(RUN_NOW)
         finally:
             follower.close()
     finally:
         spark.stop()
-    print(f"policy '{name}': {row.status}, {row.batches} batch(es), events {row.from_event} -> {row.to_event}, "
-          f"{row.objects} object(s), {row.partitions} partition(s)" + (f"; error: {row.error}" if row.error else ""),
-          file=out)
-    for target, error in sorted(row.failed_tables.items()):
-        print(f"  failed: {target}: {error}", file=out)
-    return 0 if row.status == SUCCEEDED else 2
+    for row in rows:  # one, or two when a batch failed after others did not
+        print(f"policy '{name}': {row.status}, {row.batches} batch(es), events {row.from_event} -> {row.to_event}, "
+              f"{row.objects} object(s), {row.partitions} partition(s)"
+              + (f"; error: {row.error}" if row.error else ""), file=out)
+        for target, error in sorted(row.failed_tables.items()):
+            print(f"  failed: {target}: {error}", file=out)
+    return 0 if all(row.status == SUCCEEDED for row in rows) else 2
 
 
 def _post_run(port: int, name: str) -> tuple[int, dict[str, Any]] | None:

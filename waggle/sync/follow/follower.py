@@ -6,9 +6,16 @@ events after the checkpoint: read, planned (:mod:`.plan`), applied (:mod:`.apply
 checkpoint is written only once the page's effects are durable; a follower killed at any point reads the page
 again and applies it again, which changes nothing that is already right.
 
-Connections (two to the source, two to the target whose writes wait for the policy's share of the write budget,
-one to the primary for the records) are opened at the first step and again after a failure; a source or target
-that cannot be reached makes the batch a failed execution naming the metastore, and the next step tries again.
+Connections (four to the source, four to the target whose writes wait for the policy's share of the write budget,
+one to the primary for the records) are opened at the first step and again after a failure. Each call waits at
+most 30 s for its reply, a listing, a read of many partitions or a write 120 s, never more than the member's
+``read-timeout`` (:func:`waggle.sync.hms.follow_connections`): a source or target that cannot be reached, or does
+not answer in time, makes the batch a failed execution naming the metastore and the call, and the next step tries
+again on new connections. A table whose work failed on a connection that broke is never checkpointed past: the
+batch fails, and the page is read again.
+
+A bootstrap whose table patterns match no table at the source fails (:data:`waggle.sync.runner.NO_MATCH`, as a
+batch run says it) instead of following nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -40,9 +48,9 @@ from waggle.sync.execution import (
 from waggle.sync.follow.apply import Applier
 from waggle.sync.follow.plan import Scope, gap, plan
 from waggle.sync.follow.records import Checkpoint, Records, holder_id
-from waggle.sync.hms import Metastore, connections
-from waggle.sync.job import Options, TableSync, describe
-from waggle.sync.runner import TableSpec, resolve
+from waggle.sync.hms import FOLLOW_BULK_SECONDS, FOLLOW_CALL_SECONDS, Metastore, follow_connections
+from waggle.sync.job import Options, SyncError, TableSync, describe
+from waggle.sync.runner import NO_MATCH, TableSpec, resolve, spec_label
 from waggle.upstream.handshake import UpstreamCredentials
 
 log = get_logger("waggle.sync.follow")
@@ -56,6 +64,8 @@ CATCH_UP = 5
 OVERLAP = 100
 #: seconds between two records of a caught-up policy's coverage (how fresh its copies are)
 COVER_EVERY = 10.0
+#: seconds between two log lines of a lease renewal that goes on failing
+RENEWAL_WARN_EVERY = 60.0
 
 
 def _identity(event: NotificationEvent) -> tuple[int, str, str, str, int]:
@@ -75,6 +85,14 @@ class FollowContext:
     spark: Callable[[], Any] | None
     page_size: int = 1000
     lease_seconds: float = 60.0
+    #: seconds a call waits for its reply, and a bulk one (a listing, a read of many partitions, a write): each
+    #: never more than the member's ``read-timeout``, plus its ``latency``
+    call_timeout: float = FOLLOW_CALL_SECONDS
+    bulk_timeout: float = FOLLOW_BULK_SECONDS
+
+    def connect(self, member: MetastoreConfig, count: int, throttle: WriteBudget | None = None
+                ) -> AbstractContextManager[list[Metastore]]:
+        return follow_connections(member, count, self.credentials, throttle, self.call_timeout, self.bulk_timeout)
 
 
 def scope_digest(spec: TableSpec) -> str:
@@ -85,6 +103,11 @@ def scope_digest(spec: TableSpec) -> str:
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def no_match(name: str, spec: TableSpec) -> str:
+    """A policy whose table patterns name no table at its source, in a batch run's words."""
+    return f"policy '{name}' ({spec_label(spec)}): {NO_MATCH}"
 
 
 class Follower:
@@ -115,10 +138,9 @@ class Follower:
             return self._records
         stack = contextlib.ExitStack()
         try:
-            self._readers = stack.enter_context(connections(self.ctx.source, PAIRS, self.ctx.credentials))
-            self._writers = stack.enter_context(connections(self.ctx.primary, PAIRS, self.ctx.credentials,
-                                                            throttle=self.ctx.budget))
-            (own,) = stack.enter_context(connections(self.ctx.primary, 1, self.ctx.credentials))
+            self._readers = stack.enter_context(self.ctx.connect(self.ctx.source, PAIRS))
+            self._writers = stack.enter_context(self.ctx.connect(self.ctx.primary, PAIRS, self.ctx.budget))
+            (own,) = stack.enter_context(self.ctx.connect(self.ctx.primary, 1))
             records = Records(own, self.name)
             records.take(self.me, self.ctx.lease_seconds)
         except BaseException:
@@ -136,12 +158,24 @@ class Follower:
         self._lease_stop.clear()
 
         def renew() -> None:
+            failing_since: float | None = None
+            warned = float("-inf")
             while not self._lease_stop.wait(max(1.0, self.ctx.lease_seconds / 3)):
                 try:
-                    with connections(self.ctx.primary, 1, self.ctx.credentials, timeout=30) as (own,):
+                    with self.ctx.connect(self.ctx.primary, 1) as (own,):
                         Records(own, self.name).renew(self.me, self.ctx.lease_seconds)
-                except Exception as exc:
-                    log.warning("sync.follow_lease_renewal_failed", policy=self.name, error=describe(exc))
+                except Exception as exc:  # said when it starts failing, then once a minute
+                    now = time.monotonic()
+                    failing_since = now if failing_since is None else failing_since
+                    if now - warned >= RENEWAL_WARN_EVERY:
+                        warned = now
+                        log.warning("sync.follow_lease_renewal_failed", policy=self.name, error=describe(exc),
+                                    failing_seconds=round(now - failing_since, 1))
+                    continue
+                if failing_since is not None:
+                    log.info("sync.follow_lease_renewed", policy=self.name,
+                             failed_seconds=round(time.monotonic() - failing_since, 1))
+                    failing_since, warned = None, float("-inf")
 
         self._lease_thread = threading.Thread(target=renew, name=f"lease-{self.name}", daemon=True)
         self._lease_thread.start()
@@ -198,10 +232,18 @@ class Follower:
         return time.monotonic() - self._hole_since < HOLE_WAIT
 
     def _reachable(self, records: Records) -> None:
-        """Both sides still answer (raises when not): what failed in the batch failed for a reason of its own."""
+        """Both sides still answer, and no connection broke (raises when not): what failed in the batch failed for
+        a reason of its own."""
+        self._intact()
         self._readers[0].current_event_id()
         self._writers[0].database_location("default")
         records.checkpoint()
+
+    def _intact(self) -> None:
+        """Raise when a connection broke in the batch (a call timed out on it, or it was cut): the work done on it
+        may be missing, so the checkpoint must not move past it."""
+        for metastore in (*self._readers, *self._writers):
+            metastore.check()
 
     def _cover(self, records: Records, at: float) -> None:
         """Say, at most every ``COVER_EVERY`` seconds, that the policy's copies matched the source at ``at`` (the
@@ -235,9 +277,8 @@ class Follower:
                 self._state = replace(self._state, checkpoint=checkpoint)
             return self._incremental(records, checkpoint, stop, started, clock)
         except Exception as exc:  # a metastore down, a lease held: this batch fails, the next one tries again
-            self._drop_connections()
+            self._drop_connections()  # the service logs it (when the policy starts failing, not at every batch)
             error = describe(exc)
-            log.warning("sync.follow_batch_failed", policy=self.name, error=error)
             return Execution(self.name, INCREMENTAL, checkpoint, checkpoint, status=FAILED, error=error,
                              started_at=started, seconds=round(time.monotonic() - clock, 3))
 
@@ -247,6 +288,8 @@ class Follower:
         current = source.current_event_id()  # before anything is read: events from here on are replayed
         log.info("sync.follow_bootstrap", policy=self.name, reason=reason, from_event=current)
         targets = resolve(self.spec, source, target, dry_run=False)
+        if not targets:
+            raise SyncError(no_match(self.name, self.spec))
         db_names = {t.source_db: t.db for t in targets}
         options = Options(propagate_deletes=self.spec.propagate_deletes, switch_mode=self.spec.switch_mode,
                           partition_filter=self.spec.partition_filter)
@@ -326,6 +369,7 @@ class Follower:
         last = newest
         if done.failed:  # a table that failed because a metastore went away is not checkpointed past
             self._reachable(records)
+        self._intact()
         records.save(last, me=self.me)
         self._saved = Checkpoint(last, self.spec.source, scope_digest(self.spec))
         self._remember(events, last)
