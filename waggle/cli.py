@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     service.add_argument("--run-now", metavar="NAME", help="with --config: run policy NAME at once in the running "
                          "service (its http-port), else once in this process until caught up")
     service.add_argument("--status", action="store_true", help="with --config: each policy's checkpoint, lag, last "
-                         "execution and failed tables")
+                         "execution, failed tables and whether it is failing (exit code 2 when one is)")
     metastore = _command(sub, "metastore", "run one local Hive 2.3 metastore for development (Java 17), "
                          "writing notification events as production ones do")
     metastore.add_argument("--port", type=int, default=9083, help="its Thrift port (default 9083)")

@@ -510,7 +510,8 @@ def test_sync_cronjob(chart: Any, helm: Any) -> None:
 
 def test_sync_follower_deployment(chart: Any) -> None:
     """sync.follow.enabled: a one-pod Deployment running `waggle sync --follow` instead of the CronJob, probed on
-    its own /healthz, with the sync file mounted as a directory (edits reach the running follower)."""
+    its own /livez (a failing policy, whose /healthz is 503, is no reason to restart it), with the sync file mounted as
+    a directory (edits reach the running follower)."""
     values = {**ALL_ON, "sync": {**ALL_ON["sync"], "follow": {"enabled": True}}}
     r = Rendered(chart, values)
     assert r.all("CronJob") == []
@@ -523,7 +524,7 @@ def test_sync_follower_deployment(chart: Any) -> None:
     assert sync["command"] + sync["args"][:2] == ["waggle", "sync", "--follow"]
     assert sync["args"][2:4] == ["--config", "/etc/waggle/sync/sync.yml"]
     assert sync["ports"] == [{"name": "http", "containerPort": 9184, "protocol": "TCP"}]
-    assert sync["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert sync["livenessProbe"]["httpGet"] == sync["startupProbe"]["httpGet"] == {"path": "/livez", "port": "http"}
     mounts = _mounts(sync)
     assert "subPath" not in mounts["/etc/waggle/sync"] and mounts["/etc/waggle/kerberos"]["readOnly"]
     sync_map = next(d for d in r.all("ConfigMap") if d["metadata"]["name"] == f"{FULLNAME}-sync")

@@ -7,6 +7,7 @@ follower and a fake clock (milliseconds), and a loopback peer that never answers
 from __future__ import annotations
 
 import io
+import re
 import threading
 import time
 import urllib.error
@@ -310,7 +311,9 @@ def test_healthz_says_failing_since_when_and_livez_stays_ok(tmp_path: Path) -> N
             pass
 
     svc = Service(load_policies(str(path)), lambda p, s: Down(), Rows(), FairBudget("primary", 0)).start()
-    http = HttpServer(Api(svc.health, svc.run_now, SyncMetrics(), svc.alive), 0, "127.0.0.1").start()
+    metrics = SyncMetrics()
+    metrics.failing_seconds = svc.failing_seconds
+    http = HttpServer(Api(svc.health, svc.run_now, metrics, svc.alive), 0, "127.0.0.1").start()
     try:
         live = live_health(http.port)
         assert live is not None and live["p"]["failing"] is False
@@ -326,6 +329,11 @@ def test_healthz_says_failing_since_when_and_livez_stays_ok(tmp_path: Path) -> N
         assert err.value.code == 503
         with urllib.request.urlopen(f"http://127.0.0.1:{http.port}/livez", timeout=5) as r:
             assert r.status == 200
+        time.sleep(0.2)
+        with urllib.request.urlopen(f"http://127.0.0.1:{http.port}/metrics", timeout=5) as r:
+            scraped = r.read().decode()
+        found = re.search(r'^waggle_sync_failing_seconds\{policy="p"\} ([0-9.]+)$', scraped, re.M)
+        assert found and float(found.group(1)) >= 0.1, scraped
     finally:
         http.stop()
         svc.stop()

@@ -7,7 +7,8 @@
 thread runs, failing or not (a liveness probe there does not restart a follower because its source is down).
 ``/metrics`` is Prometheus text from the sync's own registry (:class:`SyncMetrics`, apart from the proxy's):
 lag in events and seconds, checkpoints, events read by type and outcome, batches and executions by status,
-bootstraps by reason, failed tables, and each policy's writes and waits under the shared write budget.
+bootstraps by reason, failed tables, how long each policy has been failing, and each policy's writes and waits
+under the shared write budget.
 ``POST /policies/NAME/run`` runs a policy at once (202), as Hive's
 ``ALTER SCHEDULED QUERY ... EXECUTE``; 404 names a policy that is not running.
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -72,6 +73,10 @@ class SyncMetrics:
                                 "turn under the write budget, in all", ["policy"], registry=r)
         self.weight = Gauge("waggle_sync_share_weight", "The policy's weight in the write budget", ["policy"],
                             registry=r)
+        self.failing = Gauge("waggle_sync_failing_seconds", "Seconds the policy has been failing, since its first "
+                             "failed batch in a row; 0 while it is not failing", ["policy"], registry=r)
+        #: each policy's seconds of failing, read at each scrape (set by the service's runner)
+        self.failing_seconds: Callable[[], Iterable[tuple[str, float]]] | None = None
 
     def batch(self, policy: Policy, e: Execution) -> None:
         name = policy.name
@@ -101,6 +106,9 @@ class SyncMetrics:
         self.executions.labels(policy.name, row.status).inc()
 
     def text(self) -> bytes:
+        if self.failing_seconds is not None:
+            for policy, seconds in self.failing_seconds():
+                self.failing.labels(policy).set(round(seconds, 1))
         if self.budget is not None:
             for share in self.budget.shares():
                 self.writes.labels(share.policy).set(share.writes)

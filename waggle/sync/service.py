@@ -515,6 +515,11 @@ class Service:
         ok = not self.stopping.is_set() and not dead
         return ok, {"status": "ok" if ok else "stopping" if self.stopping.is_set() else "dead", "dead": dead}
 
+    def failing_seconds(self) -> list[tuple[str, float]]:
+        """Each policy's seconds of failing (0: not failing), for ``waggle_sync_failing_seconds``."""
+        now = self.clock()
+        return [(policy.name, health.failing.seconds(now)) for policy, health in self.states()]
+
     def states(self) -> list[tuple[Policy, Health]]:
         with self._lock:
             return [(t.policy, t.health) for t in self.threads.values()]

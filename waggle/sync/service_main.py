@@ -166,6 +166,7 @@ def main_follow(args: argparse.Namespace) -> int:
         return 2
     factory = follower_factory(pf, config, credentials, spark)
     service = Service(pf, factory, Observers(metrics, table), budget)
+    metrics.failing_seconds = service.failing_seconds
     http: HttpServer | None = None
     if stop.is_set():
         log.info("sync.service_stopped", detail="stopped while starting")
