@@ -145,12 +145,19 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--report", metavar="FILE", help="also write the report as JSON")
     sync.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
     service = sync.add_mutually_exclusive_group()
-    service.add_argument("--follow", action="store_true", help="with --config: run the sync file's policies as a "
-                         "service (continuous and scheduled; hot edits of the file) until SIGTERM")
-    service.add_argument("--run-now", metavar="NAME", help="with --config: run policy NAME at once in the running "
-                         "service (its http-port), else once in this process until caught up")
-    service.add_argument("--status", action="store_true", help="with --config: each policy's checkpoint, lag, last "
-                         "execution, failed tables and whether it is failing (exit code 2 when one is)")
+    service.add_argument("--follow", action="store_true", help="run the sync file's policies as a service "
+                         "(continuous and scheduled; hot edits of the file) until SIGTERM; without --config, the "
+                         "one continuous policy that --federation-config, --source, --tables and the other job "
+                         "flags give")
+    service.add_argument("--run-now", metavar="NAME", help="run policy NAME at once in the running service (its "
+                         "HTTP port), else once in this process until caught up (a sync file's, or the flags')")
+    service.add_argument("--status", action="store_true", help="each policy's checkpoint, lag, last execution, "
+                         "failed tables and whether it is failing (exit code 2 when one is): a sync file's, or the "
+                         "flags' policy")
+    sync.add_argument("--name", metavar="NAME", help="--follow without --config: the policy's name, which names its "
+                      "checkpoint, rows and series (default: from --tables, 'web.*' is 'web')")
+    sync.add_argument("--http-port", metavar="PORT", type=int, help="--follow without --config: the port of "
+                      f"/healthz, /metrics and POST /policies/NAME/run (default {Sync.HTTP_PORT.default}; 0: none)")
     metastore = _command(sub, "metastore", "run one local Hive 2.3 metastore for development (Java 17), "
                          "writing notification events as production ones do")
     metastore.add_argument("--port", type=int, default=9083, help="its Thrift port (default 9083)")
@@ -218,9 +225,13 @@ def _sync(args: argparse.Namespace) -> int:
     from waggle.common.logging import configure
     from waggle.sync.runner import SyncConfigError, SyncRun, TableSpec, load_sync_file, parse_patterns, run
 
+    # without a sync file, the flags say what to sync
+    missing = [] if args.config else [f"--{k}" for k in ("federation-config", "source", "tables")
+                                      if not getattr(args, k.replace("-", "_"))]
     if args.follow or args.run_now or args.status:
-        if not args.config:
-            print("error: --follow, --run-now and --status need --config FILE", file=sys.stderr)
+        if missing:
+            print(f"error: --follow, --run-now and --status need --config FILE, or {', '.join(missing)}",
+                  file=sys.stderr)
             return 1
         from waggle.sync import service_main, status
 
@@ -234,8 +245,6 @@ def _sync(args: argparse.Namespace) -> int:
             if args.federation_config:
                 sync = replace(sync, federation_config=args.federation_config)
         else:
-            missing = [f"--{k}" for k in ("federation-config", "source", "tables")
-                       if not getattr(args, k.replace("-", "_"))]
             if missing:
                 print(f"error: waggle sync needs --config FILE, or {', '.join(missing)}", file=sys.stderr)
                 return 1

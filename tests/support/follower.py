@@ -21,7 +21,9 @@ def sync_file(path: Path, federation: Path, jobs: list[dict[str, Any]], **top: A
 
 
 class FollowerProcess:
-    def __init__(self, config: Path, log: Path, *extra: str) -> None:
+    """``config``: the sync file (None: the policy is given by ``extra``, the batch run's flags)."""
+
+    def __init__(self, config: Path | None, log: Path, *extra: str) -> None:
         self.config, self.log, self.extra = config, log, extra
         self.proc: subprocess.Popen[bytes] | None = None
         self.offset = 0
@@ -29,8 +31,9 @@ class FollowerProcess:
     def start(self) -> FollowerProcess:
         self.offset = self.log.stat().st_size if self.log.exists() else 0  # a log shared with earlier runs
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "waggle", "sync", "--follow", "--config",
-                                          str(self.config), "--no-progress", *self.extra], stdout=out,
+            given = ["--config", str(self.config)] if self.config is not None else []
+            self.proc = subprocess.Popen([sys.executable, "-m", "waggle", "sync", "--follow", *given,
+                                          "--no-progress", *self.extra], stdout=out,
                                          stderr=subprocess.STDOUT, cwd=ROOT, env=dict(os.environ))
         return self
 

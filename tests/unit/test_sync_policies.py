@@ -103,3 +103,24 @@ def test_a_top_level_follow_is_every_jobs_default_and_a_schedule_wins(tmp_path):
     f = load_policies(write(tmp_path, "follow: true\njobs:\n  - {name: a, tables: 's.*', every: 10m}\n"
                                       "  - {name: b, tables: 't.*', follow: false, cron: '0 * * * *'}\n"))
     assert [p.kind for p in f.policies] == [EVERY, CRON]
+
+
+def test_the_batch_runs_flags_give_one_continuous_policy_named_from_its_tables() -> None:
+    from waggle.sync.policies import COMMAND_LINE, command_line_policy, policy_name_of
+
+    assert policy_name_of("web.*") == "web"
+    assert policy_name_of("web.clicks,web.visits") == "web_clicks_web_visits"
+    assert policy_name_of("Sales.Orders_2024") == "sales_orders_2024"
+    assert policy_name_of("**") == "policy"
+    pf = command_line_policy("fed.yml", "analytics", "web.clicks", None, 0, **{"mode": "copy",
+                                                                               "target-database": "web_copy",
+                                                                               "partition-filter": None})
+    (policy,) = pf.policies
+    assert (pf.path, pf.http_port, pf.run.federation_config) == (COMMAND_LINE, 0, str(Path.cwd() / "fed.yml"))
+    assert (policy.name, policy.follow, policy.spec.source, policy.spec.mode, policy.spec.target_database) == \
+        ("web_clicks", True, "analytics", "copy", "web_copy")
+    named = command_line_policy("fed.yml", "analytics", "web.clicks", "clicks")
+    assert named.policies[0].name == "clicks" and named.http_port == 9184  # the sync file's default
+    with pytest.raises(SyncConfigError) as bad:
+        command_line_policy("fed.yml", "analytics", "web.clicks", "no spaces please")
+    assert any(p.startswith(COMMAND_LINE) and "name" in p for p in bad.value.problems), bad.value.problems

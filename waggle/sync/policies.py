@@ -60,6 +60,31 @@ class PolicyFile:
         return next((p for p in self.policies if p.name == name), None)
 
 
+#: where the policy of ``waggle sync --follow`` given by its flags (no sync file) comes from, in messages
+COMMAND_LINE = "(the command line)"
+
+
+def policy_name_of(tables: str) -> str:
+    """The name of a policy given by its ``--tables`` alone: its patterns' letters and digits, each run of anything
+    else one ``_`` (``web.*`` is ``web``, ``web.clicks,web.visits`` is ``web_clicks_web_visits``)."""
+    name = "".join(c if c.isascii() and c.isalnum() else "_" for c in tables.lower())
+    name = "_".join(part for part in name.split("_") if part)[:128]
+    return name or "policy"
+
+
+def command_line_policy(federation_config: str, source: str, tables: str, name: str | None = None,
+                        http_port: int | None = None, **job: object) -> PolicyFile:
+    """The one continuous policy of ``waggle sync --follow`` (``--status``, ``--run-now``) given by the batch
+    run's flags instead of a sync file: ``job`` holds the job keys the flags set (``mode``, ``target-database``,
+    ...), None for those not given. Problems name the flag's key as a sync file would."""
+    data: dict[str, object] = {"federation-config": federation_config, "source": source}
+    if http_port is not None:
+        data["http-port"] = http_port
+    data["jobs"] = [{"name": name or policy_name_of(tables), "tables": tables, "follow": True,
+                     **{key: value for key, value in job.items() if value is not None}}]
+    return parse_policies(COMMAND_LINE, data)
+
+
 def load_policies(path: str) -> PolicyFile:
     """Read a sync file as policies; :class:`~waggle.sync.runner.SyncConfigError` lists every problem."""
     return parse_policies(path, read_sync_data(path))
@@ -111,4 +136,5 @@ def _policy(r: Reader, spec: TableSpec, default_follow: bool) -> Policy | None:
     return r.build(Policy, {"follow": follow and every is None and cron is None}, name=name, spec=spec)
 
 
-__all__ = ["CRON", "EVERY", "FOLLOW", "Policy", "PolicyFile", "SyncConfigError", "load_policies", "parse_policies"]
+__all__ = ["COMMAND_LINE", "CRON", "EVERY", "FOLLOW", "Policy", "PolicyFile", "SyncConfigError", "command_line_policy",
+           "load_policies", "parse_policies", "policy_name_of"]

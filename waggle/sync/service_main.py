@@ -31,7 +31,7 @@ from waggle.sync.hms import follow_connections
 from waggle.sync.http import Api, HttpServer, SyncMetrics
 from waggle.sync.job import describe
 from waggle.sync.metrics_table import TABLE, ExecutionRow, ensure_table, write_rows
-from waggle.sync.policies import Policy, PolicyFile, load_policies
+from waggle.sync.policies import Policy, PolicyFile, command_line_policy, load_policies
 from waggle.sync.runner import SyncConfigError, _LazySpark, source_tables
 from waggle.sync.service import RUN_NOW, FollowerFactory, FollowerLike, PolicyThread, Service
 from waggle.sync.system import SYS_DB
@@ -48,7 +48,18 @@ class Setup:
         self.args, self.out = args, out
 
     def policies(self) -> PolicyFile:
-        pf = load_policies(self.args.config)
+        """The sync file's policies, or the one the batch run's flags give (``--source``, ``--tables``, ...)."""
+        args = self.args
+        if args.config:
+            pf = load_policies(args.config)
+        else:
+            pf = command_line_policy(
+                args.federation_config, args.source, args.tables, getattr(args, "name", None),
+                getattr(args, "http_port", None), **{"mode": args.mode, "target-database": args.target_database,
+                                                     "partition-filter": args.partition_filter,
+                                                     "location-root": args.location_root,
+                                                     "propagate-deletes": args.propagate_deletes or None,
+                                                     "switch-mode": args.switch_mode or None})
         run = pf.run
         if getattr(self.args, "federation_config", None):
             run = replace(run, federation_config=self.args.federation_config)
