@@ -143,7 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="write calls per second to the target metastore, over all jobs of the run; 0: no limit "
                       f"(default: the sync file's max-writes-per-second, else {Sync.MAX_WRITES_PER_SECOND.default})")
     sync.add_argument("--report", metavar="FILE", help="also write the report as JSON")
-    sync.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
+    sync.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal, and no progress "
+                      "lines (every 10 s) elsewhere")
     service = sync.add_mutually_exclusive_group()
     service.add_argument("--follow", action="store_true", help="run the sync file's policies as a service "
                          "(continuous and scheduled; hot edits of the file) until SIGTERM; without --config, the "

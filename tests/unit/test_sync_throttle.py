@@ -86,3 +86,25 @@ def test_nothing_written() -> None:
 def test_a_negative_limit_is_refused() -> None:
     with pytest.raises(ValueError):
         WriteThrottle("primary", -1)
+
+
+def test_a_run_whose_output_is_not_a_terminal_says_its_progress_every_ten_seconds() -> None:
+    import structlog
+
+    from waggle.sync.runner import PROGRESS_LINE_SECONDS, ProgressLines, _progress
+
+    now = [100.0]
+    lines = ProgressLines(clock=lambda: now[0])
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(30):  # 3 s of pages of 100 partitions, every 0.1 s
+            now[0] += 0.1
+            lines.update(100)
+        assert logs == []
+        now[0] += PROGRESS_LINE_SECONDS
+        lines.update(100)
+        now[0] += 1.0
+        lines.update(100)  # not yet again
+    assert [(e["event"], e["partitions"], e["seconds"], e["per_second"]) for e in logs] == \
+        [("sync.progress", 3100, 13.0, 238.5)]
+    assert isinstance(_progress(None), ProgressLines)  # pytest's stderr is no terminal
+    assert _progress(False) is None

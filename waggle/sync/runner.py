@@ -12,7 +12,7 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
@@ -383,9 +383,38 @@ class _LazySpark:
             self.session.stop()
 
 
+#: seconds between two progress lines of a run whose output is not a terminal
+PROGRESS_LINE_SECONDS = 10.0
+
+
+class ProgressLines:
+    """A run's progress where no bar can be drawn (output to a file, a pipe, a pod's log): a ``sync.progress`` line
+    at most every ``every`` seconds while partitions are being synced, with how many so far and how fast."""
+
+    def __init__(self, every: float = PROGRESS_LINE_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every, self.clock = every, clock
+        self.started = self.last = clock()
+        self.partitions = 0
+
+    def update(self, n: int) -> None:
+        self.partitions += n
+        now = self.clock()
+        if now - self.last >= self.every:
+            self.last = now
+            elapsed = now - self.started
+            log.info("sync.progress", partitions=self.partitions, seconds=round(elapsed, 1),
+                     per_second=round(self.partitions / elapsed, 1) if elapsed > 0 else None)
+
+    def close(self) -> None:
+        pass
+
+
 def _progress(wanted: bool | None) -> Any:
-    if wanted is False or (wanted is None and not sys.stderr.isatty()):
+    """A progress bar on a terminal, progress lines elsewhere; nothing with ``--no-progress``."""
+    if wanted is False:
         return None
+    if wanted is None and not sys.stderr.isatty():
+        return ProgressLines()
     from tqdm import tqdm
 
     return tqdm(unit=" partitions", desc="sync", file=sys.stderr)
