@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.env import java_available, require
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DEVELOPMENT = ROOT / "docs" / "development.md"
@@ -51,6 +53,7 @@ def _assert_quiet(done: subprocess.CompletedProcess[str]) -> None:
 
 @pytest.mark.integration
 def test_the_demo_set_up_says_each_step_and_what_is_ready() -> None:
+    require(java_available(), "Java 17 is needed: the set-up compiles the listener and prepares the template")
     done = _run(["bash", "scripts/setup.sh"], ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
