@@ -3,7 +3,7 @@
 # first time. What the tools print (pip, apt, javac, npm) goes to .venv/setup.log, shown only when a step fails.
 # Safe to run again: finished steps are skipped, so a second run takes seconds.
 #
-#   scripts/setup.sh          what the demo needs (scripts/demo.sh runs this): waggle, pyspark and pyiceberg,
+#   scripts/setup.sh          what the demo needs (scripts/demo.sh runs this): waggle, pyspark, pyiceberg and hmsclient,
 #                             the notification listener's jar and the metastore template
 #   scripts/setup.sh --test   that and the test toolchain (scripts/test.sh runs this): the Debian packages the
 #                             tests use (with root or sudo), the test packages, Spark 3.5 with Iceberg, Mermaid
@@ -104,7 +104,7 @@ install_packages() {
   case $MODE in
     demo)
       if installed demo test; then note "already installed"; return 0; fi
-      .venv/bin/python -m pip install -q -e ".[iceberg]" ;;
+      .venv/bin/python -m pip install -q -e ".[iceberg,clients]" ;;
     test)
       if installed test; then note "already installed"; return 0; fi
       .venv/bin/python -m pip install -q -e ".[test]"
@@ -192,7 +192,7 @@ if [ "$MODE" = test ]; then
 fi
 step "Python environment .venv" "about 15 s" make_venv
 case $MODE in
-  demo) step "waggle, pyspark and pyiceberg" "about 80 s" install_packages ;;
+  demo) step "waggle, pyspark, pyiceberg and hmsclient" "about 80 s" install_packages ;;
   test) step "waggle, pyspark, pyiceberg and the test tools" "about 2 min" install_packages ;;
   docs) step "mkdocs and Material for MkDocs" "about 15 s" install_packages ;;
 esac
@@ -210,7 +210,7 @@ fi
 
 [ "$MODE" = docs ] || cache=$(.venv/bin/python -c 'from waggle.local.jvm import cache_dir; print(cache_dir())')
 case $MODE in
-  demo) echo "Ready for the demo: .venv has waggle, pyspark and pyiceberg; the listener jar and the metastore" \
+  demo) echo "Ready for the demo: .venv has waggle, pyspark, pyiceberg and hmsclient; the listener jar and the metastore" \
           "template are in $cache." ;;
   test) echo "Ready for the tests: .venv has waggle and the test tools, .venv-iceberg-spark has Spark 3.5 with" \
           "Iceberg; the listener jar and the metastore template are in $cache." ;;

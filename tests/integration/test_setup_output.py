@@ -60,11 +60,11 @@ def test_the_demo_set_up_says_each_step_and_what_is_ready() -> None:
     assert re.match(r"Setting up the demo in \.venv: about \d+ minutes the first time, seconds after that "
                     r"\(the tools' output: \.venv/setup\.log\)$", lines[0]), lines[0]
     steps = _steps(done.stdout)
-    assert list(steps) == ["Python environment .venv", "waggle, pyspark and pyiceberg", "waggle's bytecode",
+    assert list(steps) == ["Python environment .venv", "waggle, pyspark, pyiceberg and hmsclient", "waggle's bytecode",
                            "notification listener jar (javac)", "metastore template (Hive's Derby schema)"], lines
     for title, result in steps.items():
         assert re.fullmatch(r"done in \d+ s|already there|already installed", result), f"{title}: {result}"
-    assert lines[-1].startswith("Ready for the demo: .venv has waggle, pyspark and pyiceberg; the listener jar and "
+    assert lines[-1].startswith("Ready for the demo: .venv has waggle, pyspark, pyiceberg and hmsclient; the listener jar and "
                                 "the metastore template are in "), lines[-1]
     assert len(lines) == 2 + len(steps), f"lines other than the steps':\n{done.stdout}"
     assert done.stderr == ""
@@ -158,3 +158,14 @@ def test_the_docs_extra_is_the_test_extras_and_the_readme_names_each_commands_se
     section = DEVELOPMENT.read_text().split("## The docs", 1)[1]
     assert "./scripts/docs.sh" in section and "pip install -e '.[docs]'" in section
     assert os.access(ROOT / "scripts" / "docs.sh", os.X_OK)
+
+
+def test_the_demos_environment_has_the_python_client_the_docs_use() -> None:
+    """The README and the clients page show hmsclient: the demo's set-up installs it (the clients extra)."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert [re.split(r"[<>=\[]", r)[0] for r in extras["clients"]] == ["hmsclient"]
+    assert any(r.startswith("waggle[") and "clients" in r for r in extras["test"]), extras["test"]
+    demo_install = [line for line in (ROOT / "scripts" / "setup.sh").read_text().splitlines()
+                    if "pip install" in line and "-e" in line and "[test]" not in line and "docs" not in line]
+    assert demo_install and all("clients" in line for line in demo_install), demo_install
+    assert "HMSClient(" in README.read_text()
