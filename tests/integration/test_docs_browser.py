@@ -1,5 +1,8 @@
-"""The built docs site in a real headless Chromium (Debian's), offline: the front page's navigation and search box,
-and a guide's Mermaid diagram drawn from the site's own copy of Mermaid.
+"""The built docs site in a real headless Chromium (Debian's), offline, in a 1280 x 900 window: the front page's
+navigation and search box; every Mermaid diagram drawn from the site's own copy of Mermaid, its text legible at 1x;
+and on every page, no code block that scrolls sideways, no copy button over code, no word in code (a flag such as
+``--federation-config``) broken at a hyphen, no drawing in a code block wrapped, and in the generated pages no link
+that reads as a ``.md`` path.
 
 The site is built with ``mkdocs build --strict`` from the repository's mkdocs.yml and docs/ (inherited, built into a
 temporary directory; before a mkdocs.yml exists, a two-page fixture site), with the site's own Mermaid, which
@@ -7,10 +10,12 @@ scripts/setup.sh --test fetches and mkdocs.yml's ``extra_javascript`` loads. It 
 served by ``http.server`` on 127.0.0.1, and Chromium resolves no other host, so a diagram drawn proves that Mermaid
 came from the site and not from unpkg.com (mkdocs-material's fallback).
 
-mkdocs-material draws each diagram into a *closed* shadow root, which no DOM dump shows; the test adds one script
-of its own to the built site (:data:`PROBE`) that makes ``attachShadow`` draw into the element itself. The page,
-the theme and Mermaid are otherwise as served. Chromium's ``--dump-dom`` with a virtual time budget gives the DOM
-once the page's scripts have run.
+The test adds one script of its own to the built site (:data:`PROBE`); the page, the theme and Mermaid are
+otherwise as served. mkdocs-material draws each diagram into a *closed* shadow root, which no script can read; the
+probe has it opened instead (still a shadow root, so the page's stylesheets reach into it no more than they do for
+a reader). Once the page's diagrams are drawn, the probe measures the page as laid out and writes what it found into
+the DOM as JSON. Chromium's ``--dump-dom`` with a virtual time budget gives the DOM once the page's scripts have
+run; the pages are opened four at a time.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import functools
 import http.server
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -25,7 +31,10 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -36,10 +45,128 @@ SITE_MERMAID = "javascripts/mermaid.min.js"  # as mkdocs.yml's extra_javascript 
 MERMAID = ROOT / "docs" / SITE_MERMAID
 CONFIG = ROOT / "mkdocs.yml"
 PROBE_NAME = "waggle-test-probe.js"
-#: Test instrument, added to the built site only: diagrams are drawn into the element, not a closed shadow root.
-PROBE = "Element.prototype.attachShadow = function () { return this; };\n"
+#: The window every page is measured in.
+WIDTH, HEIGHT = 1280, 900
+#: The smallest diagram text, in CSS pixels as drawn (font-size times the SVG's scale on the page).
+MIN_DIAGRAM_FONT_PX = 12.0
+#: Test instrument, added to the built site only. Diagrams are drawn into open shadow roots; once they are drawn
+#: (or 10 s after load), the page is measured and the report written as JSON into <script id="waggle-probe">.
+PROBE = r"""
+(() => {
+  const attach = Element.prototype.attachShadow;
+  Element.prototype.attachShadow = function (init) { return attach.call(this, { ...init, mode: "open" }); };
+  const expected = document.querySelectorAll("pre.mermaid").length;
+  const svgOf = (el) => (el.shadowRoot || el).querySelector("svg");
+  const drawn = () => [...document.querySelectorAll("div.mermaid")].filter(svgOf);
+  const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+  const short = (text) => text.trim().replace(/\s+/g, " ").slice(0, 80);
+  const rects = (node, start, end) => {
+    const range = document.createRange();
+    range.setStart(node, start);
+    range.setEnd(node, end);
+    return [...range.getClientRects()].filter((r) => r.width > 0 && r.height > 0);
+  };
+  const texts = (root) => {
+    const out = [];
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) out.push(node);
+    return out;
+  };
+
+  function diagram(el) {
+    const svg = svgOf(el);
+    if (!svg) return { drawn: false };
+    let min = null;
+    let smallest = "";
+    for (const node of texts(svg)) {
+      const host = node.parentElement && node.parentElement.closest("foreignObject, text");
+      if (!host || !node.data.trim()) continue;  // the SVG's <style>, or white space
+      const ctm = host.getScreenCTM();
+      const px = parseFloat(getComputedStyle(node.parentElement).fontSize) * Math.hypot(ctm.a, ctm.b);
+      if (min === null || px < min) { min = px; smallest = short(node.data); }
+    }
+    return { drawn: true, id: svg.id, nodes: svg.querySelectorAll("g.node").length, minFontPx: min, smallest,
+             width: Math.round(svg.getBoundingClientRect().width),
+             viewBoxWidth: Math.round(svg.viewBox.baseVal.width) };
+  }
+
+  function covered(code) {  // the words of a code block under its copy button
+    const nav = code.parentElement.querySelector(":scope > .md-code__nav");
+    if (!nav) return [];
+    const box = nav.getBoundingClientRect();
+    const out = [];
+    for (const node of texts(code)) {
+      const all = rects(node, 0, node.length);
+      if (all.length && all[0].top >= box.bottom) break;
+      for (const m of node.data.matchAll(/\S+/g)) {
+        if (rects(node, m.index, m.index + m[0].length).some((r) => hit(r, box))) out.push(m[0]);
+      }
+    }
+    return out;
+  }
+
+  function broken(code) {  // the words of up to 40 characters with a hyphen that a line break splits
+    const out = [];
+    for (const node of texts(code)) {
+      for (const m of node.data.matchAll(/\S+/g)) {
+        if (m[0].length > 40 || !m[0].includes("-") || !/[A-Za-z0-9]/.test(m[0])) continue;
+        const lines = new Set(rects(node, m.index, m.index + m[0].length).map((r) => Math.round(r.top)));
+        if (lines.size > 1) out.push(m[0]);
+      }
+    }
+    return out;
+  }
+
+  function torn(code) {  // a block whose lines do not each take one line on the page
+    const range = document.createRange();
+    range.selectNodeContents(code);
+    const tops = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+    return tops.size > code.textContent.replace(/\n$/, "").split("\n").length;
+  }
+
+  function measure() {
+    document.querySelectorAll("details").forEach((d) => { d.open = true; });
+    const blocks = [...document.querySelectorAll("pre > code")];
+    return {
+      width: window.innerWidth,
+      expectedDiagrams: expected,
+      diagrams: [...document.querySelectorAll(".mermaid")].map(diagram),
+      overflowing: blocks.filter((c) => c.scrollWidth > c.clientWidth)
+        .map((c) => ({ scrollWidth: c.scrollWidth, clientWidth: c.clientWidth, start: short(c.textContent) })),
+      copyButtonOver: blocks.map((c) => ({ words: covered(c), start: short(c.textContent) }))
+        .filter((c) => c.words.length),
+      brokenWords: [...document.querySelectorAll(".md-content code")].flatMap(broken),
+      tornDrawings: blocks.filter((c) => /[\u2500-\u257f]/.test(c.textContent) && torn(c))
+        .map((c) => short(c.textContent)),
+      pathLinks: [...document.querySelectorAll(".md-content a[href]")]
+        .map((a) => a.textContent.trim()).filter((t) => /\.md(#\S*)?$/.test(t)),
+    };
+  }
+
+  function report() {
+    let out = document.getElementById("waggle-probe");
+    if (!out) {
+      out = document.createElement("script");
+      out.type = "application/json";
+      out.id = "waggle-probe";
+      document.body.append(out);
+    }
+    out.textContent = JSON.stringify(measure()).replace(/</g, "\\u003c");
+  }
+
+  addEventListener("load", () => {
+    const loaded = performance.now();
+    const poll = () => {
+      if (drawn().length >= expected || performance.now() - loaded > 10000) setTimeout(report, 250);
+      else setTimeout(poll, 100);
+    };
+    poll();
+  });
+})();
+"""
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--window-size={WIDTH},{HEIGHT}",
          "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
 
 FIXTURE_CONFIG = """\
@@ -76,9 +203,18 @@ class _Tolerant(yaml.SafeLoader):
 _Tolerant.add_multi_constructor("", lambda loader, suffix, node: None)
 
 
+def _setting(config: Path, key: str) -> list[Any]:
+    return list((yaml.load(config.read_text(encoding="utf-8"), Loader=_Tolerant) or {}).get(key) or [])
+
+
 def _extra_javascript(config: Path) -> list[str]:
-    extra = (yaml.load(config.read_text(encoding="utf-8"), Loader=_Tolerant) or {}).get("extra_javascript") or []
-    return [e if isinstance(e, str) else e["path"] for e in extra]
+    return [e if isinstance(e, str) else e["path"] for e in _setting(config, "extra_javascript")]
+
+
+def _site_path(docs: Path, page: Path) -> str:
+    """The site path of a page under docs (``guides/copies/``; ``""`` for the front page)."""
+    rel = page.relative_to(docs).with_suffix("")
+    return "" if rel.name == "index" and rel.parent == Path() else f"{rel}/".removesuffix("index/")
 
 
 def _diagram_page(docs: Path) -> str:
@@ -86,21 +222,31 @@ def _diagram_page(docs: Path) -> str:
     pages = sorted(docs.rglob("*.md"), key=lambda p: (p.parts[len(docs.parts)] != "guides", str(p)))
     for page in pages:
         if "```mermaid" in page.read_text(encoding="utf-8"):
-            rel = page.relative_to(docs).with_suffix("")
-            return "" if rel.name == "index" and rel.parent == Path() else f"{rel}/".removesuffix("index/")
+            return _site_path(docs, page)
     raise AssertionError(f"no page under {docs} has a ```mermaid diagram")
 
 
-def _build(tmp: Path) -> tuple[Path, str]:
-    """Build the site into tmp; return its directory and the site path of the page with a diagram."""
+def _generated_pages(docs: Path) -> list[str]:
+    """The site paths of the pages ``python -m waggle.docs`` writes."""
+    if docs != ROOT / "docs":
+        return []
+    from waggle.docs.pages import PAGES
+
+    return [_site_path(docs, ROOT / page.path) for page in PAGES]
+
+
+def _build(tmp: Path) -> tuple[Path, Path]:
+    """Build the site into tmp; return its directory and the docs directory it was built from."""
     site = tmp / "site"
     config = tmp / "mkdocs.yml"
     if CONFIG.is_file():
         docs = ROOT / "docs"
         # the site's own Mermaid, whether or not mkdocs.yml names it yet (test_mkdocs_loads_the_sites_mermaid)
         extra = list(dict.fromkeys([*_extra_javascript(CONFIG), SITE_MERMAID, PROBE_NAME]))
+        # mkdocs reads the hooks' paths as relative to this file, not to the one it inherits
+        hooks = [str(ROOT / hook) for hook in _setting(CONFIG, "hooks")]
         config.write_text(yaml.safe_dump({"INHERIT": str(CONFIG), "docs_dir": str(docs), "site_dir": str(site),
-                                          "extra_javascript": extra}))
+                                          "extra_javascript": extra, "hooks": hooks}))
     else:
         docs = tmp / "docs"
         for name, text in FIXTURE_PAGES.items():
@@ -116,7 +262,12 @@ def _build(tmp: Path) -> tuple[Path, str]:
                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert done.returncode == 0, done.stderr
     (site / PROBE_NAME).write_text(PROBE)
-    return site, _diagram_page(docs)
+    return site, docs
+
+
+def _pages(site: Path) -> list[str]:
+    """The site path of every page of the built site."""
+    return sorted(f"{p.parent.relative_to(site)}/" if p.parent != site else "" for p in site.rglob("index.html"))
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -124,20 +275,30 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+@dataclass(frozen=True)
+class Site:
+    """The built site, served."""
+
+    base: str  # its URL
+    diagram_page: str  # the site path of a page with a diagram
+    pages: list[str]  # the site path of every page
+    generated: list[str]  # those of the pages python -m waggle.docs writes
+
+
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """(base URL of the built site, site path of a page with a diagram)."""
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     require(_chromium() is not None, "Chromium is needed for the docs browser test (scripts/setup.sh --test "
             "installs Debian's chromium)")
     require(importlib.util.find_spec("material") is not None, "mkdocs-material is needed to build the docs site")
     require(MERMAID.is_file(), f"{MERMAID.relative_to(ROOT)} is needed (scripts/setup.sh --test fetches it from "
             "the npm registry)")
-    site, page = _build(tmp_path_factory.mktemp("docs-site"))
+    site, docs = _build(tmp_path_factory.mktemp("docs-site"))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/", page
+        yield Site(f"http://127.0.0.1:{server.server_address[1]}/", _diagram_page(docs), _pages(site),
+                   _generated_pages(docs))
     finally:
         server.shutdown()
         server.server_close()
@@ -152,22 +313,105 @@ def _dom(url: str, profile: Path) -> str:
     return done.stdout
 
 
+def _report(dom: str, url: str) -> dict[str, Any]:
+    found = re.search(r'<script type="application/json" id="waggle-probe">(.*?)</script>', dom, re.S)
+    assert found, f"{url}: the probe wrote no report (did the page load its scripts?)"
+    report: dict[str, Any] = json.loads(found.group(1))
+    return report
+
+
+@pytest.fixture(scope="module")
+def measured(served: Site, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Site path -> the probe's report, for every page."""
+    profiles = tmp_path_factory.mktemp("profiles")
+
+    def one(page: str) -> tuple[str, dict[str, Any]]:
+        url = served.base + page
+        return page, _report(_dom(url, profiles / (page.replace("/", "_") or "home")), url)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(pool.map(one, served.pages))
+
+
+def _failures(measured: dict[str, dict[str, Any]], key: str) -> dict[str, Any]:
+    return {page: report[key] for page, report in measured.items() if report[key]}
+
+
 def test_mkdocs_loads_the_sites_mermaid() -> None:
     """mkdocs-material fetches Mermaid from unpkg.com unless a page already has it: the site must bring its own."""
     require(CONFIG.is_file(), "no mkdocs.yml yet")
     assert SITE_MERMAID in _extra_javascript(CONFIG), f"mkdocs.yml: add {SITE_MERMAID} to extra_javascript"
 
 
-def test_the_front_page_has_navigation_and_search(served: tuple[str, str], tmp_path: Path) -> None:
-    base, page = served
-    dom = _dom(base, tmp_path / "profile")
+def test_the_sites_hook_changes_markup_only() -> None:
+    """waggle/docs/site_hooks.py (what the stylesheet needs marked) leaves every page's text as it was."""
+    from waggle.docs.site_hooks import on_page_content
+
+    page = ('<p>not-code</p><p><code>waggle --federation-config x-y.yml</code></p>'
+            '<pre class="mermaid"><code>a --&gt;|--follow| b</code></pre>'
+            '<div class="highlight"><pre><span></span><code>tree\n\u251c\u2500 a-b\n</code></pre></div>')
+    out = on_page_content(page)
+    assert re.sub(r"<[^>]*>", "", out) == re.sub(r"<[^>]*>", "", page)
+    assert '<code>waggle <span class="nobreak">--federation-config</span> <span class="nobreak">x-y.yml</span>' in out
+    assert "<p>not-code</p>" in out and '<code>a --&gt;|--follow| b</code>' in out, "only code, and no diagram"
+    assert '<pre class="drawing" style="--columns: 6">' in out
+
+
+def test_the_front_page_has_navigation_and_search(served: Site, tmp_path: Path) -> None:
+    dom = _dom(served.base, tmp_path / "profile")
+    page = served.diagram_page
     assert re.search(r'<nav class="md-nav md-nav--primary[ "]', dom), "no primary navigation"
     assert f'href="{page}"' in dom or f'href="./{page}"' in dom, f"the navigation has no link to {page}"
     assert re.search(r'<input [^>]*class="md-search__input"', dom), "no search box"
 
 
-def test_a_guide_draws_its_diagram_offline(served: tuple[str, str], tmp_path: Path) -> None:
-    base, page = served
-    dom = _dom(base + page, tmp_path / "profile")
-    assert re.search(r'<div class="mermaid"><svg [^>]*id="__mermaid_0"', dom), "no drawn diagram"
-    assert re.search(r"<g [^>]*class=\"[^\"]*node", dom), "the diagram has no nodes"
+def test_a_guide_draws_its_diagram_offline(served: Site, measured: dict[str, dict[str, Any]]) -> None:
+    report = measured[served.diagram_page]
+    assert report["diagrams"], f"{served.diagram_page}: no diagram"
+    first = report["diagrams"][0]
+    assert first["drawn"] and first["id"] == "__mermaid_0", f"{served.diagram_page}: no drawn diagram: {first}"
+    assert first["nodes"] > 0, f"{served.diagram_page}: the diagram has no nodes"
+
+
+def test_every_diagram_is_drawn_with_text_legible_at_1x(measured: dict[str, dict[str, Any]]) -> None:
+    """Each diagram's smallest text, as drawn at 1280 px (a wide diagram is scaled down to the page's width)."""
+    undrawn = {page: r["expectedDiagrams"] - sum(d["drawn"] for d in r["diagrams"])
+               for page, r in measured.items() if sum(d["drawn"] for d in r["diagrams"]) < r["expectedDiagrams"]}
+    assert not undrawn, f"diagrams not drawn (page: how many): {undrawn}"
+    small = {page: [(d["minFontPx"], d["smallest"], f"{d['viewBoxWidth']} px wide, drawn {d['width']}")
+                    for d in r["diagrams"] if d["minFontPx"] is not None and d["minFontPx"] < MIN_DIAGRAM_FONT_PX]
+             for page, r in measured.items()}
+    small = {page: found for page, found in small.items() if found}
+    assert not small, f"diagram text under {MIN_DIAGRAM_FONT_PX} px at {WIDTH} px (page: px, text, size): {small}"
+
+
+def test_no_code_block_scrolls_sideways(measured: dict[str, dict[str, Any]]) -> None:
+    """Commands and YAML wrap (or, for a drawing, fit) rather than hide behind a horizontal scrollbar."""
+    assert len(measured) > 1 and all(r["width"] == WIDTH for r in measured.values())
+    wide = _failures(measured, "overflowing")
+    assert not wide, f"code blocks wider than the page at {WIDTH} px (scrollWidth > clientWidth): {wide}"
+
+
+def test_no_copy_button_covers_code(measured: dict[str, dict[str, Any]]) -> None:
+    """No word of a code block is under the block's copy button (its top right corner)."""
+    covered = _failures(measured, "copyButtonOver")
+    assert not covered, f"code under a code block's copy button: {covered}"
+
+
+def test_no_word_in_code_breaks_at_a_hyphen(measured: dict[str, dict[str, Any]]) -> None:
+    """A flag such as ``--federation-config`` in a table of flags, a file name at the end of a wrapped command: words
+    of up to 40 characters with a hyphen, in inline code and code blocks, are each on one line."""
+    broken = _failures(measured, "brokenWords")
+    assert not broken, f"words in code broken over two lines: {broken}"
+
+
+def test_drawings_in_code_blocks_are_not_wrapped(measured: dict[str, dict[str, Any]]) -> None:
+    """A block drawn with box-drawing characters (a tree) keeps each of its lines on one line, and still fits."""
+    torn = _failures(measured, "tornDrawings")
+    assert not torn, f"drawings wrapped over more lines than they have: {torn}"
+
+
+def test_generated_pages_link_to_titles_not_paths(served: Site, measured: dict[str, dict[str, Any]]) -> None:
+    """The pages ``python -m waggle.docs`` writes name the pages they link to by title, not as ``guides/sync.md``."""
+    paths = {page: measured[page]["pathLinks"] for page in served.generated if measured[page]["pathLinks"]}
+    assert not paths, f"links that read as .md paths in generated pages: {paths}"

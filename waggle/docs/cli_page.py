@@ -2,7 +2,7 @@
 
 Commands whose name starts with ``_`` are internal (a worker process of ``serve --workers``) and left out, as
 ``waggle --help`` leaves them out. Each command shows its examples and docs pages (``waggle.cli.EXAMPLES`` and
-``DOCS``), then a table of its flags.
+``DOCS``; each page linked by its title in mkdocs.yml's nav), then a table of its flags.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Iterator
 
 from waggle.cli import DOCS, EXAMPLES, SUMMARY, build_parser
-from waggle.docs import generated
+from waggle.docs import generated, link, titles
 
 
 def _commands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, argparse.ArgumentParser]]:
@@ -56,21 +56,22 @@ def _flags(parser: argparse.ArgumentParser) -> list[str]:
     return rows
 
 
-def _about(command: str, what: str) -> list[str]:
+def _about(command: str, what: str, found: dict[str, str]) -> list[str]:
     examples = ["```console", *(f"$ {line}" for line in EXAMPLES[command]), "```"]
-    docs = ", ".join(f"[{path.removeprefix('docs/')}](../{path.removeprefix('docs/')})" for path in DOCS[command])
+    docs = ", ".join(link(path, "reference", found) for path in DOCS[command])
     return [f"{what[:1].upper()}{what[1:]}.", "", *examples, "", f"Docs: {docs}.", ""]
 
 
 def render() -> str:
     parser = build_parser()
     commands = list(_commands(parser))
+    found = titles()
     lines = ["# CLI reference", "", generated("waggle/cli.py"), "",
              "`waggle --help` and `waggle COMMAND --help` print the same, each led by an example.", "",
-             "## `waggle`", "", *_about("waggle", SUMMARY),
+             "## `waggle`", "", *_about("waggle", SUMMARY, found),
              "| Command | What it does |", "|---|---|",
              *(f"| [`{name}`](#waggle-{name}) | {what} |" for name, what, _ in commands), "",
              *_flags(parser), ""]
     for name, what, sub in commands:
-        lines += [f"## `waggle {name}`", "", *_about(name, what), *_flags(sub), ""]
+        lines += [f"## `waggle {name}`", "", *_about(name, what, found), *_flags(sub), ""]
     return "\n".join(lines)
