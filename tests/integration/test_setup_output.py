@@ -64,8 +64,8 @@ def test_the_demo_set_up_says_each_step_and_what_is_ready() -> None:
                            "notification listener jar (javac)", "metastore template (Hive's Derby schema)"], lines
     for title, result in steps.items():
         assert re.fullmatch(r"done in \d+ s|already there|already installed", result), f"{title}: {result}"
-    assert lines[-1].startswith("Ready for the demo: .venv has waggle, pyspark, pyiceberg and hmsclient; the listener jar and "
-                                "the metastore template are in "), lines[-1]
+    assert lines[-1].startswith("Ready for the demo: .venv has waggle, pyspark, pyiceberg and hmsclient; the listener "
+                                "jar and the metastore template are in "), lines[-1]
     assert len(lines) == 2 + len(steps), f"lines other than the steps':\n{done.stdout}"
     assert done.stderr == ""
     _assert_quiet(done)
