@@ -22,7 +22,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "metastore": ("waggle metastore --port 9083 --dir ./metastore",),
     "demo": ("waggle demo",),
 }
-#: The docs pages each command's ``--help`` points to, relative to the repository (a unit test checks they exist).
+#: The docs pages each command's ``--help`` points to, relative to the repository (a unit test checks they exist);
+#: ``--help`` names them as pages of the docs site (:func:`site_page`), since an installed waggle has no docs/.
 DOCS: dict[str, tuple[str, ...]] = {
     "waggle": ("docs/getting-started/quick-start.md", "docs/getting-started/your-own-metastores.md"),
     "serve": ("docs/operations/running.md", "docs/operations/workers.md"),
@@ -35,15 +36,23 @@ DOCS: dict[str, tuple[str, ...]] = {
 SUMMARY = "a federating Hive Metastore proxy"
 #: Every command and flag.
 CLI_REFERENCE = "docs/reference/cli.md"
+#: Where the docs site is, as ``--help`` says it.
+SITE = "waggle's docs site (from a clone, ./scripts/docs.sh builds it and serves it on http://127.0.0.1:8000/)"
+
+
+def site_page(path: str) -> str:
+    """A page of docs/ as the docs site serves it: ``docs/guides/sync.md`` is ``guides/sync/``."""
+    page = path.removeprefix("docs/").removesuffix(".md")
+    return "" if page == "index" else f"{page.removesuffix('/index')}/"
 
 
 def _described(command: str, what: str) -> dict[str, Any]:
     """A parser's description (its example first, then what the command does) and epilog (its docs pages)."""
     lines = EXAMPLES[command]
     example = f"Example: {lines[0]}" if len(lines) == 1 else "Example:\n" + "\n".join(f"  {x}" for x in lines)
-    docs = "\n".join(f"  {path}" for path in DOCS[command])
+    docs = "\n".join(f"  {site_page(path)}" for path in DOCS[command])
     return {"description": f"{example}\n\n{what[0].upper()}{what[1:]}.",
-            "epilog": f"Docs:\n{docs}\n  {CLI_REFERENCE} (every command and flag)",
+            "epilog": f"Docs, pages of {SITE}:\n{docs}\n  {site_page(CLI_REFERENCE)} (every command and flag)",
             "formatter_class": argparse.RawDescriptionHelpFormatter}
 
 

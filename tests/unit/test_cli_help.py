@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from waggle.cli import CLI_REFERENCE, DOCS, EXAMPLES, build_parser
+from waggle.cli import CLI_REFERENCE, DOCS, EXAMPLES, build_parser, site_page
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,9 +29,12 @@ def test_help_leads_with_an_example_and_ends_with_docs(command: str) -> None:
     assert after_usage.startswith("Example:")
     for line in EXAMPLES[command]:
         assert line in after_usage and line.startswith("waggle" if command == "waggle" else f"waggle {command}")
-    docs = text.rsplit("\nDocs:\n", 1)[1]
+    # pages of the docs site, not paths of a clone (an installed waggle has none), and how to read them
+    docs = text.rsplit("\nDocs, pages of waggle's docs site (from a clone, ./scripts/docs.sh builds it and serves it "
+                       "on http://127.0.0.1:8000/):\n", 1)[1]
+    assert "docs/" not in docs and ".md" not in docs
     for path in (*DOCS[command], CLI_REFERENCE):
-        assert f"  {path}" in docs
+        assert f"  {site_page(path)}" in docs
 
 
 @pytest.mark.parametrize("path", sorted({p for paths in DOCS.values() for p in paths} | {CLI_REFERENCE}))
@@ -46,3 +49,10 @@ def test_the_examples_parse() -> None:
         for line in lines:
             words = shlex.split(line)
             assert build_parser().parse_args(words[1:]).command == words[1]
+
+
+def test_a_docs_page_is_named_as_the_site_serves_it() -> None:
+    assert site_page("docs/guides/sync.md") == "guides/sync/"
+    assert site_page("docs/operations/index.md") == "operations/"
+    assert site_page("docs/index.md") == ""
+    assert "use_directory_urls" not in (ROOT / "mkdocs.yml").read_text()  # the site serves pages there (the default)
