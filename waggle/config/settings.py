@@ -170,7 +170,7 @@ class Server:
         "else with a `MetaException` naming it, until a check succeeds (waggle addition).",
     )
     HEALTH_CHECK_TIMEOUT = SERVER.add(
-        "health-check-timeout", 2000, integer(1),
+        "health-check-timeout", 5000, integer(1),
         "Milliseconds a health check waits for the metastore's answer, plus its `latency` (the connection itself "
         "has `connect-timeout`). Every metastore is checked before the port serves; one that fails the check "
         "starts down (waggle addition).",
