@@ -24,7 +24,7 @@ import pytest
 
 from tests.support.env import ROOT, java_available, require
 from tests.support.federation import federation_yaml
-from tests.support.follower import FollowerProcess, sync_file
+from tests.support.follower import FollowerProcess, partition_names, sync_file
 from waggle.local.client import hms_client
 from waggle.local.jvm import free_port
 from waggle.local.seed import ensure_database, ensure_table, text_sd
@@ -61,14 +61,6 @@ def _health(port: int) -> tuple[int, dict[str, Any]]:
         return exc.code, json.loads(exc.read())
 
 
-def _partitions(port: int, db: str, table: str) -> list[str]:
-    with hms_client("127.0.0.1", port) as c:
-        try:
-            return sorted(c.get_partition_names(db, table, -1))
-        except Exception:
-            return []
-
-
 def _add_partition(port: int, db: str, table: str, day: str, root: Path) -> None:
     from waggle.hms.gen.hive_metastore import ttypes
 
@@ -99,7 +91,7 @@ def test_a_hung_source_makes_the_follower_say_failing_then_it_catches_up(source:
     assert source.process is not None
     pid = source.process.pid
     try:
-        follower.until(lambda: _partitions(primary.port, target, "t") == ["day=d1"], 60, "the bootstrap")
+        follower.until(lambda: partition_names(primary.port, target, "t") == ["day=d1"], 60, "the bootstrap")
         assert _health(port)[0] == 200
 
         os.kill(pid, signal.SIGSTOP)  # the source hangs: it accepts connections and never answers
@@ -126,7 +118,7 @@ def test_a_hung_source_makes_the_follower_say_failing_then_it_catches_up(source:
         hung = time.monotonic() - frozen
         # the source returns: a change made there arrives, and the policy is healthy again
         _add_partition(source.port, db, "t", "d2", tmp_path / "src")
-        follower.until(lambda: _partitions(primary.port, target, "t") == ["day=d1", "day=d2"], 60,
+        follower.until(lambda: partition_names(primary.port, target, "t") == ["day=d1", "day=d2"], 60,
                        "the change made at the source after it came back")
         follower.until(lambda: _health(port)[0] == 200, 30, "/healthz ok again")
         code, text = _status(config)

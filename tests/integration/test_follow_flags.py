@@ -16,21 +16,13 @@ import pytest
 
 from tests.support.env import ROOT
 from tests.support.federation import federation_yaml
-from tests.support.follower import FollowerProcess
+from tests.support.follower import FollowerProcess, partition_names
 from waggle.local.client import hms_client
 from waggle.local.jvm import free_port
 from waggle.local.seed import ensure_database, ensure_table, text_sd
 
 pytestmark = pytest.mark.integration
 COLS = [("id", "int")]
-
-
-def _partitions(port: int, db: str, table: str) -> list[str]:
-    with hms_client("127.0.0.1", port) as c:
-        try:
-            return sorted(c.get_partition_names(db, table, -1))
-        except Exception:
-            return []
 
 
 def _add_partition(port: int, db: str, day: str, root: Path) -> None:
@@ -62,9 +54,9 @@ def test_follow_status_and_run_now_with_the_batch_runs_flags(primary: Any, analy
     follower = FollowerProcess(None, tmp_path / "follower.log", *flags).start().wait_started()
     name = f"{db}_t"  # from --tables
     try:
-        follower.until(lambda: _partitions(primary.port, f"{db}_copy", "t") == ["day=d1"], 90, "the bootstrap")
+        follower.until(lambda: partition_names(primary.port, f"{db}_copy", "t") == ["day=d1"], 90, "the bootstrap")
         _add_partition(analytics.port, db, "d2", tmp_path / "src")
-        follower.until(lambda: _partitions(primary.port, f"{db}_copy", "t") == ["day=d1", "day=d2"], 60,
+        follower.until(lambda: partition_names(primary.port, f"{db}_copy", "t") == ["day=d1", "day=d2"], 60,
                        "the change made at the source")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
             health = json.loads(r.read())

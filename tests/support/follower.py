@@ -20,6 +20,17 @@ def sync_file(path: Path, federation: Path, jobs: list[dict[str, Any]], **top: A
     return path
 
 
+def partition_names(port: int, db: str, table: str) -> list[str]:
+    """A table's partition names in the metastore at ``port``, sorted; none while the table is not there."""
+    from waggle.local.client import hms_client
+
+    with hms_client("127.0.0.1", port) as c:
+        try:
+            return sorted(c.get_partition_names(db, table, -1))
+        except Exception:
+            return []
+
+
 class FollowerProcess:
     """``config``: the sync file (None: the policy is given by ``extra``, the batch run's flags)."""
 
