@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.faults import BlackHole
 from tests.support.waits import wait_for
-from waggle.sync import service as service_module
+from waggle.sync import policy_thread as service_module
 from waggle.sync.budget import FairBudget
 from waggle.sync.execution import FAILED, INCREMENTAL, SUCCEEDED, Execution, PolicyState
 from waggle.sync.failing import BACKOFF, CHANGED, RECOVERED, REMINDER, STARTED, Failing, failure_wait
@@ -28,7 +28,8 @@ from waggle.sync.hms import FOLLOW_BULK_SECONDS, FOLLOW_CALL_SECONDS, call_timeo
 from waggle.sync.http import Api, HttpServer, SyncMetrics
 from waggle.sync.metrics_table import COLUMNS, ExecutionRow
 from waggle.sync.policies import Policy, load_policies
-from waggle.sync.service import PolicyThread, Service, iso_ms
+from waggle.sync.policy_thread import PolicyThread, iso_ms
+from waggle.sync.service import Service
 from waggle.sync.status import Verdict, _print_policy, _Reach, from_live, from_rows, live_health
 from waggle.upstream.blocking import MetastoreUnavailable, plain_member
 

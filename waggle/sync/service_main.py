@@ -32,8 +32,9 @@ from waggle.sync.http import Api, HttpServer, SyncMetrics
 from waggle.sync.job import describe
 from waggle.sync.metrics_table import TABLE, ExecutionRow, ensure_table, write_rows
 from waggle.sync.policies import Policy, PolicyFile, command_line_policy, load_policies
+from waggle.sync.policy_thread import RUN_NOW, FollowerFactory, FollowerLike, PolicyThread
 from waggle.sync.runner import SyncConfigError, _LazySpark, source_tables
-from waggle.sync.service import RUN_NOW, FollowerFactory, FollowerLike, PolicyThread, Service
+from waggle.sync.service import Service
 from waggle.sync.system import SYS_DB
 from waggle.upstream.blocking import kerberos_identity
 from waggle.upstream.handshake import UpstreamCredentials
