@@ -3,7 +3,7 @@
 Clients: Hive 2.3 (hmsclient), Hive 3.1 (hive-metastore-client) and Hive 4 (waggle's own IDL) generated code.
 Upstreams: the real Hive 2.3 metastore (waggle's primary), and stub Hive 3.1 / 4.0.1 metastores wrapping real
 2.3 ones (``tests/support/hive_stubs.py``), federated with prefixes ``v31_`` and ``v4_``. Every cell of
-:func:`waggle.hms.compat_doc.matrix` is one case of :func:`test_cell`; a cell with no recipe fails.
+:func:`waggle.docs.compat_page.matrix` is one case of :func:`test_cell`; a cell with no recipe fails.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.clients import hive2_client, release_client
 from tests.support.compat import CompatFederation
-from waggle.hms.compat_doc import matrix
+from waggle.docs.compat_page import matrix
 
 CELLS = [(row.key, cell) for row in matrix() for cell in row.cells]
 

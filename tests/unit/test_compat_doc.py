@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from waggle.hms.compat_doc import matrix, render
+from waggle.docs.compat_page import matrix, render
 
 
 def test_every_cell_names_its_test() -> None:

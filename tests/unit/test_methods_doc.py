@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from waggle.docs.methods_page import render
 from waggle.hms.methods import METHODS, STRUCT_DB_FIELDS
-from waggle.hms.methods_doc import render
 
 
 def test_every_method_and_struct_is_on_the_page() -> None:
@@ -28,6 +28,6 @@ def test_paths_are_written_as_the_request_carries_them() -> None:
 
 
 def test_check_flag() -> None:
-    done = subprocess.run([sys.executable, "-m", "waggle.hms.methods_doc", "--check"],
+    done = subprocess.run([sys.executable, "-m", "waggle.docs.methods_page", "--check"],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr

@@ -22,7 +22,7 @@ from waggle.config.model import (
     TlsServer,
     TunnelConfig,
 )
-from waggle.config.reference import reference, sync_reference
+from waggle.docs.config_page import reference, sync_reference
 from waggle.config.registry import SOURCE, FromSetting, Nested, Setting
 from waggle.config.settings import METASTORE, METASTORE_SETTINGS, SERVER, SERVER_SETTINGS, Metastore, Server
 from waggle.config.sync_settings import SYNC, SYNC_JOB, Sync, SyncJob

@@ -2,7 +2,7 @@
 
 The declarations themselves live in the modules named for the file they describe (:mod:`waggle.config.settings`
 for the server and federation files, :mod:`waggle.config.hive_properties` for ``configuration-properties``,
-:mod:`waggle.config.sync_settings` for sync files); :mod:`waggle.config.reference` renders them all as the
+:mod:`waggle.config.sync_settings` for sync files); :mod:`waggle.docs.config_page` renders them all as the
 docs' configuration reference pages. This module knows none of them.
 
 The frozen model objects (:mod:`waggle.config.model`) name, for each attribute, the setting it holds

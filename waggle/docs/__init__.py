@@ -3,7 +3,7 @@
 ``python -m waggle.docs`` writes them all (:data:`waggle.docs.pages.PAGES`); ``python -m waggle.docs --check``
 exits 1 naming each committed page that differs from what the code renders now. A unit test does the same.
 
-This module holds only what every page's renderer shares (so that :mod:`waggle.hms.methods_doc` and the others
+This module holds only what every page's renderer shares (so that :mod:`waggle.docs.methods_page` and the others
 import it without importing each other): the line under a page's title, and links that read as the pages' titles in
 the site's navigation. :mod:`waggle.docs.site_hooks` is the site's mkdocs hook, which mkdocs.yml loads by path.
 """

@@ -6,12 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from waggle.config.reference import configuration_page, sync_configuration_page
 from waggle.docs.cli_page import render as cli_page
+from waggle.docs.compat_page import render as compatibility_page
+from waggle.docs.config_page import configuration_page, sync_configuration_page
 from waggle.docs.helm_page import render as helm_page
+from waggle.docs.methods_page import render as methods_page
 from waggle.docs.metrics_page import render as metrics_page
-from waggle.hms.compat_doc import render as compatibility_page
-from waggle.hms.methods_doc import render as methods_page
 
 #: The repository's root: pages are written under it.
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ Two kinds of gap are bridged:
 * a **field** the upstream does not understand: ``GetTablesRequest.tablesPattern`` (Hive 4) is expanded with
   ``get_tables`` before the call, unless the upstream is known to be Hive 4 (``hive-version``).
 
-:func:`waggle.hms.compat_doc.matrix` turns the same rules into the compatibility table of
+:func:`waggle.docs.compat_page.matrix` turns the same rules into the compatibility table of
 ``docs/compatibility.md``; every cell names the test that covers it.
 """
 

@@ -1,6 +1,6 @@
 """The supported-methods page, generated from the method table so that the two cannot drift apart.
 
-``python -m waggle.docs`` writes it, with the other generated pages; ``python -m waggle.hms.methods_doc --check``
+``python -m waggle.docs`` writes it, with the other generated pages; ``python -m waggle.docs.methods_page --check``
 exits 1 when the committed page differs from what the table says now. Everything on the page comes from
 :mod:`waggle.hms.methods`: the method table, the struct fields that carry database names, and the walk over
 the generated specs (:mod:`waggle.hms.specs`) that :func:`~waggle.hms.methods.database_of` uses to find
@@ -302,7 +302,7 @@ def main(argv: list[str]) -> int:
             return 1
         return 0
     if argv:
-        print("usage: python -m waggle.hms.methods_doc [--check]", file=sys.stderr)
+        print("usage: python -m waggle.docs.methods_page [--check]", file=sys.stderr)
         return 2
     sys.stdout.write(render())
     return 0
