@@ -14,6 +14,7 @@ from waggle.common.loop import watch_loop
 from waggle.config.check import admin_token
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import WaggleConfig
+from waggle.endpoint import HttpEndpoint
 from waggle.reload import Reloader, digest_of
 from waggle.runtime import Runtime
 from waggle.security.sasl import SaslError
@@ -25,12 +26,19 @@ from waggle.workers.supervisor import Supervisor, WorkerFailed
 def start(config: WaggleConfig, reloading: Callable[[Runtime], Reloader] | None = None) -> WaggleServer:
     """Start serving in the background; the caller owns the hub. ``reloading`` builds the reloader that the
     HTTP side's reload call and the signals use."""
+    return _serve_one(config, reloading)[0]
+
+
+def _serve_one(config: WaggleConfig, reloading: Callable[[Runtime], Reloader] | None
+               ) -> tuple[WaggleServer, Reloader | None]:
+    """One serving process, started (the runtime, then the Thrift port and the HTTP side), and its reloader."""
     runtime = Runtime(config)
     reloader = reloading(runtime) if reloading is not None else None
     runtime.start()
-    server = WaggleServer(runtime, reloader)
+    at = config.server
+    server = WaggleServer(runtime, http=HttpEndpoint(runtime, at.bind_address, at.endpoint_port, reloader))
     server.start()
-    return server
+    return server, reloader
 
 
 def serve(server_file: str | None, federation_file: str, workers: int | None = None, strict: bool = False) -> int:
@@ -57,7 +65,7 @@ def serve(server_file: str | None, federation_file: str, workers: int | None = N
     for warning in config.warnings:
         log.warning("config.warning", warning=warning)
     try:
-        serving = _start(config, count, token, loaded)
+        serving, reloader = _start(config, count, token, loaded)
     except OSError as exc:
         log.error("server.cannot_listen", port=config.server.port, http_port=config.server.endpoint_port,
                   error=str(exc))
@@ -73,8 +81,6 @@ def serve(server_file: str | None, federation_file: str, workers: int | None = N
     log.info("federation.loaded", primary=config.federation.primary.name,
              members=[m.name for m in config.federation.members],
              resolution=config.server.database_resolution.value, workers=count)
-    reloader = serving.reloader
-    assert reloader is not None
     reloader.start(watch=config.server.hot_reload)
     gevent.spawn(watch_loop)
     # Everything loaded so far (the generated Thrift classes, the method table, the configuration) lives as
@@ -93,10 +99,14 @@ def serve(server_file: str | None, federation_file: str, workers: int | None = N
     return 0
 
 
-def _start(config: WaggleConfig, count: int, token: str | None, loaded: str) -> WaggleServer | Supervisor:
-    """One serving process, or a supervisor of ``count`` workers (see :mod:`waggle.workers`)."""
+def _start(config: WaggleConfig, count: int, token: str | None, loaded: str
+           ) -> tuple[WaggleServer | Supervisor, Reloader]:
+    """One serving process, or a supervisor of ``count`` workers (see :mod:`waggle.workers`); and the reloader
+    that the signals use."""
     if count == 1:
-        return start(config, lambda runtime: Reloader(runtime, token, loaded))
+        server, reloader = _serve_one(config, lambda runtime: Reloader(runtime, token, loaded))
+        assert reloader is not None
+        return server, reloader
     supervisor = Supervisor(config, count, token, loaded)
     supervisor.start()
-    return supervisor
+    return supervisor, supervisor.reloader

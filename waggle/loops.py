@@ -8,7 +8,7 @@ work. What a round does stays with its owner; this module only runs them:
   served (:meth:`waggle.runtime.Runtime.refresh_databases`; the first listing is made before serving, so this
   loop waits first);
 - remote databases: the links and data connectors reread from the primary
-  (:meth:`waggle.remotes.service.LinksService.refresh`).
+  (:meth:`waggle.routes.links.LinksService.refresh`).
 
 The health checks (one loop per metastore, :class:`waggle.upstream.health.Health`) and the watch on ticket
 renewal and certificate expiry (:class:`waggle.security.status.SecurityWatch`) keep loops of their own (a

@@ -5,7 +5,7 @@ A reload keeps the upstream pool of every member whose connection settings did n
 (:meth:`~waggle.config.model.MetastoreConfig.upstream_key`) and its SSH tunnel while the tunnel's own settings
 did not change; those of removed or changed members are closed once the calls still using them finish.
 :func:`plan_reload` decides which, from the two configurations alone. The pools themselves are served in the
-routes snapshot (:attr:`waggle.routes.Routes.pools`); this side makes them and retires them.
+routes snapshot (:attr:`waggle.routes.snapshot.Routes.pools`); this side makes them and retires them.
 """
 
 from __future__ import annotations

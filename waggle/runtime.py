@@ -1,12 +1,15 @@
 """What every client connection shares, assembled from the collaborators that each do one job:
 
-- the live routes (:class:`~waggle.routes.Routes`) and the builder of their planners (:mod:`waggle.routes`);
+- the live routes (:class:`~waggle.routes.snapshot.Routes`) and the builder of their planners
+  (:mod:`waggle.routes.planners`);
 - the metastores' side: tunnels, pools, health checks (:mod:`waggle.metastores`);
 - waggle's own security: login, tokens, front door (:mod:`waggle.server.guard`);
-- remote databases: the links service (:mod:`waggle.remotes.service`) and data connectors;
+- remote databases: the links service (:mod:`waggle.routes.links`) and data connectors;
+- copies of members' tables: the copies service (:mod:`waggle.routes.copies`);
 - serving, stopping, draining and readiness (:mod:`waggle.lifecycle`);
 - the background loops (:mod:`waggle.loops`).
 
+The server sees the runtime only as a :class:`waggle.server.context.ServerContext` (the attributes below it reads).
 A configuration is immutable. The call path reads :attr:`Runtime.routes` once per call and uses that snapshot
 to the end, so replacing it (a reload, or in MANUAL mode a new database map) is one reference swap: a call in
 flight finishes on the configuration it started with, and the next call uses the new one.
@@ -23,14 +26,15 @@ import gevent.lock
 from waggle.common import metrics
 from waggle.common.limiter import Limiter
 from waggle.config.model import DatabaseResolution, WaggleConfig
-from waggle.copies.registry import CopiesService
 from waggle.lifecycle import Lifecycle
 from waggle.loops import Loop, Loops
 from waggle.metastores import Metastores, ReloadPlan, TunnelFactory, plan_reload, restart_only
 from waggle.remotes.connectors import ConnectorService
 from waggle.remotes.registry import LinkRegistry
-from waggle.remotes.service import LinksService
-from waggle.routes import PlannerBuilder, Routes
+from waggle.routes.copies import CopiesService
+from waggle.routes.links import LinksService
+from waggle.routes.planners import PlannerBuilder
+from waggle.routes.snapshot import Routes
 from waggle.server.guard import Guard
 from waggle.server.limits import CallLimits
 from waggle.upstream.client import Connector, connect

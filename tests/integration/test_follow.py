@@ -32,13 +32,13 @@ from waggle.config.loader import load
 from waggle.hms.gen.hive_metastore import ttypes
 from waggle.local.client import hms_client
 from waggle.local.seed import ensure_database, ensure_table, text_sd
-from waggle.sync import objects as o
 from waggle.sync.execution import BOOTSTRAP, INCREMENTAL, PARTIAL, SUCCEEDED, Execution
 from waggle.sync.follow import apply, follower
 from waggle.sync.follow.follower import FollowContext, Follower
 from waggle.sync.follow.records import key as record_key
 from waggle.sync.runner import TableSpec
 from waggle.sync.system import SYS_DB
+from waggle.synced import objects as o
 from waggle.upstream.handshake import UpstreamCredentials
 
 pytestmark = pytest.mark.integration

@@ -20,7 +20,7 @@ from tests.support.follower import FollowerProcess, sync_file
 from waggle.local.client import hms_client
 from waggle.local.jvm import free_port
 from waggle.local.seed import ensure_database, ensure_table, text_sd
-from waggle.sync import objects as o
+from waggle.synced import objects as o
 
 pytestmark = pytest.mark.integration
 COLS = [("id", "int")]

@@ -13,7 +13,7 @@ from waggle.config.loader import load
 from waggle.config.model import WaggleConfig
 from waggle.copies.catalog import Copies, Copy
 from waggle.hms.wire import Wire
-from waggle.routes import Routes
+from waggle.routes.snapshot import Routes
 from waggle.routing.databases import PrefixedMap
 from waggle.routing.federation import Planner
 from waggle.upstream.capabilities import Capabilities

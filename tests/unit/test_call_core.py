@@ -21,7 +21,7 @@ from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.methods import METHODS
 from waggle.hms.service import METHOD_IO
 from waggle.hms.wire import Header, Wire, decode_message
-from waggle.routes import Routes
+from waggle.routes.snapshot import Routes
 from waggle.routing.databases import PrefixedMap
 from waggle.routing.federation import Planner, Refused
 from waggle.upstream.capabilities import Capabilities

@@ -1,4 +1,4 @@
-"""The copies as values (waggle.copies.coverage, waggle.copies.catalog): coverage records, and Copy/Copies built
+"""The copies as values (waggle.synced.coverage, waggle.copies.catalog): coverage records, and Copy/Copies built
 from the primary's Table values and those records. Pure: no socket, no metastore."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import yaml
 
 from waggle.config.loader import load
 from waggle.config.model import CopyReads, MetastoreConfig, PartialCopies, WaggleConfig
-from waggle.copies import coverage
 from waggle.copies.catalog import NONE, Copies, Copy, copy_of, serving, synced_at
 from waggle.hms.gen.hive_metastore import ttypes as T
-from waggle.sync import objects as o
+from waggle.synced import coverage
+from waggle.synced import objects as o
 
 #: 2026-11-25T10:00:00Z
 T0 = datetime(2026, 11, 25, 10, 0, 0, tzinfo=UTC).timestamp()

@@ -26,9 +26,9 @@ from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.methods import METHODS
 from waggle.hms.service import METHOD_IO
 from waggle.hms.wire import Header, decode_message
-from waggle.routes import Routes
+from waggle.routes.snapshot import Routes
 from waggle.routing.federation import Refused
-from waggle.sync import objects as o
+from waggle.synced import objects as o
 from waggle.upstream.outcome import Outcome
 
 SHARED_READ, SHARED_WRITE, EXCLUSIVE = T.LockType.SHARED_READ, T.LockType.SHARED_WRITE, T.LockType.EXCLUSIVE

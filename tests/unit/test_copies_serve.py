@@ -32,7 +32,7 @@ from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.methods import METHODS
 from waggle.hms.service import METHOD_IO
 from waggle.hms.wire import Header, decode_message
-from waggle.sync import objects as o
+from waggle.synced import objects as o
 from waggle.upstream.client import Reply
 
 T0 = datetime(2026, 11, 25, 10, 0, 0, tzinfo=UTC).timestamp()

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from waggle.call.merge import _member_pattern
-from waggle.remotes.links import Link
 from waggle.routing.databases import DatabaseMap, LinkedMap
+from waggle.routing.links import Link
 
 
 class _Base(DatabaseMap):

@@ -17,17 +17,17 @@ from thrift.Thrift import TMessageType, TType
 
 from tests.support.health import PlainHealth
 from waggle.call import finish
-from waggle.call.fields import replaced
 from waggle.call.lane import lane_for
 from waggle.call.plan import REWRITER, plan
 from waggle.call.values import Call, Kind, Send, Session
 from waggle.config.loader import load
 from waggle.config.model import DatabaseResolution
+from waggle.hms.fields import replaced
 from waggle.hms.methods import METHODS
 from waggle.hms.service import METHOD_IO
 from waggle.hms.wire import Header, Wire
 from waggle.remotes.registry import LinkRegistry
-from waggle.routes import Routes
+from waggle.routes.snapshot import Routes
 from waggle.routing.databases import DatabaseMap, ManualMap, PrefixedMap
 from waggle.routing.federation import Planner
 from waggle.upstream.capabilities import Capabilities

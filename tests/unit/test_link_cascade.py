@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from waggle.hms.methods import METHODS
 from waggle.hms.service import METHOD_IO
-from waggle.remotes.links import Link
 from waggle.remotes.planning import cascading
+from waggle.routing.links import Link
 
 LINKS = {"eu_sales": Link("eu_sales", "sales", member="analytics")}
 

@@ -20,7 +20,7 @@ from waggle.common import metrics
 from waggle.copies.catalog import Copies, Copy
 from waggle.copies.serve import SERVED_FROM, SERVED_REASON
 from waggle.hms.gen.hive_metastore.ttypes import MetaException, Table
-from waggle.sync import objects as o
+from waggle.synced import objects as o
 from waggle.upstream.client import Lost, UpstreamError
 from waggle.upstream.deadlines import Deadlines
 

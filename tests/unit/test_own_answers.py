@@ -1,5 +1,5 @@
 """The calls waggle answers itself: the handler table, and handlers' answers and refusals from plain values (no
-Runtime, no socket)."""
+runtime, no socket)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ class Guard:
 
 
 @dataclass
-class Runtime:
+class Context:
+    """What is running, as a handler sees it: only the guard."""
+
     guard: Guard = field(default_factory=Guard)
 
 
@@ -38,7 +40,7 @@ class Desk:
     """A connection as a handler sees it, with nothing behind it: sending or asking a pool fails the test."""
 
     config: WaggleConfig
-    runtime: Any = field(default_factory=Runtime)
+    context: Any = field(default_factory=Context)
     session: Session = field(default_factory=Session)
     peer: str = "10.0.0.1:5000"
 

@@ -9,9 +9,9 @@ import pytest
 
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import DatabaseResolution, RemotePolicy
-from waggle.remotes.links import Link, LinkError, creator_refusal, description, link_of, policy_refusal
 from waggle.routing.databases import LinkedMap, PrefixedMap
 from waggle.routing.federation import Naming
+from waggle.routing.links import Link, LinkError, creator_refusal, description, link_of, policy_refusal
 
 FEDERATION = """\
 primary-meta-store: {name: p, remote-meta-store-uris: "thrift://h:1"}
@@ -90,7 +90,7 @@ def test_a_remote_table_is_named_by_its_properties_and_replies_take_the_local_na
     from waggle.call.finish import local_names
     from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
     from waggle.hms.gen.hive_metastore import ttypes as h
-    from waggle.remotes.tables import table_link_of
+    from waggle.routing.table_links import table_link_of
 
     table = table_link_of("Default", "EU_Daily", {"waggle.remote.metastore": "analytics",
                                                   "waggle.remote.database": "sales", "waggle.remote.table": "daily"})

@@ -15,11 +15,11 @@ from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.methods import METHODS
 from waggle.hms.service import METHOD_IO
 from waggle.remotes import planning
-from waggle.remotes.links import Link
 from waggle.remotes.registry import LinkRegistry
-from waggle.remotes.tables import TableLink
 from waggle.routing.databases import LinkedMap, PrefixedMap
 from waggle.routing.federation import Planner
+from waggle.routing.links import Link
+from waggle.routing.table_links import TableLink
 
 SERVER = """\
 database-resolution: PREFIXED

@@ -22,12 +22,12 @@ from waggle.config.model import (
     TlsServer,
     TunnelConfig,
 )
-from waggle.docs.config_page import reference, sync_reference
 from waggle.config.registry import SOURCE, FromSetting, Nested, Setting
 from waggle.config.settings import METASTORE, METASTORE_SETTINGS, SERVER, SERVER_SETTINGS, Metastore, Server
 from waggle.config.sync_settings import SYNC, SYNC_JOB, Sync, SyncJob
-from waggle.sync import objects as o
+from waggle.docs.config_page import reference, sync_reference
 from waggle.sync.runner import SyncConfigError, load_sync_file
+from waggle.synced import objects as o
 
 ROOT = Path(__file__).resolve().parents[2]
 PRIMARY = {"name": "p", "remote-meta-store-uris": "thrift://h:1"}

@@ -9,8 +9,8 @@ import pytest
 
 from waggle.hms.gen.hive_metastore.ttypes import FieldSchema, Partition, SerDeInfo, StorageDescriptor, Table
 from waggle.hms.names import partition_name
-from waggle.sync import objects as o
 from waggle.sync.runner import SyncConfigError, load_sync_file
+from waggle.synced import objects as o
 
 
 def table(**changes: object) -> Table:

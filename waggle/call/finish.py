@@ -14,7 +14,6 @@ from typing import Any
 
 from thrift.Thrift import TApplicationException, TMessageType
 
-from waggle.call.fields import value_at
 from waggle.call.plan import REWRITER
 from waggle.call.values import Answer, Call, Encoder, NameFn, Paired, Refusal, Send, Settled
 from waggle.config.model import MetastoreConfig, ProtocolKind
@@ -22,6 +21,7 @@ from waggle.copies.serve import as_source, with_copy_storage
 from waggle.hms import specs
 from waggle.hms.bridges import is_unknown_method
 from waggle.hms.catalogs import fill_catalog
+from waggle.hms.fields import value_at
 from waggle.hms.gen.hive_metastore.ttypes import LockResponse, LockState, Partition
 from waggle.hms.layouts import Layout
 from waggle.hms.methods import Access, MethodSpec
@@ -29,10 +29,10 @@ from waggle.hms.names import parse
 from waggle.hms.service import MethodIO
 from waggle.hms.splice import Splicer
 from waggle.hms.wire import Header, decode_message
-from waggle.remotes.links import decorate
-from waggle.remotes.tables import TableLink, rename
 from waggle.routing.access import table_visible
 from waggle.routing.federation import Decision, Naming, Refused
+from waggle.routing.links import decorate
+from waggle.routing.table_links import TableLink, rename
 from waggle.upstream.client import Reply
 
 _SPLICER = Splicer(REWRITER)

@@ -29,18 +29,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from waggle.call.fields import catalog_field
 from waggle.call.plan import REWRITER, member_args, send_plan
-from waggle.call.values import Call, Capabilities, Kind, MemberHealth, Send
+from waggle.call.values import Call, Kind, MemberHealth, Send
 from waggle.config.model import CopyReads, MetastoreConfig, WireFormat
 from waggle.copies.catalog import serving
+from waggle.hms.fields import catalog_field
 from waggle.hms.methods import Access, MethodSpec, Route
 from waggle.hms.names import parse
 from waggle.hms.service import MethodIO
+from waggle.routes.snapshot import Capabilities
 from waggle.routing.federation import Decision, Naming
 
 if TYPE_CHECKING:
-    from waggle.routes import Routes
+    from waggle.routes.snapshot import Routes
 
 
 class Choice(NamedTuple):
@@ -162,7 +163,7 @@ def lane_of(routes: Routes, spec: MethodSpec | None, io: MethodIO | None) -> Lan
 
 def lane_for(routes: Routes, name: str, spec: MethodSpec | None, io: MethodIO | None) -> Lane | None:
     """The lane of method ``name`` under ``routes``, decided once per method and snapshot (remembered in the
-    snapshot's :class:`~waggle.call.memo.Memo`)."""
+    snapshot's :class:`~waggle.routes.memo.Memo`)."""
     lanes = routes.memo.lanes.of(routes)
     lane = lanes.get(name, _UNDECIDED)
     if lane is _UNDECIDED:

@@ -17,19 +17,20 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from thrift.Thrift import TMessageType
 
-from waggle.call.memo import NameMemo
-from waggle.call.values import Answer, Call, Capabilities, Encoder, FanOut, NeedCatalogs
+from waggle.call.values import Answer, Call, Encoder, FanOut, NeedCatalogs
 from waggle.copies.catalog import serving
 from waggle.hms.bridges import DEFAULT_CATALOG
 from waggle.hms.gen.hive_metastore.ttypes import GetAllFunctionsResponse
 from waggle.hms.methods import Merge, MethodSpec, NameForm
 from waggle.hms.names import QualifiedName, matches, parse, residual_patterns
+from waggle.routes.memo import NameMemo
+from waggle.routes.snapshot import Capabilities
 from waggle.routing.access import table_visible
 from waggle.routing.federation import Naming
 from waggle.upstream.outcome import Outcome
 
 if TYPE_CHECKING:
-    from waggle.routes import Routes
+    from waggle.routes.snapshot import Routes
 
 
 class _Facts(NamedTuple):

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Set
 from typing import TYPE_CHECKING, Any
 
 from waggle.call import merge
-from waggle.call.fields import catalog_field, copied_along, replaced, table_refs, value_at
 from waggle.call.values import (
     Call,
     Kind,
@@ -35,17 +34,18 @@ from waggle.copies.catalog import serving
 from waggle.copies.serve import Served
 from waggle.hms.bridges import DEFAULT_CATALOG, strip_catalog
 from waggle.hms.catalogs import carries_catalog
+from waggle.hms.fields import catalog_field, copied_along, replaced, table_refs, value_at
 from waggle.hms.methods import Access, LinkOp, MethodSpec, NameForm, Route
 from waggle.hms.names import parse
 from waggle.hms.rewrite import Rewriter, call_rewriter
 from waggle.hms.strings import strings_in
 from waggle.remotes import planning as remotes
-from waggle.remotes.links import Link
-from waggle.remotes.tables import TableLink
 from waggle.routing.federation import Decision, Naming, Planner, Refused
+from waggle.routing.links import Link
+from waggle.routing.table_links import TableLink
 
 if TYPE_CHECKING:
-    from waggle.routes import Routes
+    from waggle.routes.snapshot import Routes
 
 #: the one rewriter of whole calls (plans are cached per struct class)
 REWRITER: Rewriter = call_rewriter()

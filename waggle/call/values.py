@@ -19,23 +19,9 @@ from waggle.upstream.client import Identity
 
 if TYPE_CHECKING:
     from waggle.copies.serve import Served
-    from waggle.remotes.links import Link
-    from waggle.remotes.tables import TableLink
+    from waggle.routing.links import Link
+    from waggle.routing.table_links import TableLink
     from waggle.security.frontdoor import Authenticated
-
-
-class Capabilities(Protocol):
-    """What is known of one metastore's abilities when a call is planned (its pool's
-    :class:`waggle.upstream.compat.Capabilities`, learned as calls go; a plain value in tests)."""
-
-    @property
-    def catalogs(self) -> bool | None:
-        """Whether it understands catalogs (None: not known yet)."""
-        ...
-
-    def bridges(self, method: str, args: Any) -> bool:
-        """Whether a call of ``method`` with ``args`` must go through the method's bridge."""
-        ...
 
 
 class MemberHealth(Protocol):

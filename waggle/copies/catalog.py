@@ -17,8 +17,8 @@ from datetime import datetime
 from typing import Any
 
 from waggle.config.model import CopyReads, MetastoreConfig
-from waggle.copies.coverage import Coverage
-from waggle.sync import objects as o
+from waggle.synced import objects as o
+from waggle.synced.coverage import Coverage
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,16 +18,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from waggle.call.fields import table_refs, value_at
 from waggle.config.model import CopyReads, PartialCopies
 from waggle.copies.catalog import Copies, Copy
 from waggle.copies.serve import Served, carries, objects_in
+from waggle.hms.fields import table_refs, value_at
 from waggle.hms.gen.hive_metastore.ttypes import LockType, Partition, PartitionWithoutSD, Table
 from waggle.hms.methods import Access, MethodSpec
 from waggle.hms.names import parse
 from waggle.hms.service import MethodIO
 from waggle.routing.federation import Naming
-from waggle.sync import objects as o
+from waggle.synced import objects as o
 
 DOWN, PREFER = "down", "prefer"
 SHARED_READ = LockType.SHARED_READ

@@ -1,41 +1,35 @@
-"""The copies the primary holds, read from the primary itself, and served (a new routes snapshot).
+"""The copies the primary holds, read from the primary itself (served in the routes snapshot by
+:class:`waggle.routes.copies.CopiesService`).
 
-One round (:meth:`CopiesService.refresh`, every ``copies-refresh-seconds``, run by :mod:`waggle.loops`):
+One round (:meth:`CopyRegistry.read`, every ``copies-refresh-seconds``):
 
 - the primary's databases are listed; a database seen for the first time is looked at once (its
   ``waggle.sync.source`` parameter marks a database the sync writes into), and the unmarked ones again every
   ``RECHECK`` rounds;
 - every table of a marked database is read (``get_table_objects_by_name``, in chunks), and those carrying the
   sync's bookkeeping become :class:`~waggle.copies.catalog.Copy` values, their freshness from the coverage
-  records in ``waggle_sys`` (:mod:`waggle.copies.coverage`).
+  records in ``waggle_sys`` (:mod:`waggle.synced.coverage`).
 
-Nothing is read while no member has ``read-from-copies``. Every replica reads for itself, so a copy made
-anywhere is served everywhere within a round, with no reload. A failed round keeps the copies served before.
-
-The service also says, in the log, when a member's reads switch to copies and when they switch back
-(:meth:`CopiesService.watch`: when the member's health changes, and every second).
+Every replica reads for itself, so a copy made anywhere is served everywhere within a round, with no reload.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import gevent.pool
 
 from waggle.common.logging import get_logger
-from waggle.config.model import CopyReads, MetastoreConfig
-from waggle.copies import coverage
-from waggle.copies.catalog import NONE, Copies, Copy, copy_of
+from waggle.config.model import MetastoreConfig
+from waggle.copies.catalog import Copies, Copy, copy_of
 from waggle.copies.serve import Served
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
-from waggle.sync import objects as o
+from waggle.synced import coverage
+from waggle.synced import objects as o
 from waggle.upstream.client import Identity, UpstreamError
 
 if TYPE_CHECKING:
-    from waggle.routes import Routes
-    from waggle.upstream.health import Health
     from waggle.upstream.pool import UpstreamPool
 
 log = get_logger("waggle.copies")
@@ -46,10 +40,6 @@ RECHECK = 10
 #: tables read per get_table_objects_by_name; databases read at once
 CHUNK = 100
 AT_ONCE = 8
-
-
-class RoutesHolder(Protocol):
-    routes: Routes
 
 
 class CopyRegistry:
@@ -105,68 +95,6 @@ def _copies_in(primary: UpstreamPool, db: str, coverages: list[coverage.Coverage
             if found is not None:
                 out.append(found)
     return out
-
-
-class CopiesService:
-    """The copies at run time: read every ``copies-refresh-seconds`` and served in the routes snapshot."""
-
-    def __init__(self, holder: RoutesHolder, health: Health, now: Callable[[], float]) -> None:
-        self.registry = CopyRegistry()
-        self._holder = holder
-        self._health = health
-        self._now = now
-        #: member -> why its reads are answered from copies now (down, prefer), as last logged
-        self._serving: dict[str, str] = {}
-        health.listeners.append(lambda _status: self.watch())  # a member down or back: said at once
-
-    def refresh_seconds(self) -> float:
-        return self._holder.routes.config.server.copies_refresh_seconds
-
-    def refresh(self) -> None:
-        routes = self._holder.routes
-        members = {m.name: m for m in routes.config.federation.federated
-                   if m.read_from_copies is not CopyReads.NEVER}
-        copies = NONE if not members else self.registry.read(routes.primary, members)
-        if copies != self._holder.routes.copies:
-            before = self._holder.routes.copies.counts
-            self._holder.routes = replace(self._holder.routes, copies=copies)
-            for name in sorted(set(before) | set(copies.counts)):
-                if before.get(name, 0) != copies.counts.get(name, 0):
-                    log.info("copies.found", member=name, copies=copies.counts.get(name, 0))
-        self.watch()
-
-    def refresh_quietly(self) -> None:
-        """:meth:`refresh` out of its loop (after a reload): a failure is logged, as the loop logs it."""
-        try:
-            self.refresh()
-        except Exception as exc:
-            log.error("copies.refresh_failed", error=repr(exc))
-
-    def watch(self) -> None:
-        """Log each member whose reads switch to copies, or back."""
-        routes = self._holder.routes
-        for member in routes.config.federation.federated:
-            now = _serving_reason(member, routes.copies, self._health)
-            before = self._serving.get(member.name)
-            if now == before:
-                continue
-            if now is None:
-                self._serving.pop(member.name, None)
-                log.warning("copies.released", member=member.name, reason=before,
-                            detail="its reads go to the metastore again")
-            else:
-                self._serving[member.name] = now
-                log.warning("copies.serving", member=member.name, reason=now,
-                            copies=routes.copies.counts.get(member.name, 0),
-                            detail="reads of its tables with copies are answered from them")
-
-
-def _serving_reason(member: MetastoreConfig, copies: Copies, health: Health) -> str | None:
-    if member.read_from_copies is CopyReads.NEVER or not copies.held_for(member.name):
-        return None
-    if not health.is_up(member.name):
-        return "down"
-    return "prefer" if member.read_from_copies is CopyReads.PREFER else None
 
 
 def held_partitions(primary: UpstreamPool, identity: Identity | None, served: Served) -> list[str] | None:

@@ -21,7 +21,7 @@ from waggle.hms import specs
 from waggle.hms.gen.hive_metastore.ttypes import Database, Partition, Table
 from waggle.hms.names import parse, partition_name
 from waggle.hms.rewrite import Rewriter, call_rewriter
-from waggle.sync import objects as o
+from waggle.synced import objects as o
 
 SERVED_FROM = "waggle.served-from"
 SERVED_STALENESS = "waggle.served-staleness-seconds"

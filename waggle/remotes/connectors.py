@@ -7,7 +7,7 @@ In Hive 4 these statements make a remote database:
 
 Hive 4's own connectors are JDBC only, and none of them reaches another Thrift metastore. With remote databases
 enabled, waggle answers the connector calls itself, and a remote database becomes a link like any other
-(:mod:`waggle.remotes.links`).
+(:mod:`waggle.routing.links`).
 
 A connector names a federation member in one of two ways: with ``'waggle.remote.metastore'='analytics'`` among
 its properties, or with a URL equal to one of that member's URIs. Any other URL is a URI link, under the
@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from waggle.config.model import Federation, WaggleConfig
 from waggle.hms.gen.hive_metastore.ttypes import DataConnector
 from waggle.hms.methods import ConnectorOp
-from waggle.remotes.links import METASTORE, Link, LinkError, creator_refusal, link_of, policy_refusal
+from waggle.routing.links import METASTORE, Link, LinkError, creator_refusal, link_of, policy_refusal
 
 KEY_PREFIX = "waggle:connector:"
 TYPE = "hivemetastore"

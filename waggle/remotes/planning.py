@@ -19,12 +19,14 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from waggle.call.fields import replaced, table_refs, value_at
 from waggle.hms import specs
+from waggle.hms.fields import replaced, table_refs, value_at
 from waggle.hms.methods import Access, LinkOp, MethodSpec
 from waggle.hms.names import parse
 from waggle.remotes.connectors import REMOTE_DB_NAME, ConnectorError, link_through
-from waggle.remotes.links import (
+from waggle.routing.access import create_refusal
+from waggle.routing.databases import visible
+from waggle.routing.links import (
     REMOTE,
     Link,
     LinkError,
@@ -34,9 +36,7 @@ from waggle.remotes.links import (
     parameters_of,
     policy_refusal,
 )
-from waggle.remotes.tables import TableLink, has_remote_table, table_link_of
-from waggle.routing.access import create_refusal
-from waggle.routing.databases import visible
+from waggle.routing.table_links import TableLink, has_remote_table, table_link_of
 
 if TYPE_CHECKING:
     from waggle.config.model import MetastoreConfig, WaggleConfig

@@ -22,8 +22,8 @@ from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
 from waggle.hms.gen.hive_metastore.ttypes import Database
 from waggle.remotes import connectors
 from waggle.remotes.connectors import Connector
-from waggle.remotes.links import Link, LinkError, is_link, link_of, policy_refusal, uri_member
-from waggle.remotes.tables import TableLink, has_remote_table, table_link_of
+from waggle.routing.links import Link, LinkError, is_link, link_of, policy_refusal, uri_member
+from waggle.routing.table_links import TableLink, has_remote_table, table_link_of
 from waggle.upstream.client import Identity, UpstreamError
 
 if TYPE_CHECKING:

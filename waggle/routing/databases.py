@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from waggle.config.model import Federation, MetastoreConfig
-from waggle.remotes.links import Link
+from waggle.routing.links import Link
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from waggle.config.model import AccessControlType, DatabaseResolution, Federation, MetastoreConfig
 from waggle.hms.methods import Access, LinkOp, MethodSpec, Route
 from waggle.hms.names import parse
-from waggle.remotes.links import Link
 from waggle.routing.access import create_refusal, table_visible, write_refusal
 from waggle.routing.databases import DatabaseMap, Target, visible
+from waggle.routing.links import Link
 
 #: LockComponent.type values that only read (Hive's LockType.SHARED_READ).
 SHARED_READ = 1

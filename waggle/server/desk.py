@@ -1,5 +1,6 @@
-"""What a handler of a call waggle answers itself is given: the connection's session and wire, what is running,
-and the one way to send a plan's call upstream (see :data:`waggle.server.own.HANDLERS`)."""
+"""What a handler of a call waggle answers itself is given: the connection's session and wire, what is running
+(a :class:`~waggle.server.context.ServerContext`), and the one way to send a plan's call upstream (see
+:data:`waggle.server.own.HANDLERS`)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from waggle.call.values import Answer, Send, Session
     from waggle.hms.wire import Wire
-    from waggle.runtime import Runtime
+    from waggle.server.context import ServerContext
     from waggle.upstream.pool import UpstreamPool
 
 
 class Desk(Protocol):
     """One client connection, as the handlers of self-answered calls see it (the driver is one)."""
 
-    runtime: Runtime
+    #: what is running
+    context: ServerContext
     session: Session
     wire: Wire
     #: the client's address, host:port

@@ -51,10 +51,10 @@ from waggle.hms.methods import METHODS, MethodSpec, database_of
 from waggle.hms.service import METHOD_IO, MethodIO
 from waggle.hms.wire import Header, PeerClosed, Wire, WireError
 from waggle.remotes import planning as remotes_planning
-from waggle.routes import Routes
-from waggle.runtime import Runtime
+from waggle.routes.snapshot import Routes
 from waggle.security.frontdoor import Authenticated
 from waggle.server import admission
+from waggle.server.context import ServerContext
 from waggle.server.own import HANDLERS
 from waggle.upstream import compat, fanout
 from waggle.upstream.client import Reply, UpstreamError
@@ -79,12 +79,13 @@ class ClientDriver:
     """Serves one client connection; it is the :class:`~waggle.server.desk.Desk` of the calls waggle answers
     itself (:data:`waggle.server.own.HANDLERS`)."""
 
-    __slots__ = ("calls", "conn_id", "idle", "peer", "routes", "runtime", "session", "sock", "started", "wire")
+    __slots__ = ("calls", "conn_id", "context", "idle", "peer", "routes", "session", "sock", "started", "wire")
 
-    def __init__(self, sock: socket.socket, peer: Any, runtime: Runtime, who: Authenticated | None = None) -> None:
+    def __init__(self, sock: socket.socket, peer: Any, context: ServerContext,
+                 who: Authenticated | None = None) -> None:
         self.sock = sock
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self.runtime = runtime
+        self.context = context
         self.conn_id = next(_ids)
         self.session = Session()
         if who is not None:
@@ -92,7 +93,7 @@ class ClientDriver:
             self.session.authenticated = who
             self.session.identity = (who.user, ())
         self.idle = True
-        server = runtime.config.server
+        server = context.config.server
         self.wire = Wire(sock, server.wire, server.limits)
         self.calls = 0
         #: when the call being answered arrived (perf_counter), and the routes it was planned with (set for the
@@ -103,7 +104,7 @@ class ClientDriver:
     def serve(self) -> None:
         structlog.contextvars.bind_contextvars(conn=self.conn_id, peer=self.peer)
         wire = self.wire
-        lifecycle = self.runtime.lifecycle
+        lifecycle = self.context.lifecycle
         try:
             while not lifecycle.draining:
                 self.idle = True
@@ -149,13 +150,13 @@ class ClientDriver:
         if spec is not None and spec.never_shed:
             self._read(header, spec)
             return
-        runtime = self.runtime
+        context = self.context
         identity = self.session.identity
-        refused = admission.rate_limited(runtime.call_limits, spec, header.name,
+        refused = admission.rate_limited(context.call_limits, spec, header.name,
                                          identity[0] if identity is not None else "", self.peer)
         if refused is None:
-            slots = runtime.call_slots
-            if slots.acquire(runtime.routes.config.server.load.queue_wait_seconds):
+            slots = context.call_slots
+            if slots.acquire(context.routes.config.server.load.queue_wait_seconds):
                 try:  # counted in waggle_calls_in_flight while it holds its slot (read from call_slots when scraped)
                     self._read(header, spec)
                 finally:
@@ -187,15 +188,15 @@ class ClientDriver:
         self.session.release = learn(self.session.release, spec, args)  # where the client reads waggle's errors
         if io is not None:
             started = time.perf_counter()
-            runtime = self.runtime
-            routes = runtime.routes
+            context = self.context
+            routes = context.routes
             lane = lane_for(routes, name, spec, io)
             if lane is not None:
-                choice = lane.choose(args, runtime.health, wire.format)
+                choice = lane.choose(args, context.health, wire.format)
                 if choice is not None:
                     if choice.renamed:  # planned by the lane, sent and finished as planned
                         step = lane.send(Call(header, spec, io, args, raw, self.session, wire.format), choice,
-                                         runtime.health)
+                                         context.health)
                         self._finish(header, args, started, self._send(step, started, routes.pools[step.metastore],
                                                                        routes))
                     else:
@@ -225,13 +226,13 @@ class ClientDriver:
         if reply.header.mtype == TMessageType.REPLY and reply.first_field <= 0:
             if reply.raw is not None:
                 wire.send_raw(reply.raw)  # relayed byte for byte (or the rest of a streamed reply)
-            if self.runtime.log_calls:
+            if self.context.log_calls:
                 self._record(name, args, started, Answer(reply.raw, "ok", pool.name))
             else:
                 metrics.observe_call(name, pool.name, time.perf_counter() - started, None)
             return
         step = lane.send(Call(header, lane.spec, lane.io, args, raw, self.session, wire.format), choice,
-                         self.runtime.health)
+                         self.context.health)
         self._finish(header, args, started, self._replied(step, reply, pool))
 
     def _answer(self, call: Call) -> None:
@@ -240,25 +241,25 @@ class ClientDriver:
 
     def _respond(self, call: Call, started: float) -> Answer:
         """Plan ``call`` and do what the plan says: its answer."""
-        runtime = self.runtime
-        routes = runtime.routes  # one configuration and map for the whole call, even if a reload swaps them
+        context = self.context
+        routes = context.routes  # one configuration and map for the whole call, even if a reload swaps them
         if routes.links and call.args is not None:  # a stock DROP DATABASE ... CASCADE of a link, call by call
             self.session.cascading = remotes_planning.cascading(
                 call.spec, call.io.args if call.io is not None else None, REWRITER.names_in(call.args),
                 routes.links, self.session.cascading)
-        step = plan(call, routes, runtime.health, runtime.created)
+        step = plan(call, routes, context.health, context.created)
         if isinstance(step, Send) and step.kind is Kind.SEND:  # the common case, first: a call relayed to one member
             return self._send(step, started, routes.pools[step.metastore], routes)
         learned = Learned()
         while isinstance(step, (NeedCatalogs, NeedLinks)):
             if isinstance(step, NeedLinks):
-                remotes = runtime.remotes
+                remotes = context.remotes
                 if step.connectors:
                     remotes.learn_connectors()
                 remotes.learn_links(list(step.names))
                 if step.tables:
                     remotes.learn_tables(list(step.tables))
-                fresh = runtime.routes
+                fresh = context.routes
                 if fresh.registry is None or fresh.registry.unknown(step.names):
                     routes = replace(fresh, registry=None)  # the primary did not answer: plan without links
                 else:
@@ -266,7 +267,7 @@ class ClientDriver:
             else:
                 self._learn_catalogs(routes, step)
             learned = learned.after(step)
-            step = plan(call, routes, runtime.health, runtime.created, learned)
+            step = plan(call, routes, context.health, context.created, learned)
         if isinstance(step, Refusal):
             answer = finish.down(step, self.wire) if step.kind is Kind.DOWN else finish.refusal(step, self.wire)
         elif isinstance(step, FanOut):
@@ -295,7 +296,7 @@ class ClientDriver:
 
     def send(self, step: Send) -> Answer:
         """Send the call; a member that turns out not to have the method is answered through its bridge."""
-        health = self.runtime.health
+        health = self.context.health
         if not health.is_up(step.metastore):
             return self._failure(step.call.header, step.call.io, health.down_message(step.metastore), "member_down",
                                  step.metastore)
@@ -313,7 +314,7 @@ class ClientDriver:
                               self.session.release.layout if layout is None else layout, **fields)
 
     def _learn_catalogs(self, routes: Routes, need: NeedCatalogs) -> None:
-        health, pools = self.runtime.health, [routes.pools[name] for name in need.members]
+        health, pools = self.context.health, [routes.pools[name] for name in need.members]
         if need.bounded:
             fanout.learn_catalogs(health, pools, self.session.identity,
                                   routes.config.server.fan_out_timeout_ms / 1000.0)
@@ -353,7 +354,7 @@ class ClientDriver:
                                  routes.config.server.stream_after_bytes)
         except UpstreamError as exc:
             held.kill(block=False)
-            self.runtime.health.call_failed(source.name, exc)
+            self.context.health.call_failed(source.name, exc)
             return self._send(step.copy, started, primary, routes)  # the member failed: the copy answers alone
         assert got is not None  # not oneway
         names = held.get()
@@ -366,7 +367,7 @@ class ClientDriver:
         """The answer to a call whose metastore failed it: planned again when the failure says the metastore is
         gone (a read: see :mod:`waggle.call.lost`), else a ``MetaException`` saying what is known; or the end of
         the connection, half a reply sent."""
-        health = self.runtime.health
+        health = self.context.health
         if lost.gone(call, exc):
             health.found_down(pool.name, exc.detail)
         else:
@@ -400,7 +401,7 @@ class ClientDriver:
         """Apply what a call left behind: a database created under a whitelist, a lock granted or released."""
         if settled.created is not None:
             member, database = settled.created
-            self.runtime.created.setdefault(member, set()).add(database)
+            self.context.created.setdefault(member, set()).add(database)
         if settled.granted is not None:
             lock_id, owner = settled.granted
             self.session.lock_owners[lock_id] = owner
@@ -445,7 +446,7 @@ class ClientDriver:
         sent = (call.args, call.raw, call.wire.protocol)
         pools = routes.pools
         jobs = [(pools[naming.member.name], naming, args) for naming, args in step.jobs]
-        outcomes = fanout.gather(self.runtime.health, routes.config.server, self.session.identity, call.name,
+        outcomes = fanout.gather(self.context.health, routes.config.server, self.session.identity, call.name,
                                  call.header.seqid, call.io.result, jobs, sent)
         return merge.merge(step, outcomes, self.wire, lambda message: self._failure(
             call.header, call.io, message, "upstream_error", "*"))
@@ -477,7 +478,7 @@ class ClientDriver:
         outcome, metastore = answer.outcome, answer.metastore
         kind = finish.ERROR_KINDS.get(outcome, "exception")
         metrics.observe_call(method if method in METHOD_IO else UNKNOWN_METHOD, metastore, seconds, kind)
-        debug = self.runtime.log_calls
+        debug = self.context.log_calls
         if kind is None and not debug:
             return  # answered and not an error: no line at info (the common case, decided first)
         if outcome == "refused":

@@ -1,8 +1,8 @@
 """The calls waggle answers itself rather than relaying, as a table of handlers by the plan's kind.
 
-Each capability that answers or redirects calls keeps its handlers in its own room (remote databases in
-:mod:`waggle.remotes.answers`; the connection's identity and delegation tokens here) and adds one entry to
-:data:`HANDLERS`. A handler gets the connection as a :class:`~waggle.server.desk.Desk` and the plan, and
+Each capability that answers or redirects calls keeps its handlers in a module of its own beside this one (remote
+databases in :mod:`waggle.server.own_links`; the connection's identity and delegation tokens here) and adds one
+entry to :data:`HANDLERS`. A handler gets the connection as a :class:`~waggle.server.desk.Desk` and the plan, and
 returns the :class:`~waggle.call.values.Answer`; answers and refusals are built by :mod:`waggle.call.finish`.
 """
 
@@ -15,8 +15,8 @@ import structlog
 from waggle.call import finish
 from waggle.call.values import Answer, Kind, Send
 from waggle.hms.methods import TokenOp
-from waggle.remotes import answers as remotes
 from waggle.security.token_service import TokenRefused
+from waggle.server import own_links
 from waggle.server.desk import Desk, Handler
 from waggle.upstream.client import UpstreamError
 
@@ -51,7 +51,7 @@ def tokens(desk: Desk, step: Send) -> Answer:
     """A delegation-token call, answered by waggle's token service (the front door logs clients in)."""
     call = step.call
     assert call.spec is not None and call.spec.token is not None
-    op, who, service = call.spec.token.op, desk.session.authenticated, desk.runtime.guard.tokens
+    op, who, service = call.spec.token.op, desk.session.authenticated, desk.context.guard.tokens
     args = [str(getattr(call.args, name, None) or "") for name in call.spec.token.args]
     value: object = None
     try:
@@ -76,6 +76,6 @@ def tokens(desk: Desk, step: Send) -> Answer:
 HANDLERS: Mapping[Kind, Handler] = {
     Kind.IDENTITY: identity,
     Kind.TOKENS: tokens,
-    Kind.LINK: remotes.link,
-    Kind.CONNECTORS: remotes.connectors,
+    Kind.LINK: own_links.link,
+    Kind.CONNECTORS: own_links.connectors,
 }

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gevent
 import gevent.event
@@ -24,14 +24,10 @@ from gevent.server import StreamServer
 from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
 from waggle.config.timing import DRAIN_KILL_SECONDS, DRAIN_POLL_SECONDS, REFUSE_TIMEOUT
-from waggle.endpoint import HttpEndpoint
-from waggle.runtime import Runtime
 from waggle.security.frontdoor import Refused
 from waggle.server.budget import ConnectionBudget
+from waggle.server.context import HttpSide, ServerContext
 from waggle.server.driver import ClientDriver
-
-if TYPE_CHECKING:
-    from waggle.reload import Reloader
 
 log = get_logger("waggle.server")
 
@@ -40,14 +36,13 @@ REFUSERS = 64
 
 
 class WaggleServer:
-    def __init__(self, runtime: Runtime, reloader: Reloader | None = None, listener: socket.socket | None = None,
-                 budget: ConnectionBudget | None = None, http: bool = True) -> None:
-        """``listener``: a listening socket to serve (a worker's, on the pod's port) instead of binding one;
-        ``budget``: the bound on client connections (this process's own, by default); ``http``: serve the HTTP
-        endpoint too (a worker's supervisor serves it)."""
-        self.runtime = runtime
-        self.reloader = reloader
-        server = runtime.config.server
+    def __init__(self, context: ServerContext, listener: socket.socket | None = None,
+                 budget: ConnectionBudget | None = None, http: HttpSide | None = None) -> None:
+        """``context``: what is running (the runtime); ``listener``: a listening socket to serve (a worker's, on
+        the pod's port) instead of binding one; ``budget``: the bound on client connections (this process's own,
+        by default); ``http``: the HTTP endpoint to serve with it (none for a worker: its supervisor serves it)."""
+        self.context = context
+        server = context.config.server
         self._budget = budget or ConnectionBudget(server.max_connections)
         self._refused_log = Throttle(1.0)
         self._pool = Pool(server.max_connections + REFUSERS)
@@ -55,7 +50,7 @@ class WaggleServer:
                                     spawn=self._pool, backlog=None if listener else 1024)
         self._connections: dict[gevent.Greenlet, ClientDriver] = {}
         self._stopped = gevent.event.Event()
-        self.http = HttpEndpoint(runtime, server.bind_address, server.endpoint_port, reloader) if http else None
+        self.http = http
 
     @property
     def address(self) -> tuple[str, int]:
@@ -75,16 +70,16 @@ class WaggleServer:
             self._server.close()
             raise
         log.info("server.listening", address=f"{self.address[0]}:{self.address[1]}",
-                 wire=self.runtime.config.server.wire.describe(),
-                 max_connections=self.runtime.config.server.max_connections,
+                 wire=self.context.config.server.wire.describe(),
+                 max_connections=self.context.config.server.max_connections,
                  gevent_patched=gevent.monkey.is_module_patched("socket"),
                  http_port=self.http.port if self.http is not None else None)
 
     def _handle(self, sock: socket.socket, peer: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        door = self.runtime.guard.front_door
+        door = self.context.guard.front_door
         if door is None:
-            conn = ClientDriver(sock, peer, self.runtime)
+            conn = ClientDriver(sock, peer, self.context)
         else:
             try:
                 secured, who = door.open(sock)
@@ -93,7 +88,7 @@ class WaggleServer:
                 log.warning("client.unauthenticated", peer=f"{peer[0]}:{peer[1]}", reason=str(exc))
                 sock.close()
                 return
-            conn = ClientDriver(secured, peer, self.runtime, who)
+            conn = ClientDriver(secured, peer, self.context, who)
             if who is not None:
                 log.info("client.authenticated", peer=conn.peer, user=who.user, principal=who.principal,
                          mechanism=who.mechanism, qop=who.qop)
@@ -122,7 +117,7 @@ class WaggleServer:
     def stop(self, grace_seconds: float, delay_seconds: float = 0.0) -> None:
         """Fail readiness, keep serving for ``delay_seconds``, stop accepting, let calls in flight finish within
         ``grace_seconds``, then close everything."""
-        lifecycle = self.runtime.lifecycle
+        lifecycle = self.context.lifecycle
         if not lifecycle.stop():
             return  # a second SIGTERM: the first one's schedule stands
         log.info("server.stopping", delay_seconds=delay_seconds, grace_seconds=grace_seconds,
@@ -147,13 +142,13 @@ class WaggleServer:
             gevent.killall(list(self._connections), timeout=DRAIN_KILL_SECONDS)
         if self.http is not None:
             self.http.stop()
-        self.runtime.close()
+        self.context.close()
         log.info("server.stopped")
         self._stopped.set()
 
     def terminate(self) -> None:
         """SIGTERM or SIGINT: drain with the running configuration's timings."""
-        current = self.runtime.config.server
+        current = self.context.config.server
         gevent.spawn(self.stop, current.graceful_stop_seconds, current.shutdown_delay_seconds)
 
     def wait(self) -> None:

@@ -22,10 +22,10 @@ from typing import Any
 from waggle.hms.gen.hive_metastore.ttypes import Partition, Table
 from waggle.hms.names import partition_name
 from waggle.sync import iceberg
-from waggle.sync import objects as o
 from waggle.sync.files import CopyTask, copy_files, copy_partitions, remove_tree
 from waggle.sync.hms import Metastore, WritePool, read_pages
 from waggle.sync.report import TableReport
+from waggle.synced import objects as o
 from waggle.upstream.blocking import MetastoreUnavailable
 
 

@@ -26,12 +26,12 @@ from waggle.config.reader import MISSING, Reader
 from waggle.config.registry import setting_field
 from waggle.config.sync_settings import SYNC, SYNC_JOB, Sync, SyncJob
 from waggle.hms.gen.hive_metastore.ttypes import AlreadyExistsException, Database
-from waggle.sync import objects as o
 from waggle.sync.hms import Metastore, connections
 from waggle.sync.job import Options, TableSync, describe
 from waggle.sync.report import RunReport, TableReport
 from waggle.sync.system import mark_target, record_coverage
 from waggle.sync.throttle import WriteThrottle
+from waggle.synced import objects as o
 from waggle.upstream.blocking import kerberos_identity
 from waggle.upstream.handshake import UpstreamCredentials
 
@@ -350,7 +350,7 @@ def _run_source(member: MetastoreConfig, primary: MetastoreConfig, credentials: 
 
 
 def _coverage_name(spec: TableSpec) -> str:
-    """The name of the coverage record of a batch run of ``spec`` (:mod:`waggle.copies.coverage`)."""
+    """The name of the coverage record of a batch run of ``spec`` (:mod:`waggle.synced.coverage`)."""
     return "run-" + o.digest([spec.source, list(spec.patterns), spec.target_database, spec.mode])[:12]
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from waggle.copies import coverage
 from waggle.hms.gen.hive_metastore.ttypes import AlreadyExistsException, Database, NoSuchObjectException
-from waggle.sync import objects as o
 from waggle.sync.hms import Metastore
+from waggle.synced import coverage
+from waggle.synced import objects as o
 
 SYS_DB = "waggle_sys"
 #: one read-modify-write of waggle_sys's parameters at a time in this process
@@ -47,7 +47,7 @@ def update_parameters(target: Metastore, values: dict[str, str | None]) -> None:
 def record_coverage(target: Metastore, name: str, source: str, patterns: Iterable[str], at: float,
                     database: str | None = None, mode: str | None = None) -> None:
     """Say that every copy of ``source``'s tables that ``patterns`` name matched its source at ``at`` (epoch
-    seconds): the proxy judges the copies' freshness by it (:mod:`waggle.copies.coverage`)."""
+    seconds): the proxy judges the copies' freshness by it (:mod:`waggle.synced.coverage`)."""
     ensure_database(target)
     update_parameters(target, {coverage.PREFIX + name: coverage.record(source, patterns, at, database, mode)})
 

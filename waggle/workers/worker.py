@@ -74,7 +74,7 @@ class Worker:
         server = config.server
         budget = PodBudget(budget_fd, start.workers, start.index, server.max_connections)
         self.server = WaggleServer(self.runtime, listener=listener(server.bind_address, start.port),
-                                   budget=budget, http=False)
+                                   budget=budget)
 
     def _ask_check(self, name: str) -> None:
         try:

@@ -28,12 +28,12 @@ from urllib.parse import urlsplit
 from waggle.common.logging import get_logger
 from waggle.hms.gen.hive_metastore.ttypes import Partition
 from waggle.hms.names import partition_name
-from waggle.sync import objects as o
 from waggle.sync.files import CopyTask, copy_partitions, remove_tree, url
 from waggle.sync.follow.plan import Name, Work
 from waggle.sync.hms import Metastore
 from waggle.sync.job import Options, SyncError, TableSync, describe
 from waggle.sync.runner import TableSpec, target_of
+from waggle.synced import objects as o
 
 log = get_logger("waggle.sync.follow")
 

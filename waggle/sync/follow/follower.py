@@ -34,7 +34,6 @@ from typing import Any
 from waggle.common.logging import get_logger
 from waggle.config.model import MetastoreConfig
 from waggle.hms.gen.hive_metastore.ttypes import NotificationEvent, NotificationEventRequest
-from waggle.sync import objects as o
 from waggle.sync.execution import (
     BOOTSTRAP,
     FAILED,
@@ -51,6 +50,7 @@ from waggle.sync.follow.records import Checkpoint, Records, holder_id
 from waggle.sync.hms import FOLLOW_BULK_SECONDS, FOLLOW_CALL_SECONDS, Metastore, follow_connections
 from waggle.sync.job import Options, SyncError, TableSync, describe
 from waggle.sync.runner import NO_MATCH, TableSpec, resolve, spec_label
+from waggle.synced import objects as o
 from waggle.upstream.handshake import UpstreamCredentials
 
 log = get_logger("waggle.sync.follow")
@@ -247,7 +247,7 @@ class Follower:
 
     def _cover(self, records: Records, at: float) -> None:
         """Say, at most every ``COVER_EVERY`` seconds, that the policy's copies matched the source at ``at`` (the
-        proxy judges their freshness by it: :mod:`waggle.copies.coverage`)."""
+        proxy judges their freshness by it: :mod:`waggle.synced.coverage`)."""
         if time.monotonic() - self._covered < COVER_EVERY:
             return
         try:

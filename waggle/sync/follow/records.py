@@ -19,9 +19,9 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from waggle.copies import coverage
 from waggle.sync.hms import Metastore
 from waggle.sync.system import SYS_DB, WRITE, ensure_database
+from waggle.synced import coverage
 
 PREFIX = "waggle.sync.policy."
 
@@ -104,7 +104,7 @@ class Records:
 
     def cover(self, source: str, patterns: list[str], at: float, me: str, database: str | None = None,
               mode: str | None = None) -> None:
-        """Say that the policy's copies matched the source at ``at`` (:mod:`waggle.copies.coverage`)."""
+        """Say that the policy's copies matched the source at ``at`` (:mod:`waggle.synced.coverage`)."""
         self._update({}, me, {coverage.PREFIX + f"policy-{self.policy}": coverage.record(source, patterns, at,
                                                                                            database, mode)})
 

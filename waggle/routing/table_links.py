@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from waggle.hms import specs
-from waggle.remotes.links import DATABASE, METASTORE, PREFIX, URIS, Link, LinkError, link_of
+from waggle.routing.links import DATABASE, METASTORE, PREFIX, URIS, Link, LinkError, link_of
 
 TABLE = "waggle.remote.table"
 #: the fields that carry a table's name (as the method table derives them)

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from waggle.call import finish
-from waggle.call.fields import value_at
 from waggle.call.values import Answer, Send
 from waggle.common.logging import get_logger
+from waggle.hms.fields import value_at
 from waggle.hms.methods import LinkOp
 from waggle.remotes.connectors import ConnectorError
 from waggle.remotes.registry import create_stub, remote_refusal, remote_table_refusal
@@ -30,10 +30,10 @@ def link(desk: Desk, step: Send) -> Answer:
     if step.table_link is not None:
         return _table_link(desk, step, op)
     assert made is not None
-    runtime, wire = desk.runtime, desk.wire
+    context, wire = desk.context, desk.wire
     if op is LinkOp.CREATE:
-        member = runtime.config.federation.member(made.member) if made.member else runtime.links.uri_member(made)
-        why = remote_refusal(runtime.remotes.link_pool(member), desk.session.identity, made)
+        member = context.config.federation.member(made.member) if made.member else context.links.uri_member(made)
+        why = remote_refusal(context.remotes.link_pool(member), desk.session.identity, made)
         if why is not None:
             return finish.refused(call, f"{call.name} refused: cannot link '{made.name}' to {made.describe()}: "
                                         f"{why}", wire, step.metastore, why)
@@ -46,36 +46,36 @@ def link(desk: Desk, step: Send) -> Answer:
         answer = desk.send(step)
     if answer.outcome == "ok":
         if op is LinkOp.CREATE:
-            runtime.links.add(made)
+            context.links.add(made)
             log.info("link.created", database=made.name, remote=made.describe())
         else:
-            runtime.links.remove(made.name)
+            context.links.remove(made.name)
             log.info("link.dropped", database=made.name, remote=made.describe())
-        runtime.remotes.relink()
+        context.remotes.relink()
     return answer
 
 
 def _table_link(desk: Desk, step: Send, op: LinkOp) -> Answer:
     """Make a remote table (the remote table must exist; then the primary keeps its stub) or drop one (the
     stub only)."""
-    call, table, runtime = step.call, step.table_link, desk.runtime
+    call, table, context = step.call, step.table_link, desk.context
     assert table is not None
     if op is LinkOp.CREATE_TABLE:
         made = table.link
-        member = runtime.config.federation.member(made.member) if made.member else runtime.links.uri_member(made)
-        why = remote_table_refusal(runtime.remotes.link_pool(member), desk.session.identity, table)
+        member = context.config.federation.member(made.member) if made.member else context.links.uri_member(made)
+        why = remote_table_refusal(context.remotes.link_pool(member), desk.session.identity, table)
         if why is not None:
             return finish.refused(call, f"{call.name} refused: cannot make '{table.db}.{table.name}' a link to "
                                         f"{table.describe()}: {why}", desk.wire, step.metastore, why)
     answer = desk.send(step)
     if answer.outcome == "ok":
         if op is LinkOp.CREATE_TABLE:
-            runtime.links.add_table(table)
+            context.links.add_table(table)
             log.info("link.created", table=f"{table.db}.{table.name}", remote=table.describe())
         else:
-            runtime.links.remove_table((table.db, table.name))
+            context.links.remove_table((table.db, table.name))
             log.info("link.dropped", table=f"{table.db}.{table.name}", remote=table.describe())
-        runtime.remotes.relink()
+        context.remotes.relink()
     return answer
 
 
@@ -85,7 +85,7 @@ def connectors(desk: Desk, step: Send) -> Answer:
     assert call.spec is not None and call.spec.connector is not None
     values = [value_at(call.args, path) for path in call.spec.connector.paths]
     try:
-        value = desk.runtime.connectors.answer(call.spec.connector.op, values, desk.session.identity)
+        value = desk.context.connectors.answer(call.spec.connector.op, values, desk.session.identity)
     except ConnectorError as exc:
         return finish.refused(call, f"{call.name} refused: {exc}", desk.wire, "waggle", str(exc))
     except UpstreamError as exc:

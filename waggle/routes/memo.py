@@ -1,7 +1,7 @@
-"""What the call core remembers between calls, kept with the routes snapshot (:attr:`waggle.runtime.Routes.memo`)
-rather than in module globals: a routes snapshot made for a new configuration or database map brings an empty
-one, and each part also checks the planner or map it was filled for, since a snapshot made by ``replace`` (new
-links) shares its predecessor's.
+"""What the call core remembers between calls, kept with the routes snapshot
+(:attr:`waggle.routes.snapshot.Routes.memo`) rather than in module globals: a routes snapshot made for a new
+configuration or database map brings an empty one, and each part also checks the planner or map it was filled
+for, since a snapshot made by ``replace`` (new links) shares its predecessor's.
 
 Names translated through one :class:`~waggle.routing.federation.Naming` are remembered while its map lives. A
 naming and its database map never change (a reload, or a new map, makes new ones), and calls name the same few

@@ -6,26 +6,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from waggle.common import metrics
 from waggle.common.logging import get_logger
 from waggle.config.model import MetastoreConfig
 from waggle.remotes.registry import LinkRegistry
+from waggle.routes.planners import PlannerBuilder
+from waggle.routes.snapshot import Routes, RoutesHolder
 from waggle.upstream.client import UpstreamError
 
 if TYPE_CHECKING:
-    from waggle.routes import PlannerBuilder, Routes
     from waggle.upstream.pool import UpstreamPool
     from waggle.upstream.token_store import MetastoreTokenStore
 
 log = get_logger("waggle.federation")
-
-
-class RoutesHolder(Protocol):
-    """Whoever holds the routes snapshot every call reads (the runtime)."""
-
-    routes: Routes
 
 
 class LinksService:
