@@ -2,7 +2,9 @@
 
 Every import counts, including those under ``if TYPE_CHECKING:`` and inside functions: a loop of names is a loop
 of concepts even when Python never runs it. Generated code (``waggle/hms/gen/``) is left out. Beyond circles,
-:data:`ONE_WAY` names the rooms that sit below others and may not import them.
+the packages stand on floors (:data:`FLOORS`): a package (a folder under ``waggle/``, or a module directly in it)
+imports only packages on the floors below its own, so no two packages import each other. :data:`ONE_WAY` names
+rooms within a package's stack that sit below others and may not import them.
 """
 
 from __future__ import annotations
@@ -137,7 +139,8 @@ def test_no_import_circle_in_waggle(graph: dict[str, dict[str, set[str]]]) -> No
 
 #: (lower, upper): no module of the lower room imports one of the upper room, TYPE_CHECKING included. A room is
 #: a module or a package (its modules too). With no circles, this keeps each stack in order.
-#: the top floor: what assembles and runs the rooms (the runtime's collaborators, reload, the HTTP side)
+#: what assembles and runs the rooms: the runtime and its collaborators (the routes snapshot and what keeps it
+#: current, the metastores' side, serving and stopping, the loops), reload, the HTTP side, the process
 TOP = ("waggle.runtime", "waggle.routes", "waggle.metastores", "waggle.lifecycle", "waggle.loops", "waggle.reload",
        "waggle.endpoint", "waggle.app")
 
@@ -187,6 +190,111 @@ def test_lower_room_does_not_import_upper(graph: dict[str, dict[str, set[str]]],
     wrong = sorted(f"{m} -> {target}: {', '.join(sorted(names))}" for m, targets in graph.items() if _in(m, lower)
                    for target, names in targets.items() if _in(target, upper))
     assert not wrong, "\n".join(wrong)
+
+
+#: The floors of ``waggle/``, lowest first. A package imports only packages on floors below its own: never one on
+#: its own floor (they know nothing of each other) nor above. Every package stands on exactly one floor.
+FLOORS: list[tuple[str, ...]] = [
+    # validated configuration values
+    ("config",),
+    # the ground floor (logging, metrics, limiter); the method table, names and wire codec; the tunnel helper's
+    # process; serving and stopping as states
+    ("common", "hms", "tunnel", "lifecycle"),
+    # the front door and waggle's own credentials; database maps, access, links as values; what the sync leaves in
+    # a metastore for the proxy to read; the background loops
+    ("security", "routing", "synced", "loops"),
+    # connections to metastores; the checks of files a configuration names
+    ("upstream", "checks"),
+    # remote databases (registry, planning); copies (catalog, planning); the metastores' side of the runtime;
+    # the sync, a program of its own
+    ("remotes", "copies", "metastores", "sync"),
+    # the routes snapshot every call reads, and the services that keep it current
+    ("routes",),
+    # the call core: pure, planned from a snapshot
+    ("call",),
+    # the Thrift server and the per-connection driver, over a context of what is running
+    ("server",),
+    # what is running, assembled; then reload, the HTTP side, the workers, the process
+    ("runtime",),
+    ("reload",),
+    ("endpoint",),
+    ("workers",),
+    ("app",),
+    # local metastores for the demo and tests; the command line; the docs pages and ``python -m waggle``
+    ("local",),
+    ("cli",),
+    ("__main__", "docs"),
+]
+
+
+def package_of(module: str) -> str | None:
+    """The package a module of ``waggle/`` belongs to: its first name under ``waggle`` (a top-level module is a
+    package of its own); None for ``waggle/__init__.py``, the building rather than a floor."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def package_graph(graph: dict[str, dict[str, set[str]]], files: dict[str, Path] | None = None
+                  ) -> dict[str, dict[str, list[str]]]:
+    """package -> {package it imports -> the imports that do it (``file -> module: names``; the importing
+    module's name stands for its file when ``files`` does not have it)}."""
+    files = files or {}
+    packages: dict[str, dict[str, list[str]]] = {}
+    for module, targets in graph.items():
+        mine = package_of(module)
+        if mine is None:
+            continue
+        edges = packages.setdefault(mine, {})
+        for target, names in targets.items():
+            theirs = package_of(target)
+            if theirs is not None and theirs != mine:
+                where = files[module].relative_to(ROOT) if module in files else module
+                edges.setdefault(theirs, []).append(f"{where} -> {target}: {', '.join(sorted(names))}")
+    return packages
+
+
+def _floor_of() -> dict[str, int]:
+    return {package: level for level, floor in enumerate(FLOORS) for package in floor}
+
+
+def test_every_package_stands_on_one_floor(graph: dict[str, dict[str, set[str]]]) -> None:
+    listed = [package for floor in FLOORS for package in floor]
+    assert len(listed) == len(set(listed)), "a package is on two floors"
+    packages = set(package_graph(graph))
+    assert not packages - set(listed), f"packages on no floor: {sorted(packages - set(listed))}"
+    assert not set(listed) - packages, f"floors name packages waggle/ does not have: {sorted(set(listed) - packages)}"
+
+
+def test_no_two_packages_import_each_other(graph: dict[str, dict[str, set[str]]]) -> None:
+    packages = package_graph(graph, _modules(PACKAGE))
+    pairs = sorted({(a, b) for a in packages for b in packages[a] if a < b and a in packages.get(b, {})})
+    lines = [f"{len(pairs)} pair(s) of packages import each other:"]
+    for a, b in pairs:
+        lines += [f"- {a} <-> {b}", *(f"    {edge}" for edge in sorted(packages[a][b] + packages[b][a]))]
+    assert not pairs, "\n".join(lines)
+
+
+def test_each_package_imports_only_the_floors_below(graph: dict[str, dict[str, set[str]]]) -> None:
+    floor = _floor_of()
+    packages = package_graph(graph, _modules(PACKAGE))
+    wrong = sorted(f"{a} (floor {floor[a]}) imports {b} (floor {floor[b]}): {edge}"
+                   for a, targets in packages.items() if a in floor
+                   for b, edges in targets.items() if b in floor and floor[b] >= floor[a]
+                   for edge in edges)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_packages_are_found() -> None:
+    graph: dict[str, dict[str, set[str]]] = {
+        "waggle": {},
+        "waggle.a": {"waggle.b.x": {"X"}},
+        "waggle.b": {},
+        "waggle.b.x": {"waggle.b": {"b"}, "waggle.c.y": {"Y"}},
+        "waggle.c.y": {"waggle.a": {"a"}, "waggle": {"waggle.c.gen"}},
+    }
+    assert package_graph(graph) == {"a": {"b": ["waggle.a -> waggle.b.x: X"]},
+                                     "b": {"c": ["waggle.b.x -> waggle.c.y: Y"]},
+                                     "c": {"a": ["waggle.c.y -> waggle.a: a"]}}
 
 
 def test_circles_are_found() -> None:
