@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
 from waggle.hms.gen.hive_metastore import ttypes
 from waggle.hms.methods import STRUCT_DB_FIELDS
@@ -67,6 +69,7 @@ def test_subtrees_without_names_are_not_walked():
     assert not REWRITER.touches(T.get_all_tables_result)  # a list of table names: no database inside
 
 
+@pytest.mark.no_cover  # a time bound: measured without coverage's tracing (scripts/test.sh runs pytest --cov)
 def test_rewriting_3000_partitions_is_cheap():
     result = T.get_partitions_result(success=[partition(i) for i in range(3000)])
     started = time.perf_counter()
