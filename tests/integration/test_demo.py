@@ -47,7 +47,7 @@ def _docs_snippets_run_against_the_demo(port: int, workdir: Path, activate: str,
         ran = subprocess.run(["bash", "-c", f"{activate} && cd / && {command}"], capture_output=True, text=True,
                              timeout=120, env=_bare_environment(home))
         assert ran.returncode == 0, command + "\n" + ran.stdout + ran.stderr[-3000:]
-        assert said.group(1).replace("48869", str(port)) in ran.stdout, ran.stdout
+        assert said.group(1).replace("48870", str(port)) in ran.stdout, ran.stdout
         if command.endswith("--connect"):
             assert "ok: metastore 'primary'" in ran.stdout and "ok: metastore 'analytics'" in ran.stdout
     clients = (ROOT / "docs" / "getting-started" / "clients.md").read_text()
