@@ -5,8 +5,11 @@ refused."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -149,6 +152,19 @@ def test_a_second_follower_of_the_same_policy_is_refused(setup: Setup) -> None:
         assert first.stop() == 0
 
 
+def _waiting_until(config: Path) -> float | None:
+    """When the follower's one scheduled policy runs next (epoch seconds), while it waits for that; else None."""
+    port = json.loads(config.read_text())["http-port"]
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+            (policy,) = json.loads(r.read())["policies"]
+    except OSError:  # not serving yet
+        return None
+    if policy["phase"] != "waiting" or not policy["next_run_at"]:
+        return None
+    return dt.datetime.fromisoformat(policy["next_run_at"]).timestamp()
+
+
 def _tables(port: int, db: str) -> list[str]:
     with hms_client("127.0.0.1", port) as c:
         try:
@@ -250,8 +266,10 @@ def test_run_now_runs_a_scheduled_policy_at_once_in_the_running_follower_or_here
                        "the first run's end")
         with hms_client("127.0.0.1", setup.analytics.port) as c:
             ensure_table(c, setup.source_db, "later", f"file://{setup.work}/src/later", COLS, KEYS)
-        time.sleep(2)
-        assert not later_exists()  # the next run is an hour away
+        # the policy waits for its next run, an hour away (as its /healthz says), so the new table stays unread
+        waiting = follower.until(lambda: _waiting_until(config), 30, "the policy waiting for its next run")
+        assert waiting - time.time() > 3000, waiting - time.time()
+        assert not later_exists()
         done = run_now()
         assert done.returncode == 0 and "started in the running service" in done.stdout, done.stdout + done.stderr
         follower.until(later_exists, 60, "the run the request started")

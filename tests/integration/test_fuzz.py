@@ -37,6 +37,7 @@ from thrift.transport.TTransport import TMemoryBuffer, TTransportException
 from tests.support.clients import encode_call, hive2_client
 from tests.support.federation import federation_yaml
 from tests.support.proxy import WaggleProcess
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -175,6 +176,21 @@ def rss_mb(pid: int) -> float:
 
 def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def unread(port: int, clients: list[socket.socket]) -> int | None:
+    """Bytes these clients sent that the server on ``port`` has not read yet (the receive queues of its ends, in
+    /proc/net/tcp); None while some of them are not listed yet."""
+    peers = {s.getsockname()[1] for s in clients}
+    queued: dict[int, int] = {}
+    with open("/proc/net/tcp") as table:
+        next(table)
+        for line in table:
+            local, remote, _state, queues = line.split()[1:5]
+            peer = int(remote.rsplit(":", 1)[1], 16)
+            if int(local.rsplit(":", 1)[1], 16) == port and peer in peers:
+                queued[peer] = int(queues.split(":")[1], 16)
+    return sum(queued.values()) if len(queued) == len(peers) else None
 
 
 def pid_of(proc: WaggleProcess) -> int:
@@ -496,7 +512,7 @@ def test_half_a_call_left_hanging_blocks_nobody(waggle):
                 s = socket.create_connection(("127.0.0.1", waggle.port), timeout=5)
                 s.sendall(message[:len(message) // 2])
                 stalled.append(s)
-            time.sleep(0.5)
+            wait_for(lambda: unread(waggle.port, stalled) == 0, 20, "waggle reading the 100 half-calls")
             elapsed = assert_served(waggle.port, within=1.0)
             print(f"served in {1000 * elapsed:.1f} ms beside 100 stalled half-calls, RSS {rss_mb(pid):.0f} MB")
             assert all(_still_open(s) for s in stalled), "waggle dropped a slow, but not broken, client"
@@ -547,7 +563,7 @@ def test_thousands_of_idle_connections(own):
             # now each of them sends the first bytes of a call and stalls inside the decoder
             for s in socks:
                 s.sendall(GET_DEFAULT[:10])
-            time.sleep(0.5)
+            wait_for(lambda: unread(proc.port, socks) == 0, 20, f"waggle reading the {n} half-calls")
             stalled_rss = rss_mb(pid)
             assert_served(proc.port, within=1.0)
             assert stalled_rss - base_rss < 100, (
@@ -705,7 +721,7 @@ def test_set_ugi_identities_do_not_accumulate(own):
         with hive2_client(proc.port, timeout=30) as c:
             c.set_ugi(f"user-{i}-" + "u" * 60000, [])
             assert c.get_database("default").name == "default"
-    time.sleep(0.5)
+    wait_for(lambda: proc.metric("waggle_client_connections") == 0.0, 20, "waggle closing the clients' connections")
     growth = rss_mb(pid) - before
     assert_alive(proc)
     assert growth < 48, f"60 clients that have all left still hold {growth:.0f} MB of waggle's memory"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import getpass
 import subprocess
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 from hmsclient.genthrift.hive_metastore import ttypes
 
-from tests.support.audit import audit_count, audit_lines
+from tests.support.audit import audit_count, audit_line, audit_lines
 from tests.support.federation import prefixed
 from tests.support.java import compiled
 from tests.support.proxy import WaggleProcess
@@ -100,9 +99,12 @@ def test_a_user_over_its_limit_is_refused_before_the_metastore_and_others_are_se
             assert "default" in alice.get_all_databases()  # listings are not what the rule counts
             for _ in range(5):  # another user is served meanwhile
                 assert bob.get_database("default").name == "default"
-            # only the burst reached the metastore
+            # only the burst reached the metastore: a later call's audit line is written, so theirs would be too
             assert len(audit_lines(primary, rf"ugi=alice\t.*get_database: {probe}\b")) >= 1
-            time.sleep(0.5)  # what would have arrived has been written
+            marker = f"limits_marker_{uuid.uuid4().hex[:8]}"
+            with pytest.raises(ttypes.NoSuchObjectException):
+                bob.get_database(marker)
+            audit_line(primary, rf"ugi=bob\t.*get_database: {marker}\b")
             assert audit_count(primary, f"get_database: {probe}") == 2
 
             # the metrics count every limited call; the log says it once a second at most

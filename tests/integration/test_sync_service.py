@@ -10,7 +10,6 @@ import argparse
 import io
 import json
 import os
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -192,21 +191,24 @@ def test_service_http_run_now_and_hot_edits(primary: Any, analytics: Any, work: 
         service.check_file()
         assert set(service.threads) == {f"{src}_a", f"{src}_b"}
         wait_for(lambda: _target_exists(primary, f"{src}_b", "people"), timeout=120)
+        wait_for(lambda: _checkpoint(base, f"{src}_b") is not None, timeout=60)  # its bootstrap is done
         # disable it: it stops; a new table at the source is not followed meanwhile
         _edit(sync_file, added.replace("follow: true}", "follow: true, enabled: false}"))
         service.check_file()
         assert set(service.threads) == {f"{src}_a"}
         with hms_client("127.0.0.1", analytics.port) as c:
             ensure_table(c, src, "later", f"{wh}/later", [("id", "int")], rows=["1"])
-        time.sleep(2)
+        assert service.run_now(f"{src}_b") == f"policy '{src}_b' is disabled"
+        # the new table was there to follow: the enabled policy, run now, reads it; the disabled one did not
+        assert service.run_now(f"{src}_a") is None
+        wait_for(lambda: _target_exists(primary, f"{src}_a", "later"), timeout=120)
         assert not _target_exists(primary, f"{src}_b", "later")
         # enable it again: it resumes from its checkpoint and catches up
         _edit(sync_file, added)
         service.check_file()
         assert f"{src}_b" in service.threads
         wait_for(lambda: _target_exists(primary, f"{src}_b", "later"), timeout=120)
-        wait_for(lambda: next(p for p in json.loads(_get(f"{base}/healthz")[1])["policies"]
-                              if p["policy"] == f"{src}_b")["checkpoint"] is not None, timeout=30)
+        wait_for(lambda: _checkpoint(base, f"{src}_b") is not None, timeout=30)
     finally:
         http.stop()
         service.stop()
@@ -221,6 +223,11 @@ def test_service_http_run_now_and_hot_edits(primary: Any, analytics: Any, work: 
         assert got and {r.status for r in got} == {"succeeded"}
     assert "run-now" in {r.trigger for r in spark.sql("SELECT trigger FROM waggle_sys.replication_metrics "
                                                       f"WHERE policy_name = '{src}_a'").collect()}
+
+
+def _checkpoint(base: str, policy: str) -> Any:
+    """A policy's checkpoint, as the service's /healthz says it (None before its bootstrap is done)."""
+    return next(p for p in json.loads(_get(f"{base}/healthz")[1])["policies"] if p["policy"] == policy)["checkpoint"]
 
 
 def _edit(path: Path, text: str) -> None:

@@ -155,8 +155,9 @@ def test_many_concurrent_clients_through_the_tunnel_while_the_primary_stays_fast
         import sys, threading, time, json
         from tests.support.clients import hive2_client  # run from the project root
         from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore  # imported once, not by 24 threads
-        calls, errors = [0], []
+        calls, errors, going = [0], [], threading.Semaphore(0)
         def run():
+            told = False
             try:
                 with hive2_client({tunnelled.port}) as c:
                     end = time.monotonic() + 6
@@ -164,10 +165,16 @@ def test_many_concurrent_clients_through_the_tunnel_while_the_primary_stays_fast
                         assert c.get_table("tun_sales", "orders").tableName == "orders"
                         assert len(c.get_partitions("tun_sales", "daily", -1)) == 5
                         calls[0] += 1
+                        if not told:
+                            told = True; going.release()
             except Exception as exc:
                 errors.append(repr(exc))
+            if not told:
+                going.release()
         threads = [threading.Thread(target=run) for _ in range(24)]
-        [t.start() for t in threads]; [t.join() for t in threads]
+        [t.start() for t in threads]; [going.acquire() for t in threads]
+        print("running", flush=True)  # every client has made a call
+        [t.join() for t in threads]
         print(json.dumps({{"calls": calls[0], "errors": errors}}))
         """)
     with hive2_client(tunnelled.port) as c:
@@ -177,7 +184,8 @@ def test_many_concurrent_clients_through_the_tunnel_while_the_primary_stays_fast
             c.get_database("default")
             baseline.append(time.perf_counter() - t0)
         loader = subprocess.Popen([sys.executable, "-c", load], stdout=subprocess.PIPE, text=True, cwd=ROOT)
-        time.sleep(1.0)  # the load is running
+        assert loader.stdout is not None
+        assert loader.stdout.readline().strip() == "running"  # the load is running
         loaded = []
         while loader.poll() is None and len(loaded) < 3000:
             t0 = time.perf_counter()

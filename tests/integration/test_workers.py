@@ -230,7 +230,7 @@ def test_max_connections_bounds_the_pod(tmp_path: Path, primary: Any) -> None:
         for cm in clients[:5]:
             cm.__exit__(None, None, None)
         clients = clients[5:]
-        time.sleep(0.3)
+        wait_for(lambda: proxy.metric("waggle_client_connections") == 5.0, 30.0, "the workers counting the closes")
         cm = hive2_client(proxy.port, timeout=10)
         clients.append(cm)
         assert cm.__enter__().get_database("default").name == "default"  # a freed place is taken again
@@ -299,10 +299,10 @@ def test_workers_follow_the_supervisors_health_checks(tmp_path: Path, primary: A
             assert c.get_table("analytics_sales", "orders").dbName == "analytics_sales"
         # quiet: only health checks reach the member, one fresh connection each, once a second, from the
         # supervisor alone (three workers checking too would be about four times as many)
-        opened = link.accepted
-        time.sleep(4.0)
-        checks = link.accepted - opened
-        assert 2 <= checks <= 6, checks
+        opened, quiet = link.accepted, time.monotonic()
+        wait_for(lambda: link.accepted - opened >= 4, 10.0, "four health checks")
+        took = time.monotonic() - quiet
+        assert took >= 2.5, f"{link.accepted - opened} health checks in {took:.1f} s"
         link.close()  # the member goes away: the supervisor's check finds it, and every worker knows at once
         wait_for(lambda: not health(proxy)["metastores"]["analytics"]["up"], 30.0, "analytics down")
         for c in clients:

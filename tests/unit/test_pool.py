@@ -3,6 +3,7 @@ idle bounds that follow demand, the idle timeout, dead peers."""
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 import time
@@ -12,11 +13,11 @@ import gevent
 import pytest
 
 from tests.support.memory_metastore import MemoryMetastore
-from tests.support.waits import wait_until
+from tests.support.waits import wait_for, wait_until
 from waggle.common.metrics import REGISTRY
 from waggle.config.model import HostPort, Limits, MetastoreConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
-from waggle.upstream.client import Identity
+from waggle.upstream.client import Identity, UpstreamConnection
 from waggle.upstream.deadlines import Deadlines
 from waggle.upstream.pool import UpstreamPool
 
@@ -40,6 +41,11 @@ class Listener:
                 return
 
 
+def peer_closed(conn: UpstreamConnection) -> bool:
+    """The metastore's close has reached this end: the socket reads (EOF)."""
+    return bool(select.select([conn.wire.sock.fileno()], [], [], 0)[0])
+
+
 def pool_for(listener: Listener, max_idle: int = 16) -> UpstreamPool:
     cfg = MetastoreConfig(name="m", uris=(HostPort("127.0.0.1", listener.port),), primary=True, database_prefix="",
                           pool_max_idle=max_idle)
@@ -54,12 +60,9 @@ def test_released_connections_are_reused_and_dead_ones_dropped():
     assert pool.acquire(None) is a
     pool.release(a)
     # the metastore closes its end: the idle connection is noticed and replaced
-    while not listener.accepted:
-        pass
+    wait_for(lambda: listener.accepted, 5, "the listener accepting the connection")
     listener.accepted[0].close()
-    import time
-
-    time.sleep(0.1)
+    wait_for(lambda: peer_closed(a), 5, "the close reaching the idle connection")
     b = pool.acquire(None)
     assert b is not a and pool.opened == 2
 
@@ -320,9 +323,8 @@ def test_using_idle_takes_only_an_idle_connection_and_a_free_slot():
     pool.slots.limit = 0  # no slot free: nothing taken
     assert pool.using_idle(None, lambda conn: conn) is None and pool.idle_count() == 1
     pool.slots.limit = 16
-    while not listener.accepted:
-        pass
+    wait_for(lambda: listener.accepted, 5, "the listener accepting the connection")
     listener.accepted[0].close()  # the idle one went stale: closed, and nothing else opened
-    time.sleep(0.1)
+    wait_for(lambda: peer_closed(a), 5, "the close reaching the idle connection")
     assert pool.using_idle(None, lambda conn: conn) is None
     assert pool.idle_count() == 0 and pool.opened == 1 and pool.busy == 0

@@ -330,11 +330,15 @@ def test_healthz_says_failing_since_when_and_livez_stays_ok(tmp_path: Path) -> N
         assert err.value.code == 503
         with urllib.request.urlopen(f"http://127.0.0.1:{http.port}/livez", timeout=5) as r:
             assert r.status == 200
-        time.sleep(0.2)
-        with urllib.request.urlopen(f"http://127.0.0.1:{http.port}/metrics", timeout=5) as r:
-            scraped = r.read().decode()
-        found = re.search(r'^waggle_sync_failing_seconds\{policy="p"\} ([0-9.]+)$', scraped, re.M)
-        assert found and float(found.group(1)) >= 0.1, scraped
+
+        def failing_seconds() -> float:
+            with urllib.request.urlopen(f"http://127.0.0.1:{http.port}/metrics", timeout=5) as r:
+                scraped = r.read().decode()
+            found = re.search(r'^waggle_sync_failing_seconds\{policy="p"\} ([0-9.]+)$', scraped, re.M)
+            assert found, scraped
+            return float(found.group(1))
+
+        wait_for(lambda: failing_seconds() >= 0.1, timeout=5, message="waggle_sync_failing_seconds growing")
     finally:
         http.stop()
         svc.stop()
