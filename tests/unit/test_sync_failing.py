@@ -364,6 +364,16 @@ def test_status_prints_a_failing_policy_and_counts_it_for_exit_code_2(policy: Po
     assert "  state: not run yet" in out.getvalue()
 
 
+def test_status_names_an_execution_without_batches_as_such(policy: Policy) -> None:
+    # a follower that was failing and is caught up again writes an execution with no batch: its phase is null
+    row: dict[str, str | None] = {"status": "succeeded", "trigger": "follow", "phase": None,
+                                  "started_at": "2026-01-01T00:00:00Z", "ended_at": "2026-01-01T00:00:00Z",
+                                  "from_event": "5", "to_event": "5", "objects": "0", "partitions": "0"}
+    out = io.StringIO()
+    _print_policy(out, policy, {}, _Reach(None, "x"), [row], Verdict(False, "waggle_sys.replication_metrics"))
+    assert "  last execution: succeeded (follow, no batch) 2026-01-01T00:00:00Z" in out.getvalue(), out.getvalue()
+
+
 # -- calls have timeouts ---------------------------------------------------------------------------------------------
 def test_a_call_to_a_metastore_that_never_answers_fails_in_its_time_naming_the_metastore_and_the_call() -> None:
     assert (FOLLOW_CALL_SECONDS, FOLLOW_BULK_SECONDS) == (30.0, 120.0)

@@ -231,7 +231,7 @@ def _print_policy(out: IO[str], policy: Policy, params: dict[str, str], reach: _
     if row is None:
         print("  last execution: none", file=out)
     else:
-        print(f"  last execution: {row.get('status')} ({row.get('trigger')}, {row.get('phase')}) "
+        print(f"  last execution: {row.get('status')} ({row.get('trigger')}, {row.get('phase') or 'no batch'}) "
               f"{row.get('started_at')} .. {row.get('ended_at')}, events {row.get('from_event')} -> "
               f"{row.get('to_event')}, {row.get('objects')} object(s), {row.get('partitions')} partition(s)"
               + (f"; error: {row.get('error')}" if row.get("error") else ""), file=out)
