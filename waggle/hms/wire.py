@@ -377,9 +377,6 @@ class Wire:
     def encode_application_error(self, name: str, seqid: int, kind: int, message: str) -> bytes:
         return self.encode(name, TMessageType.EXCEPTION, seqid, _AppError(kind, message))
 
-    def send_application_error(self, name: str, seqid: int, kind: int, message: str) -> None:
-        self.send_raw(self.encode_application_error(name, seqid, kind, message))
-
 
 def _wait_readable(sock: Any) -> None:
     """Wait the way a gevent socket's recv does after a try found nothing. The next request or reply is rarely

@@ -17,14 +17,12 @@ from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 
 from waggle.config.model import AccessControlType, DatabaseResolution, Federation, MetastoreConfig
+from waggle.hms.gen.hive_metastore.ttypes import LockType
 from waggle.hms.methods import Access, LinkOp, MethodSpec, Route
 from waggle.hms.names import parse
 from waggle.routing.access import create_refusal, table_visible, write_refusal
 from waggle.routing.databases import DatabaseMap, Target, visible
 from waggle.routing.links import Link
-
-#: LockComponent.type values that only read (Hive's LockType.SHARED_READ).
-SHARED_READ = 1
 
 
 class Naming:
@@ -213,14 +211,14 @@ class Planner:
         writable = created.get(member.name, frozenset())
         if access is Access.LOCK:
             for name, lock_type in locks:
-                if lock_type == SHARED_READ:
+                if lock_type == LockType.SHARED_READ:  # a read: no write access needed
                     continue
                 found = self.lookup(name)
                 if found is not None and found.target is not None:
                     why = self._link_refusal(found) or \
                         write_refusal(found.target.member, found.target.db, writable, found.shown)
                     if why is not None:
-                        return f"{why}; refused a lock of type {_LOCK_NAMES.get(lock_type, lock_type)}"
+                        return f"{why}; refused a lock of type {LockType._VALUES_TO_NAMES.get(lock_type, lock_type)}"
             return None
         for f in own:
             assert f.target is not None
@@ -236,5 +234,3 @@ class Planner:
         return f"database '{found.shown}' is a link to {link.describe()}, and linked databases are read-only " \
                f"(remote-databases.access)"
 
-
-_LOCK_NAMES = {1: "SHARED_READ", 2: "SHARED_WRITE", 3: "EXCLUSIVE", 4: "EXCL_WRITE"}

@@ -25,7 +25,7 @@ from typing import Protocol
 from waggle.common.logging import get_logger
 from waggle.config.model import KerberosServer
 from waggle.security.principals import AuthToLocal
-from waggle.security.tokens import TokenAuthority, TokenError, TokenIdentifier, decode_token, secrets_from_file
+from waggle.security.tokens import TokenAuthority, TokenError, TokenIdentifier, secrets_from_file
 
 log = get_logger("waggle.tokens")
 _PREFIX = "waggle:"
@@ -145,9 +145,6 @@ class TokenService:
         except TokenError as exc:
             raise TokenRefused(str(exc)) from None
         return base64.b64encode(password), identifier
-
-    def owner_of(self, token: str) -> str:
-        return TokenIdentifier.from_bytes(decode_token(token).identifier).owner
 
     # -- the store ---------------------------------------------------------------------------------------
     def _renewer(self, principal: str) -> str:
