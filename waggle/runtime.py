@@ -68,7 +68,8 @@ class Runtime:
         #: the planners of routes snapshots (and, in MANUAL mode, the members' listings they map)
         self.builder = PlannerBuilder(self.links)
         self.connectors = ConnectorService(self.links, self.records, lambda: self.config)
-        self.routes = Routes.build(config, self.metastores.pools(config), self.builder.planner(config), 1, self.links)
+        self.routes = Routes.build(config, pools=self.metastores.pools(config),
+                                   planner=self.builder.planner(config), generation=1, registry=self.links)
         #: links and data connectors at run time: learned, reread, served (each change a new routes snapshot)
         self.remotes = LinksService(self.links, self.records, self.builder, self,
                                     lambda member: self.metastores.pool(member, self.config.server, {}))
@@ -147,7 +148,8 @@ class Runtime:
             self.call_limits.update(server.rates)
             self.guard.reload(config)
             self.routes = self.remotes.with_uri_pools(
-                Routes.build(config, pools, planner, old.generation + 1, self.links, self.routes.copies))
+                Routes.build(config, pools=pools, planner=planner, generation=old.generation + 1,
+                             registry=self.links, copies=self.routes.copies))
             for name in plan.close_pools:
                 if name not in members:
                     self.created.pop(name, None)

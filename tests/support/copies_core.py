@@ -36,7 +36,7 @@ def lake_routes(root: Path, copies: list[Copy], **lake: Any) -> tuple[WaggleConf
     config = load(str(root / "server.yml"), str(root / "federation.yml"))
     fed = config.federation
     planner = Planner(fed, config.server.database_resolution, PrefixedMap(fed))
-    routes = Routes.of(config, planner, {m.name: Capabilities(m) for m in fed.members})
+    routes = Routes.of(config, planner=planner, caps={m.name: Capabilities(m) for m in fed.members})
     return config, replace(routes, copies=Copies.of(copies))
 
 

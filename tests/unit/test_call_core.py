@@ -56,7 +56,7 @@ def _core(root: Path, server: dict[str, Any]) -> Core:
     config = load(str(root / "server.yml"), str(root / "federation.yml"))
     fed = config.federation
     planner = Planner(fed, config.server.database_resolution, PrefixedMap(fed))
-    return Core(config, Routes.of(config, planner, {m.name: Capabilities(m) for m in fed.members}))
+    return Core(config, Routes.of(config, planner=planner, caps={m.name: Capabilities(m) for m in fed.members}))
 
 
 @pytest.fixture
@@ -284,3 +284,47 @@ def test_rewriting_a_nested_request_leaves_the_call_as_it_came(core: Core) -> No
     step = _plan(core, call)
     assert (step.metastore, step.args.tbl.dbName, call.args.tbl.dbName) == ("fed", "sales", "fed_sales")
     assert step.args.tbl.sd is table.sd  # what the rewrite never reaches is shared, not copied
+
+
+# -- outcomes and the call path's signatures -----------------------------------------------------------------
+def test_outcomes_are_the_strings_the_docs_and_dashboards_name() -> None:
+    from waggle.call.values import ERROR_KINDS, Outcome
+
+    assert {o.value for o in Outcome} == {
+        "ok", "sent", "refused", "shed", "member_down", "upstream_error", "unknown_outcome", "no_equivalent",
+        "bridge_error", "bridge", "application_error", "exception", "client_gone"}
+    assert str(Outcome.UNKNOWN_OUTCOME) == "unknown_outcome" and Outcome.SHED == "shed"
+    assert type(str(Outcome.OK)) is str  # what a log line carries
+    assert ERROR_KINDS["shed"] == "shed" and ERROR_KINDS[Outcome.MEMBER_DOWN] == "upstream"
+    assert ERROR_KINDS.get("NoSuchObjectException", "exception") == "exception"
+
+
+def test_a_pool_over_its_limit_sheds_the_call_and_a_lost_write_says_its_outcome_is_unknown(core: Core) -> None:
+    from waggle.call import lost
+    from waggle.call.values import Outcome
+    from waggle.upstream.client import Lost, UpstreamError
+    from waggle.upstream.pool import Overloaded
+
+    read = _call(core, "get_database", name="fed_sales")
+    write = _call(core, "drop_database", name="fed_sales", deleteData=False, cascade=False)
+    assert lost.answer(read, Overloaded("fed", "is busy")) == ("metastore 'fed' is busy", Outcome.SHED)
+    assert lost.answer(read, UpstreamError("fed", "boom"))[1] is Outcome.UPSTREAM_ERROR
+    dropped = UpstreamError("fed", "closed the connection", lost=Lost.DROPPED, sent=True)
+    assert lost.answer(write, dropped)[1] is Outcome.UNKNOWN_OUTCOME
+
+
+@pytest.mark.parametrize("function", ["waggle.call.plan:send_plan", "waggle.upstream.pool:UpstreamPool.forward",
+                                      "waggle.upstream.fanout:gather", "waggle.call.finish:failure",
+                                      "waggle.routes.snapshot:Routes.of", "waggle.routes.snapshot:Routes.build"])
+def test_long_signatures_of_the_call_path_take_named_values(function: str) -> None:
+    import importlib
+    import inspect
+
+    module, _, path = function.partition(":")
+    target: Any = importlib.import_module(module)
+    for part in path.split("."):
+        target = getattr(target, part)
+    positional = [p for p in inspect.signature(target).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in ("self", "cls")]
+    assert len(positional) <= 5, [p.name for p in positional]
+    assert any(p.kind is p.KEYWORD_ONLY for p in inspect.signature(target).parameters.values())

@@ -17,7 +17,7 @@ from thrift.transport.TTransport import TMemoryBuffer
 
 from tests.support.declared import deriver
 from waggle.call import finish
-from waggle.call.values import Call, Kind, Refusal, Session
+from waggle.call.values import Call, Kind, Outcome, Refusal, Session
 from waggle.config.model import Limits, WireFormat
 from waggle.hms.client_release import FRESH, ClientRelease, learn
 from waggle.hms.declared import DECLARED, RELEASES
@@ -95,8 +95,8 @@ CASES = [(m, r) for m in DECLARED for r in CLIENTS if r in DECLARED[m] and (m, r
 
 @pytest.mark.parametrize(("method", "release"), CASES, ids=[f"{m}-{r}" for m, r in CASES])
 def test_a_client_reads_waggles_error_as_its_release_declares_it(method: str, release: str) -> None:
-    raw = finish.failure(Header(method, TMessageType.CALL, 3), METHOD_IO[method], DOWN, WIRE, "member_down", "gone",
-                         LAYOUT_OF[release]).raw
+    raw = finish.failure(Header(method, TMessageType.CALL, 3), METHOD_IO[method], DOWN, WIRE,
+                         outcome=Outcome.MEMBER_DOWN, metastore="gone", layout=LAYOUT_OF[release]).raw
     assert raw is not None
     seen = client_sees(release, method, raw)
     # never "unknown result", never another class: a MetaException, or, where the layout's releases agree on no
@@ -114,13 +114,13 @@ def test_without_the_layout_a_hive_2_client_reads_unknown_result_and_a_newer_one
     """Why the layouts exist: waggle's IDL field 2 is nothing to Hive 2.3, and its field 1 is
     NoSuchObjectException to Hive 3.1+ (Trino then stops retrying)."""
     io = METHOD_IO["get_partition_names"]
-    ours = finish.failure(Header("get_partition_names", TMessageType.CALL, 3), io, DOWN, WIRE, "member_down",
-                          "gone").raw
+    ours = finish.failure(Header("get_partition_names", TMessageType.CALL, 3), io, DOWN, WIRE,
+                          outcome=Outcome.MEMBER_DOWN, metastore="gone").raw
     assert ours is not None
     seen = client_sees("2.3", "get_partition_names", ours)
     assert isinstance(seen, TApplicationException) and "unknown result" in seen.message
-    hive_2 = finish.failure(Header("get_partition_names", TMessageType.CALL, 3), io, DOWN, WIRE, "member_down",
-                            "gone", Layout.HIVE_2).raw
+    hive_2 = finish.failure(Header("get_partition_names", TMessageType.CALL, 3), io, DOWN, WIRE,
+                            outcome=Outcome.MEMBER_DOWN, metastore="gone", layout=Layout.HIVE_2).raw
     assert hive_2 is not None
     seen = client_sees("3.1", "get_partition_names", hive_2)
     assert type(seen).__name__ == "NoSuchObjectException"

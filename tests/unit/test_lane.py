@@ -69,7 +69,7 @@ def _routes(root: Path, mode: str, members: list[dict[str, Any]], caps: Callable
         capabilities.learn_catalogs(False)  # asked once: as a Hive 2 metastore answers
         if caps is not None:
             caps(capabilities)
-    return Routes.of(config, planner, known)
+    return Routes.of(config, planner=planner, caps=known)
 
 
 def _lacking(capabilities: Capabilities) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from thrift.Thrift import TApplicationException, TMessageType
 
 from waggle.call.plan import REWRITER
-from waggle.call.values import Answer, Call, Encoder, NameFn, Paired, Refusal, Send, Settled
+from waggle.call.values import Answer, Call, Encoder, NameFn, Outcome, Paired, Refusal, Send, Settled
 from waggle.config.model import MetastoreConfig, ProtocolKind
 from waggle.copies.serve import as_source, with_copy_storage
 from waggle.hms import specs
@@ -37,18 +37,9 @@ from waggle.upstream.client import Reply
 
 _SPLICER = Splicer(REWRITER)
 
-#: a call's outcome -> the kind of error counted in waggle_call_errors_total (None: not an error; any outcome
-#: not listed is an exception the metastore answered with)
-ERROR_KINDS: dict[str, str | None] = {
-    "ok": None, "sent": None, "member_down": "upstream", "upstream_error": "upstream", "no_equivalent": "upstream",
-    "bridge_error": "upstream", "unknown_outcome": "upstream", "shed": "shed", "refused": "refused",
-    "client_gone": "client",
-}
-
-
 # -- answers that reach no metastore ---------------------------------------------------------------------------
-def failure(header: Header, io: MethodIO | None, message: str, encoder: Encoder, outcome: str, metastore: str,
-            layout: Layout = Layout.CURRENT, **fields: Any) -> Answer:
+def failure(header: Header, io: MethodIO | None, message: str, encoder: Encoder, *, outcome: Outcome,
+            metastore: str, layout: Layout = Layout.CURRENT, **fields: Any) -> Answer:
     """A ``MetaException`` (or, for a method that declares none, a ``TApplicationException``) saying ``message``,
     where a client reading ``layout`` finds it (the session's :attr:`~waggle.call.values.Session.release`)."""
     return Answer(_failure_bytes(header, io, message, encoder, layout=layout), outcome, metastore, fields)
@@ -59,7 +50,8 @@ def answered(call: Call, value: Any, encoder: Encoder, metastore: str, **fields:
     io = call.io
     assert io is not None and io.result is not None
     result = io.result() if value is None else io.result(success=value)
-    return Answer(encoder.encode(call.name, TMessageType.REPLY, call.header.seqid, result), "ok", metastore, fields)
+    return Answer(encoder.encode(call.name, TMessageType.REPLY, call.header.seqid, result), Outcome.OK, metastore,
+                  fields)
 
 
 def refused(call: Call, message: str, encoder: Encoder, metastore: str, reason: str | None = None,
@@ -67,7 +59,7 @@ def refused(call: Call, message: str, encoder: Encoder, metastore: str, reason: 
     """A call waggle refused itself: a failure saying ``message``, logged loudly with ``reason`` (by default the
     message itself). ``record``: False for a refusal that is neither counted nor logged."""
     return Answer(_failure_bytes(call.header, call.io, message, encoder, layout=call.session.release.layout),
-                  "refused", metastore,
+                  Outcome.REFUSED, metastore,
                   reason=message if reason is None else reason, loud=True, record=record)
 
 
@@ -86,8 +78,8 @@ def _failure_bytes(header: Header, io: MethodIO | None, message: str, encoder: E
 def down(plan: Refusal, encoder: Encoder) -> Answer:
     """A call for a metastore that is down, answered with its down message (nothing was sent)."""
     assert plan.refusal is not None
-    return failure(plan.call.header, plan.call.io, plan.refusal, encoder, "member_down", plan.metastore,
-                   plan.call.session.release.layout)
+    return failure(plan.call.header, plan.call.io, plan.refusal, encoder, outcome=Outcome.MEMBER_DOWN,
+                   metastore=plan.metastore, layout=plan.call.session.release.layout)
 
 
 def refusal(plan: Refusal, encoder: Encoder) -> Answer:
@@ -99,14 +91,14 @@ def refusal(plan: Refusal, encoder: Encoder) -> Answer:
         if not call.oneway:
             raw = encoder.encode_application_error(header.name, header.seqid, TApplicationException.UNKNOWN_METHOD,
                                                    plan.refusal)
-        return Answer(raw, "refused", plan.metastore, {"names": plan.foreign},
+        return Answer(raw, Outcome.REFUSED, plan.metastore, {"names": plan.foreign},
                       reason="unknown method naming a routed database", loud=True)
     raw = None
     if call.spec is not None and call.spec.access is Access.LOCK and plan.refused_as is Refused.META:
         raw = _lock_not_acquired(header, call.spec, call.io, plan.refusal, encoder)
     if raw is None:
         raw = _failure_bytes(header, call.io, plan.refusal, encoder, plan.refused_as, call.session.release.layout)
-    return Answer(raw, "refused", plan.metastore, reason=None if plan.quiet else plan.refusal,
+    return Answer(raw, Outcome.REFUSED, plan.metastore, reason=None if plan.quiet else plan.refusal,
                   loud=plan.refused_as is Refused.META)
 
 
@@ -132,7 +124,7 @@ def reply(plan: Send, reply: Reply | None, encoder: Encoder, upstream: Layout | 
     protocol = plan.wire.protocol
     io = call.io
     if reply is None:
-        return Answer(None, "sent", metastore)
+        return Answer(None, Outcome.SENT, metastore)
     raw: bytes | None
     mtype = reply.header.mtype
     if reply.streamed:
@@ -140,7 +132,7 @@ def reply(plan: Send, reply: Reply | None, encoder: Encoder, upstream: Layout | 
     elif mtype == TMessageType.EXCEPTION and io is not None and plan.decision is not None and \
             call.spec is not None and call.spec.bridge is not None and call.spec.bridge.applies_to(plan.args) and \
             _unknown_method(reply, io, protocol, plan.limits):
-        return Answer(None, "bridge", metastore, bridge_instead=True)
+        return Answer(None, Outcome.BRIDGE, metastore, bridge_instead=True)
     elif plan.rewrite_reply and mtype == TMessageType.REPLY and reply.first_field == 0:
         assert io is not None and io.result is not None
         raw = rewritten(plan, reply, io.result, encoder)
@@ -154,8 +146,8 @@ def reply(plan: Send, reply: Reply | None, encoder: Encoder, upstream: Layout | 
     if mtype == TMessageType.REPLY and reply.first_field <= 0:
         decision = plan.decision  # most calls leave nothing behind: a read relayed to the primary, say
         if decision is None or (decision.creates is None and decision.member.primary):
-            return Answer(raw, "ok", metastore)
-        return Answer(raw, "ok", metastore, settled=_settled(plan, reply))
+            return Answer(raw, Outcome.OK, metastore)
+        return Answer(raw, Outcome.OK, metastore, settled=_settled(plan, reply))
     return Answer(raw, outcome(reply, io, upstream), metastore)
 
 
@@ -251,7 +243,8 @@ def paired(plan: Paired, source: Reply, held: list[str] | None, encoder: Encoder
     finally:
         if collecting:
             gc.enable()
-    return Answer(raw, "ok", plan.source.metastore, {"served_from": served.describe(), "from_source": len(missing)})
+    return Answer(raw, Outcome.OK, plan.source.metastore,
+                  {"served_from": served.describe(), "from_source": len(missing)})
 
 
 def _partitions_reply(plan: Send, header: Header, result: Any, encoder: Encoder) -> bytes | None:
@@ -295,21 +288,21 @@ def bridged(plan: Send, result: Any, encoder: Encoder, via: str) -> Answer:
     """The answer a bridge built (its result struct, in the member's names)."""
     header = plan.call.header
     raw = encoded_result(plan, Header(header.name, TMessageType.REPLY, header.seqid), result, encoder)
-    return Answer(raw, "ok", plan.metastore, {"bridge": via})
+    return Answer(raw, Outcome.OK, plan.metastore, {"bridge": via})
 
 
 def outcome(reply: Reply | None, io: MethodIO | None, upstream: Layout | None = None) -> str:
     if reply is None:
-        return "sent"
+        return Outcome.SENT
     if reply.header.mtype == TMessageType.EXCEPTION:
-        return "application_error"
+        return Outcome.APPLICATION_ERROR
     if reply.first_field <= 0:
-        return "ok"
+        return Outcome.OK
     if io is not None and io.result is not None:
         declared = specs.field_by_id(io.result if upstream is None else io.result_class(upstream), reply.first_field)
         if declared is not None and declared.struct is not None:
             return declared.struct.__name__
-    return "exception"
+    return Outcome.EXCEPTION
 
 
 def _relayed(reply: Reply, io: MethodIO | None, upstream: ProtocolKind, limits: Any, client: ProtocolKind,

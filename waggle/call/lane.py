@@ -131,8 +131,8 @@ class Lane:
             args, raw = member_args(routes, choice.naming, call.args), None
         else:
             args, raw = call.args, call.raw
-        step = send_plan(Kind.SEND, call, routes, health, choice.member, choice.naming, choice.decision, raw, None,
-                         args)
+        step = send_plan(Kind.SEND, call, routes, health, member=choice.member, naming=choice.naming,
+                         decision=choice.decision, args=args, raw=raw)
         assert isinstance(step, Send), "the lane chose a member that is up"
         return step
 

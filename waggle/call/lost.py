@@ -15,14 +15,13 @@ What the failure says decides (:class:`~waggle.upstream.client.Lost`):
 
 from __future__ import annotations
 
-from waggle.call.values import Call
+from waggle.call.values import Call, Outcome
 from waggle.hms.methods import Access
 from waggle.upstream.client import Lost, UpstreamError
+from waggle.upstream.pool import Overloaded
 
 #: a read is planned again at most this many times after its metastore was lost
 MAX_AGAIN = 2
-#: outcomes recorded for such answers (waggle.call.finish.ERROR_KINDS counts both against the metastore)
-UPSTREAM_ERROR, UNKNOWN_OUTCOME = "upstream_error", "unknown_outcome"
 
 _PLAN_AGAIN = (Lost.UNREACHABLE, Lost.RELEASED, Lost.DROPPED)
 _MAY_HAVE_APPLIED = (Lost.DROPPED, Lost.RELEASED, Lost.TIMED_OUT)
@@ -45,9 +44,12 @@ def again(call: Call, error: UpstreamError) -> bool:
         call.attempt < MAX_AGAIN
 
 
-def answer(call: Call, error: UpstreamError) -> tuple[str, str]:
-    """(the message, the outcome) of a call that failed with ``error`` and is not planned again."""
+def answer(call: Call, error: UpstreamError) -> tuple[str, Outcome]:
+    """(the message, the outcome) of a call that failed with ``error`` and is not planned again: shed when the
+    metastore's pool was over its limit (nothing was sent)."""
+    if isinstance(error, Overloaded):
+        return str(error), Outcome.SHED
     if error.sent and error.lost in _MAY_HAVE_APPLIED and not is_read(call):
         return (f"{error}. The outcome of {call.name} is unknown: metastore '{error.member}' may have applied it. "
-                f"Check its state before you retry", UNKNOWN_OUTCOME)
-    return str(error), UPSTREAM_ERROR
+                f"Check its state before you retry", Outcome.UNKNOWN_OUTCOME)
+    return str(error), Outcome.UPSTREAM_ERROR

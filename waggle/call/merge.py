@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from thrift.Thrift import TMessageType
 
-from waggle.call.values import Answer, Call, Encoder, FanOut, NeedCatalogs
+from waggle.call.values import Answer, Call, Encoder, FanOut, NeedCatalogs, Outcome
 from waggle.copies.catalog import serving
 from waggle.hms.bridges import DEFAULT_CATALOG
 from waggle.hms.gen.hive_metastore.ttypes import GetAllFunctionsResponse
@@ -27,7 +27,7 @@ from waggle.routes.memo import NameMemo
 from waggle.routes.snapshot import Capabilities
 from waggle.routing.access import table_visible
 from waggle.routing.federation import Naming
-from waggle.upstream.outcome import Outcome
+from waggle.upstream.outcome import Outcome as Part
 
 if TYPE_CHECKING:
     from waggle.routes.snapshot import Routes
@@ -79,7 +79,7 @@ def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> FanOu
     return FanOut(call, tuple(jobs), facts)
 
 
-def merge(plan: FanOut, outcomes: Sequence[Outcome], encoder: Encoder, failure: Callable[[str], Answer]) -> Answer:
+def merge(plan: FanOut, outcomes: Sequence[Part], encoder: Encoder, failure: Callable[[str], Answer]) -> Answer:
     """The client's answer from the members' outcomes (``failure`` builds the error when none answered)."""
     call = plan.call
     answered = [o for o in outcomes if o.error is None]
@@ -98,13 +98,13 @@ def merge(plan: FanOut, outcomes: Sequence[Outcome], encoder: Encoder, failure: 
     if len(answered) == 1 and facts.merge is Merge.DATABASE_NAMES and answered[0].raw is not None and \
             merged == answered[0].result.success:
         # one member's listing that the merge left as it was: its own reply is the answer, not re-encoded
-        return Answer(answered[0].raw, "ok", "*", fields)
+        return Answer(answered[0].raw, Outcome.OK, "*", fields)
     result = call.io.result(success=merged)
     raw = encoder.encode(call.name, TMessageType.REPLY, call.header.seqid, result)
-    return Answer(raw, "ok", "*", fields)
+    return Answer(raw, Outcome.OK, "*", fields)
 
 
-def _database_names(outcomes: Sequence[Outcome], facts: _Facts) -> list[str]:
+def _database_names(outcomes: Sequence[Part], facts: _Facts) -> list[str]:
     merged: list[str] = []
     seen: set[str] = set()
     for outcome in outcomes:
@@ -121,7 +121,7 @@ def _database_names(outcomes: Sequence[Outcome], facts: _Facts) -> list[str]:
     return merged
 
 
-def _copied_databases(outcomes: Sequence[Outcome], facts: _Facts, seen: set[str]) -> list[str]:
+def _copied_databases(outcomes: Sequence[Part], facts: _Facts, seen: set[str]) -> list[str]:
     """The databases of members that did not answer whose tables have copies in the primary, as clients see
     them (their reads are answered from the copies)."""
     out = []
@@ -136,7 +136,7 @@ def _copied_databases(outcomes: Sequence[Outcome], facts: _Facts, seen: set[str]
     return out
 
 
-def _table_metas(outcomes: Sequence[Outcome], facts: _Facts) -> list[Any]:
+def _table_metas(outcomes: Sequence[Part], facts: _Facts) -> list[Any]:
     merged = []
     for outcome in outcomes:
         member = outcome.naming.member  # routing settings of the call's own configuration
@@ -153,7 +153,7 @@ def _table_metas(outcomes: Sequence[Outcome], facts: _Facts) -> list[Any]:
     return merged
 
 
-def _functions(outcomes: Sequence[Outcome], facts: _Facts) -> GetAllFunctionsResponse:
+def _functions(outcomes: Sequence[Part], facts: _Facts) -> GetAllFunctionsResponse:
     merged = []
     for outcome in outcomes:
         if outcome.result.success is None:
@@ -166,7 +166,7 @@ def _functions(outcomes: Sequence[Outcome], facts: _Facts) -> GetAllFunctionsRes
     return GetAllFunctionsResponse(functions=merged)
 
 
-def _merger(kind: Merge) -> Callable[[Sequence[Outcome], _Facts], Any]:
+def _merger(kind: Merge) -> Callable[[Sequence[Part], _Facts], Any]:
     # compared by identity: a dict keyed by the enum would hash it with a Python call, on every merge
     if kind is Merge.DATABASE_NAMES:
         return _database_names

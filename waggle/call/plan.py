@@ -129,7 +129,8 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
     if decision.rewrite_request or strip:
         args = member_args(routes, naming, args, strip)
         raw = None
-    step = send_plan(Kind.SEND, call, routes, health, member, naming, decision, raw, fill, args)
+    step = send_plan(Kind.SEND, call, routes, health, member=member, naming=naming, decision=decision, args=args,
+                     raw=raw, fill=fill)
     if both is not None and isinstance(step, Send) and step.kind is Kind.SEND:
         from_copy = _copy_send(call, spec, routes, health, names, both)
         if isinstance(from_copy, Send):
@@ -153,9 +154,10 @@ def member_args(routes: Routes, naming: Naming, args: Any, strip: bool = False) 
     return args
 
 
-def send_plan(kind: Kind, call: Call, routes: Routes, health: MemberHealth, member: MetastoreConfig, naming: Naming,
-        decision: Decision | None, raw: bytes | None, fill: str | None, args: Any, link: Link | None = None,
-        table_link: TableLink | None = None, copy: Served | None = None) -> Send | Refusal:
+def send_plan(kind: Kind, call: Call, routes: Routes, health: MemberHealth, *, member: MetastoreConfig,
+              naming: Naming, decision: Decision | None, args: Any, raw: bytes | None = None, fill: str | None = None,
+              link: Link | None = None, table_link: TableLink | None = None, copy: Served | None = None
+              ) -> Send | Refusal:
     """The plan of a call sent to ``member`` (or, for Kind.LINK, answered by waggle, which may send it on)."""
     if kind is Kind.SEND and not health.is_up(member.name):  # the planner chose; the metastore is down
         return Refusal(Kind.DOWN, call, member.name, health.down_message(member.name), decision=decision)
@@ -230,8 +232,8 @@ def _unknown(call: Call, routes: Routes, health: MemberHealth) -> Send | Refusal
         return Refusal(Kind.REFUSE, call, planner.primary.name,
                        f"Invalid method name: '{call.name}' (waggle does not know this method, and it names "
                        f"{foreign}; waggle cannot route it)", unknown_method=True, foreign=foreign)
-    return send_plan(Kind.SEND, call, routes, health, planner.primary, planner.naming(planner.primary), None,
-                     call.raw, None, None)
+    return send_plan(Kind.SEND, call, routes, health, member=planner.primary, naming=planner.naming(planner.primary),
+                     decision=None, args=None, raw=call.raw)
 
 
 def _foreign_database(first: str | None, strings: list[str], planner: Planner) -> str | None:
@@ -260,10 +262,11 @@ def _remote(call: Call, spec: MethodSpec, routes: Routes, health: MemberHealth, 
     if isinstance(step, remotes.Store):  # the primary keeps (or drops) the link or the stub
         planner = routes.planner
         args, raw = (call.args, call.raw) if step.args is None else (step.args, None)
-        return send_plan(Kind.LINK, call, routes, health, planner.primary, planner.naming(planner.primary),
-                         Decision(planner.primary), raw, None, args, step.link, step.table)
-    return send_plan(Kind.SEND, call, routes, health, step.member, routes.planner.naming(step.member),
-                     Decision(step.member), None, None, step.args, table_link=step.table)
+        return send_plan(Kind.LINK, call, routes, health, member=planner.primary,
+                         naming=planner.naming(planner.primary), decision=Decision(planner.primary), args=args,
+                         raw=raw, link=step.link, table_link=step.table)
+    return send_plan(Kind.SEND, call, routes, health, member=step.member, naming=routes.planner.naming(step.member),
+                     decision=Decision(step.member), args=step.args, table_link=step.table)
 
 
 # -- reads answered from copies (read-from-copies) -----------------------------------------------------------
@@ -286,8 +289,8 @@ def _from_copies(call: Call, spec: MethodSpec, routes: Routes, health: MemberHea
                 component.dbname, component.tablename = renamed
             components.append(component)
         args = replaced(call.args, [(spec.lock_components, components)])
-        return send_plan(Kind.SEND, call, routes, health, primary, routes.planner.naming(primary), Decision(primary),
-                         None, None, args)
+        return send_plan(Kind.SEND, call, routes, health, member=primary, naming=routes.planner.naming(primary),
+                         decision=Decision(primary), args=args)
     assert isinstance(chosen, copies.FromCopy)
     return _copy_send(call, spec, routes, health, names, chosen.served)
 
@@ -312,5 +315,5 @@ def _copy_send(call: Call, spec: MethodSpec, routes: Routes, health: MemberHealt
         copy_table = next(iter(served.tables))
         args = replaced(args, [(ref.table, copy_table) for ref in spec.table_refs
                                if value_at(args, ref.table) is not None])
-    return send_plan(Kind.SEND, call, routes, health, primary, routes.planner.naming(primary), Decision(primary),
-                     None, catalog, args, copy=served)
+    return send_plan(Kind.SEND, call, routes, health, member=primary, naming=routes.planner.naming(primary),
+                     decision=Decision(primary), args=args, fill=catalog, copy=served)

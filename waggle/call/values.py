@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -96,6 +96,35 @@ class Kind(enum.Enum):
     CONNECTORS = "connectors"  # waggle answers a Hive 4 data-connector call (remote databases enabled)
     PAIRED = "paired"  # the member and the primary's copy are asked at once; the source's partitions get the
     # copy's storage (read-from-copies: prefer)
+
+
+class Outcome(enum.StrEnum):
+    """How a call ended, as its log line (``outcome=``) and the metrics say it: these strings are the ones the
+    docs and dashboards name. A metastore's reply that is a declared exception is recorded by the exception's
+    class name instead (:func:`waggle.call.finish.outcome`)."""
+
+    OK = "ok"
+    SENT = "sent"  # a oneway call, sent
+    REFUSED = "refused"  # refused by waggle before anything was sent
+    SHED = "shed"  # over a limit: waggle's (limits.*) or a metastore's pool
+    MEMBER_DOWN = "member_down"
+    UPSTREAM_ERROR = "upstream_error"
+    UNKNOWN_OUTCOME = "unknown_outcome"  # a write whose metastore was lost after the request left
+    NO_EQUIVALENT = "no_equivalent"  # a member lacks the method and what its bridge needs
+    BRIDGE_ERROR = "bridge_error"  # a defect in a bridge
+    BRIDGE = "bridge"  # answered through the bridge instead (never recorded: the bridge's answer is)
+    APPLICATION_ERROR = "application_error"  # a TApplicationException from the metastore
+    EXCEPTION = "exception"  # an exception the method does not declare
+    CLIENT_GONE = "client_gone"
+
+
+#: a call's outcome -> the kind of error counted in waggle_call_errors_total (None: not an error; any outcome
+#: not listed is an exception the metastore answered with)
+ERROR_KINDS: Mapping[str, str | None] = {
+    Outcome.OK: None, Outcome.SENT: None, Outcome.MEMBER_DOWN: "upstream", Outcome.UPSTREAM_ERROR: "upstream",
+    Outcome.NO_EQUIVALENT: "upstream", Outcome.BRIDGE_ERROR: "upstream", Outcome.UNKNOWN_OUTCOME: "upstream",
+    Outcome.SHED: "shed", Outcome.REFUSED: "refused", Outcome.CLIENT_GONE: "client",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +281,7 @@ class Answer:
     """What the client gets, and how the call is recorded."""
 
     raw: bytes | None  # the message to write (None: nothing, a oneway call)
-    outcome: str  # ok, sent, refused, shed, member_down, upstream_error, ... or a declared exception's class
+    outcome: str  # an Outcome, or the class name of a declared exception the metastore answered with
     metastore: str  # the member that answered ("*" for a fan-out, "-" when none was chosen)
     fields: dict[str, Any] = field(default_factory=dict)  # more for the log line (error, bridge, omitted ...)
     #: the reply was UNKNOWN_METHOD for a method with a bridge: the pool learns it, and the bridge answers

@@ -60,6 +60,11 @@ class WireFormat:
     def describe(self) -> str:
         return f"{self.transport.value}/{self.protocol.value}"
 
+    @property
+    def buffered(self) -> bool:
+        """Whether messages go unframed (a reply can stream through as it arrives)."""
+        return self.transport is TransportKind.BUFFERED
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:

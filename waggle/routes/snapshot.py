@@ -66,19 +66,23 @@ class Routes:
     copies: Copies = NONE
 
     @classmethod
-    def build(cls, config: WaggleConfig, pools: Mapping[str, UpstreamPool], planner: Planner,
-              generation: int, registry: LinkRegistry | None = None, copies: Copies = NONE) -> Routes:
-        return replace(cls.of(config, planner, {name: pool.caps for name, pool in pools.items()}, registry),
+    def build(cls, config: WaggleConfig, *, pools: Mapping[str, UpstreamPool], planner: Planner, generation: int,
+              registry: LinkRegistry | None = None, copies: Copies = NONE) -> Routes:
+        """The routes a configuration is served with: its ``pools``, ``planner`` and links' ``registry``, the
+        ``generation``-th configuration applied (1 at start), and the copies last read."""
+        return replace(cls.of(config, planner=planner, caps={name: pool.caps for name, pool in pools.items()},
+                              registry=registry),
                        pools=pools, generation=generation, loaded_at=time.time(), copies=copies)
 
     @classmethod
-    def of(cls, config: WaggleConfig, planner: Planner, caps: Mapping[str, Capabilities],
+    def of(cls, config: WaggleConfig, *, planner: Planner, caps: Mapping[str, Capabilities],
            registry: LinkRegistry | None = None) -> Routes:
         """Routes without pools (nothing can be sent): what the call core needs to plan, from plain values."""
         links = registry.served(config) if registry else {}
         tables = registry.active_tables(config) if registry else {}
-        return cls(config, {}, planner, 1, 0.0, any(m.mapped_tables is not None for m in config.federation.members),
-                   links, registry if config.server.remotes.enabled else None, tables, caps=caps)
+        return cls(config=config, pools={}, planner=planner, generation=1, loaded_at=0.0,
+                   mapped_tables=any(m.mapped_tables is not None for m in config.federation.members), links=links,
+                   registry=registry if config.server.remotes.enabled else None, tables=tables, caps=caps)
 
     @property
     def primary(self) -> UpstreamPool:

@@ -27,6 +27,7 @@ from waggle.call import finish, lost, merge
 from waggle.call.lane import Choice, Lane, lane_for
 from waggle.call.plan import REWRITER, plan
 from waggle.call.values import (
+    ERROR_KINDS,
     Answer,
     Call,
     FanOut,
@@ -34,6 +35,7 @@ from waggle.call.values import (
     Learned,
     NeedCatalogs,
     NeedLinks,
+    Outcome,
     Paired,
     Refusal,
     Send,
@@ -42,13 +44,12 @@ from waggle.call.values import (
 )
 from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
-from waggle.config.model import ProtocolKind, TransportKind
+from waggle.config.model import ProtocolKind
 from waggle.copies.registry import held_partitions
 from waggle.hms.bridges import MethodMissing, Wrap
 from waggle.hms.client_release import learn
-from waggle.hms.layouts import Layout
 from waggle.hms.methods import METHODS, MethodSpec, database_of
-from waggle.hms.service import METHOD_IO, MethodIO
+from waggle.hms.service import METHOD_IO
 from waggle.hms.wire import Header, PeerClosed, Wire, WireError
 from waggle.remotes import planning as remotes_planning
 from waggle.routes.snapshot import Routes
@@ -58,7 +59,7 @@ from waggle.server.context import ServerContext
 from waggle.server.own import HANDLERS
 from waggle.upstream import compat, fanout
 from waggle.upstream.client import Reply, UpstreamError
-from waggle.upstream.pool import Overloaded, UpstreamPool
+from waggle.upstream.pool import UpstreamPool
 
 log = get_logger("waggle.call")
 _ids = itertools.count(1)
@@ -136,7 +137,7 @@ class ClientDriver:
             if header.mtype in (TMessageType.CALL, TMessageType.ONEWAY):
                 self.wire.skip_struct()
                 self.wire.read_end()
-                self._write(finish.failure(header, METHOD_IO.get(header.name), message, self.wire, "shed", "-"))
+                self._write(self._shed(header, message))
         except (WireError, PeerClosed, OSError):
             pass
 
@@ -166,8 +167,13 @@ class ClientDriver:
         started = time.perf_counter()
         self.wire.skip_struct()
         self.wire.read_end()
-        self._finish(header, None, started, self._failure(header, METHOD_IO.get(header.name), refused, "shed", "-",
-                                                          self.session.release.unread))
+        self._finish(header, None, started, self._shed(header, refused))
+
+    def _shed(self, header: Header, message: str) -> Answer:
+        """The answer to a call waggle turns away before reading it (a limit, or a connection over the limit):
+        its release is not known yet, so the failure is where a client that has not said reads it."""
+        return finish.failure(header, METHOD_IO.get(header.name), message, self.wire, outcome=Outcome.SHED,
+                              metastore="-", layout=self.session.release.unread)
 
     def _read(self, header: Header, spec: MethodSpec | None) -> None:
         """Read the call's arguments, then relay it plainly (:mod:`waggle.call.lane`) or answer it through the
@@ -197,43 +203,14 @@ class ClientDriver:
                     if choice.renamed:  # planned by the lane, sent and finished as planned
                         step = lane.send(Call(header, spec, io, args, raw, self.session, wire.format), choice,
                                          context.health)
-                        self._finish(header, args, started, self._send(step, started, routes.pools[step.metastore],
-                                                                       routes))
-                    else:
-                        self._relay(header, args, raw, routes, lane, choice, started)
+                        self._finish(header, args, started, self._sent(step, started, routes))
+                    else:  # the call's bytes to its member; a successful reply's bytes back, recorded here
+                        answer = self._send(routes.pools[choice.member.name], header, args, raw, started, routes,
+                                            relay=(lane, choice))
+                        if answer is not None:
+                            self._finish(header, args, started, answer)
                     return
         self._answer(Call(header, spec, io, args, raw, self.session, wire.format))
-
-    def _relay(self, header: Header, args: Any, raw: bytes, routes: Routes, lane: Lane, choice: Choice,
-               started: float) -> None:
-        """A plain relay: the call's bytes to ``member``, a successful reply's bytes back, and one record. Any
-        other reply is finished by the core, from the plan it makes of the call (:meth:`Lane.send`)."""
-        pool = routes.pools[choice.member.name]
-        wire = self.wire
-        name = header.name
-        try:
-            reply = pool.forward(self.session.identity, header, args, raw, wire.format.protocol,
-                                 self._sink if wire.format.transport is TransportKind.BUFFERED else None,
-                                 routes.config.server.stream_after_bytes)
-        except ClientGone:
-            metrics.observe_call(name, pool.name, time.perf_counter() - started, "client")
-            raise
-        except UpstreamError as exc:
-            call = Call(header, lane.spec, lane.io, args, raw, self.session, wire.format)
-            self._finish(header, args, started, self._lost(call, pool, exc, started))
-            return
-        assert reply is not None  # not oneway
-        if reply.header.mtype == TMessageType.REPLY and reply.first_field <= 0:
-            if reply.raw is not None:
-                wire.send_raw(reply.raw)  # relayed byte for byte (or the rest of a streamed reply)
-            if self.context.log_calls:
-                self._record(name, args, started, Answer(reply.raw, "ok", pool.name))
-            else:
-                metrics.observe_call(name, pool.name, time.perf_counter() - started, None)
-            return
-        step = lane.send(Call(header, lane.spec, lane.io, args, raw, self.session, wire.format), choice,
-                         self.context.health)
-        self._finish(header, args, started, self._replied(step, reply, pool))
 
     def _answer(self, call: Call) -> None:
         started = time.perf_counter()
@@ -249,7 +226,7 @@ class ClientDriver:
                 routes.links, self.session.cascading)
         step = plan(call, routes, context.health, context.created)
         if isinstance(step, Send) and step.kind is Kind.SEND:  # the common case, first: a call relayed to one member
-            return self._send(step, started, routes.pools[step.metastore], routes)
+            return self._sent(step, started, routes)
         learned = Learned()
         while isinstance(step, (NeedCatalogs, NeedLinks)):
             if isinstance(step, NeedLinks):
@@ -285,7 +262,7 @@ class ClientDriver:
             elif step.kind is Kind.BRIDGE:
                 answer = self._bridge(step, routes.pools[step.metastore])
             else:
-                answer = self._send(step, started, routes.pools[step.metastore], routes)
+                answer = self._sent(step, started, routes)
         return answer
 
     # -- what the handlers of self-answered calls use (the driver is their Desk) -------------------------------
@@ -298,20 +275,17 @@ class ClientDriver:
         """Send the call; a member that turns out not to have the method is answered through its bridge."""
         health = self.context.health
         if not health.is_up(step.metastore):
-            return self._failure(step.call.header, step.call.io, health.down_message(step.metastore), "member_down",
-                                 step.metastore)
+            return self._failure(step.call, health.down_message(step.metastore), Outcome.MEMBER_DOWN, step.metastore)
         if step.bridge:
             return self._bridge(step, self.pool(step.metastore))
-        pool = self.pool(step.metastore)
         assert self.routes is not None
-        return self._send(step, self.started, pool, self.routes)
+        return self._sent(step, self.started, self.routes)
 
     # -- the plan's I/O ------------------------------------------------------------------------------------
-    def _failure(self, header: Header, io: MethodIO | None, message: str, outcome: str, metastore: str,
-                 layout: Layout | None = None, **fields: Any) -> Answer:
+    def _failure(self, call: Call, message: str, outcome: Outcome, metastore: str, **fields: Any) -> Answer:
         """A ``MetaException`` saying ``message``, where this client's release reads it."""
-        return finish.failure(header, io, message, self.wire, outcome, metastore,
-                              self.session.release.layout if layout is None else layout, **fields)
+        return finish.failure(call.header, call.io, message, self.wire, outcome=outcome, metastore=metastore,
+                              layout=self.session.release.layout, **fields)
 
     def _learn_catalogs(self, routes: Routes, need: NeedCatalogs) -> None:
         health, pools = self.context.health, [routes.pools[name] for name in need.members]
@@ -323,19 +297,50 @@ class ClientDriver:
                 if health.is_up(pool.name):
                     compat.probe_catalogs(pool, self.session.identity)
 
-    def _send(self, step: Send, started: float, pool: UpstreamPool, routes: Routes) -> Answer:
-        call = step.call
+    def _sent(self, step: Send, started: float, routes: Routes) -> Answer:
+        """A planned call sent to its metastore, and its answer."""
+        answer = self._send(routes.pools[step.metastore], step.call.header, step.args, step.raw, started, routes,
+                            step=step)
+        assert answer is not None
+        return answer
+
+    def _send(self, pool: UpstreamPool, header: Header, args: Any, raw: bytes | None, started: float,
+              routes: Routes, *, step: Send | None = None, relay: tuple[Lane, Choice] | None = None
+              ) -> Answer | None:
+        """The one way a call goes to a metastore: ``step``, a planned call, or, with ``relay``, a call of a plain
+        relay lane, sent as it came. A plain relay's successful reply is written here, its bytes as they came, and
+        recorded (None is returned); any other reply, and any failure, is answered from the call's plan."""
+        wire = self.wire
         try:
-            reply = pool.forward(self.session.identity, call.header, step.args, step.raw, call.wire.protocol,
-                                 self._sink if step.stream else None, routes.config.server.stream_after_bytes,
-                                 known=call.io is not None)
+            reply = pool.forward(self.session.identity, header, args=args, raw=raw, protocol=wire.format.protocol,
+                                 sink=self._sink if (wire.format.buffered if step is None else step.stream) else None,
+                                 stream_after=routes.config.server.stream_after_bytes,
+                                 known=step is None or step.call.io is not None)
         except ClientGone:
             # the client hung up while its reply streamed to it: counted as the client's, never the metastore's
-            metrics.observe_call(_label(call.name), pool.name, time.perf_counter() - started, "client")
+            metrics.observe_call(_label(header.name), pool.name, time.perf_counter() - started, "client")
             raise
         except UpstreamError as exc:
-            return self._lost(call, pool, exc, started)
-        if step.copy is not None:
+            if step is None:
+                assert relay is not None and raw is not None  # a relay sends the call's own bytes
+                lane = relay[0]
+                return self._lost(Call(header, lane.spec, lane.io, args, raw, self.session, wire.format), pool,
+                                  exc, started)
+            return self._lost(step.call, pool, exc, started)
+        if step is None:
+            assert relay is not None and reply is not None and raw is not None  # not oneway; the call's bytes
+            if reply.header.mtype == TMessageType.REPLY and reply.first_field <= 0:
+                if reply.raw is not None:
+                    wire.send_raw(reply.raw)  # relayed byte for byte (or the rest of a streamed reply)
+                if self.context.log_calls:
+                    self._record(header.name, args, started, Answer(reply.raw, Outcome.OK, pool.name))
+                else:
+                    metrics.observe_call(header.name, pool.name, time.perf_counter() - started, None)
+                return None
+            lane, choice = relay
+            step = lane.send(Call(header, lane.spec, lane.io, args, raw, self.session, wire.format), choice,
+                             self.context.health)
+        elif step.copy is not None:
             metrics.COPY_READS.labels(step.copy.member, step.copy.reason).inc()
         return self._replied(step, reply, pool)
 
@@ -350,16 +355,16 @@ class ClientDriver:
         identity = self.session.identity
         held = gevent.spawn(held_partitions, primary, identity, served)
         try:
-            got = source.forward(identity, call.header, step.source.args, step.source.raw, call.wire.protocol, None,
-                                 routes.config.server.stream_after_bytes)
+            got = source.forward(identity, call.header, args=step.source.args, raw=step.source.raw,
+                                 protocol=call.wire.protocol, stream_after=routes.config.server.stream_after_bytes)
         except UpstreamError as exc:
             held.kill(block=False)
             self.context.health.call_failed(source.name, exc)
-            return self._send(step.copy, started, primary, routes)  # the member failed: the copy answers alone
+            return self._sent(step.copy, started, routes)  # the member failed: the copy answers alone
         assert got is not None  # not oneway
         names = held.get()
         answer = finish.paired(step, got, names, self.wire)
-        if answer.outcome == "ok" and names is not None:
+        if answer.outcome == Outcome.OK and names is not None:
             metrics.COPY_READS.labels(served.member, "source" if answer.fields.get("from_source") else "prefer").inc()
         return answer
 
@@ -380,10 +385,8 @@ class ClientDriver:
             assert exc.lost is not None
             metrics.CALLS_PLANNED_AGAIN.labels(pool.name, exc.lost.value).inc()
             return self._respond(replace(call, attempt=call.attempt + 1), started)
-        if isinstance(exc, Overloaded):
-            return self._failure(call.header, call.io, str(exc), "shed", pool.name, error=exc.detail, **fields)
         message, outcome = lost.answer(call, exc)
-        return self._failure(call.header, call.io, message, outcome, pool.name, error=exc.detail, **fields)
+        return self._failure(call, message, outcome, pool.name, error=exc.detail, **fields)
 
     def _replied(self, step: Send, reply: Reply | None, pool: UpstreamPool) -> Answer:
         """The answer to a metastore's reply, with what it leaves behind applied; a member that turns out not to
@@ -422,23 +425,22 @@ class ClientDriver:
                 if isinstance(got, Reply):
                     assert call.io.result is not None
                     raw = finish.rewritten(step, got, call.io.result, self.wire) if step.rewrite_reply else got.raw
-                    return Answer(raw, "ok", pool.name, {"bridge": bridge.via})
+                    return Answer(raw, Outcome.OK, pool.name, {"bridge": bridge.via})
                 return finish.bridged(step, got, self.wire, bridge.via)
             return finish.bridged(step, bridged.run(call.name, step.args), self.wire, bridge.via)
         except MethodMissing as exc:
-            return self._failure(call.header, call.io, f"metastore '{pool.name}' has neither {call.name} nor "
-                                 f"{exc.method}", "no_equivalent", pool.name, bridge=bridge.via)
+            return self._failure(call, f"metastore '{pool.name}' has neither {call.name} nor {exc.method}",
+                                 Outcome.NO_EQUIVALENT, pool.name, bridge=bridge.via)
         except compat.ApplicationError as exc:  # that one answered: it is up
-            return self._failure(call.header, call.io, str(exc), "upstream_error", pool.name, bridge=bridge.via)
+            return self._failure(call, str(exc), Outcome.UPSTREAM_ERROR, pool.name, bridge=bridge.via)
         except UpstreamError as exc:
             return self._lost(call, pool, exc, time.perf_counter(), bridge=bridge.via)
         except (WireError, OSError, _Abandon, ClientGone):
             raise
         except Exception as exc:  # a defect in a bridge must not cost the client its connection
             log.error("bridge.failed", method=call.name, metastore=pool.name, error=repr(exc))
-            return self._failure(call.header, call.io, f"waggle could not answer {call.name} for metastore "
-                                 f"'{pool.name}' through {bridge.via}: {exc!r}", "bridge_error", pool.name,
-                                 bridge=bridge.via)
+            return self._failure(call, f"waggle could not answer {call.name} for metastore '{pool.name}' through "
+                                 f"{bridge.via}: {exc!r}", Outcome.BRIDGE_ERROR, pool.name, bridge=bridge.via)
 
     def _fan_out(self, step: FanOut, routes: Routes) -> Answer:
         call = step.call
@@ -446,10 +448,10 @@ class ClientDriver:
         sent = (call.args, call.raw, call.wire.protocol)
         pools = routes.pools
         jobs = [(pools[naming.member.name], naming, args) for naming, args in step.jobs]
-        outcomes = fanout.gather(self.context.health, routes.config.server, self.session.identity, call.name,
-                                 call.header.seqid, call.io.result, jobs, sent)
+        outcomes = fanout.gather(self.context.health, routes.config.server, self.session.identity, name=call.name,
+                                 seqid=call.header.seqid, result_class=call.io.result, jobs=jobs, sent=sent)
         return merge.merge(step, outcomes, self.wire, lambda message: self._failure(
-            call.header, call.io, message, "upstream_error", "*"))
+            call, message, Outcome.UPSTREAM_ERROR, "*"))
 
     # -- writing and recording ---------------------------------------------------------------------------
     def _sink(self, chunk: bytes) -> None:
@@ -476,27 +478,27 @@ class ClientDriver:
         """
         seconds = time.perf_counter() - started
         outcome, metastore = answer.outcome, answer.metastore
-        kind = finish.ERROR_KINDS.get(outcome, "exception")
+        kind = ERROR_KINDS.get(outcome, "exception")
         metrics.observe_call(method if method in METHOD_IO else UNKNOWN_METHOD, metastore, seconds, kind)
         debug = self.context.log_calls
         if kind is None and not debug:
             return  # answered and not an error: no line at info (the common case, decided first)
-        if outcome == "refused":
+        if outcome is Outcome.REFUSED:
             if answer.reason is not None and (debug or answer.loud):
                 # an unknown method (no arguments decoded) names no database and is refused for no metastore
                 where = {"db": database_of(args), "metastore": metastore} if args is not None else {}
                 log.info("call.refused", method=method, **where, reason=answer.reason, **answer.fields)
             return
-        if outcome == lost.UNKNOWN_OUTCOME:
+        if outcome is Outcome.UNKNOWN_OUTCOME:
             level = log.warning  # a write that may have been applied: always said
         elif debug:
             level = log.debug
-        elif outcome == "upstream_error" or (kind == "shed" and _shed_log.allow(metastore)):
+        elif outcome is Outcome.UPSTREAM_ERROR or (kind == "shed" and _shed_log.allow(metastore)):
             level = log.info
         else:
             return
         level("call", method=method[:200], db=database_of(args) if args is not None else None, metastore=metastore,
-              outcome=outcome, duration_ms=round(1000 * seconds, 3), **answer.fields)
+              outcome=str(outcome), duration_ms=round(1000 * seconds, 3), **answer.fields)
 
 
 def _label(method: str) -> str:

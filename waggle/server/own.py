@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import structlog
 
 from waggle.call import finish
-from waggle.call.values import Answer, Kind, Send
+from waggle.call.values import Answer, Kind, Outcome, Send
 from waggle.hms.methods import TokenOp
 from waggle.security.token_service import TokenRefused
 from waggle.server import own_links
@@ -42,8 +42,8 @@ def identity(desk: Desk, step: Send) -> Answer:
     try:
         groups = pool.set_ugi_reply(session.identity)
     except UpstreamError as exc:
-        return finish.failure(call.header, call.io, str(exc), desk.wire, "upstream_error", pool.name,
-                              error=exc.detail)
+        return finish.failure(call.header, call.io, str(exc), desk.wire, outcome=Outcome.UPSTREAM_ERROR,
+                              metastore=pool.name, error=exc.detail)
     return finish.answered(call, groups, desk.wire, pool.name)
 
 
@@ -68,7 +68,7 @@ def tokens(desk: Desk, step: Send) -> Answer:
         return finish.refused(call, str(exc), desk.wire, "waggle")
     except UpstreamError as exc:
         return finish.failure(call.header, call.io, f"waggle's token store is unavailable: {exc}", desk.wire,
-                              "upstream_error", step.metastore, error=exc.detail)
+                              outcome=Outcome.UPSTREAM_ERROR, metastore=step.metastore, error=exc.detail)
     return finish.answered(call, value, desk.wire, "waggle")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from waggle.call import finish
-from waggle.call.values import Answer, Send
+from waggle.call.values import Answer, Outcome, Send
 from waggle.common.logging import get_logger
 from waggle.hms.fields import value_at
 from waggle.hms.methods import LinkOp
@@ -39,12 +39,12 @@ def link(desk: Desk, step: Send) -> Answer:
                                         f"{why}", wire, step.metastore, why)
         why = create_stub(desk.pool(step.metastore), desk.session.identity, value_at(step.args, call.spec.link.path))
         if why is not None:
-            return finish.failure(call.header, call.io, f"{call.name} failed: {why}", wire, "upstream_error",
-                                  step.metastore)
+            return finish.failure(call.header, call.io, f"{call.name} failed: {why}", wire,
+                                  outcome=Outcome.UPSTREAM_ERROR, metastore=step.metastore)
         answer = finish.answered(call, None, wire, step.metastore)
     else:
         answer = desk.send(step)
-    if answer.outcome == "ok":
+    if answer.outcome == Outcome.OK:
         if op is LinkOp.CREATE:
             context.links.add(made)
             log.info("link.created", database=made.name, remote=made.describe())
@@ -68,7 +68,7 @@ def _table_link(desk: Desk, step: Send, op: LinkOp) -> Answer:
             return finish.refused(call, f"{call.name} refused: cannot make '{table.db}.{table.name}' a link to "
                                         f"{table.describe()}: {why}", desk.wire, step.metastore, why)
     answer = desk.send(step)
-    if answer.outcome == "ok":
+    if answer.outcome == Outcome.OK:
         if op is LinkOp.CREATE_TABLE:
             context.links.add_table(table)
             log.info("link.created", table=f"{table.db}.{table.name}", remote=table.describe())
@@ -90,5 +90,6 @@ def connectors(desk: Desk, step: Send) -> Answer:
         return finish.refused(call, f"{call.name} refused: {exc}", desk.wire, "waggle", str(exc))
     except UpstreamError as exc:
         return finish.failure(call.header, call.io, f"waggle keeps data connectors in the primary, which failed: "
-                              f"{exc}", desk.wire, "upstream_error", step.metastore, error=exc.detail)
+                              f"{exc}", desk.wire, outcome=Outcome.UPSTREAM_ERROR, metastore=step.metastore,
+                              error=exc.detail)
     return finish.answered(call, value, desk.wire, "waggle")

@@ -95,8 +95,8 @@ def wrapped(pool: UpstreamPool, identity: Identity | None, header: Header, wrap:
     older, older_args = wrap.request(args, bridged)
     older_io = METHOD_IO[older]
     assert older_io.result is not None
-    reply = pool.forward(identity, Header(older, TMessageType.CALL, header.seqid), older_args, None,
-                         pool.config.wire.protocol)
+    reply = pool.forward(identity, Header(older, TMessageType.CALL, header.seqid), args=older_args, raw=None,
+                         protocol=pool.config.wire.protocol)
     assert reply is not None
     raw = wrap_reply(reply.raw, older, header.name, wrap.field) \
         if reply.header.mtype == TMessageType.REPLY and reply.first_field == 0 else None

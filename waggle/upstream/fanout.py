@@ -26,7 +26,7 @@ from waggle.upstream.pool import UpstreamPool
 log = get_logger("waggle.fanout")
 
 
-def gather(health: Health, server: ServerConfig, identity: Identity | None, name: str, seqid: int,
+def gather(health: Health, server: ServerConfig, identity: Identity | None, *, name: str, seqid: int,
            result_class: type, jobs: Sequence[tuple[UpstreamPool, Naming, Any]],
            sent: tuple[Any, bytes, ProtocolKind] | None = None) -> list[Outcome]:
     """Ask each member; ``sent``: the client's arguments, as decoded and as sent, and the client's protocol (a

@@ -278,7 +278,7 @@ class UpstreamPool:
         """One decoded call on a pooled connection (see :meth:`UpstreamConnection.exchange`)."""
         return self.using(identity, lambda conn: conn.exchange(name, args, result_class, seqid, timeout))
 
-    def forward(self, identity: Identity | None, header: Header, args: Any, raw: bytes | None,
+    def forward(self, identity: Identity | None, header: Header, *, args: Any, raw: bytes | None,
                 protocol: ProtocolKind, sink: Callable[[bytes], None] | None = None, stream_after: int = 0,
                 known: bool = True) -> Reply | None:
         """Send one client call as it is (``raw``, encoded in ``protocol``, when that is this metastore's) or
