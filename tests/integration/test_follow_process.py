@@ -282,14 +282,18 @@ def test_run_now_runs_a_scheduled_policy_at_once_in_the_running_follower_or_here
     assert "latest" in _tables(setup.primary.port, setup.target_db)
 
 
-@pytest.mark.xfail(strict=False, reason="on today's 2-core machines the small policy's lag passes its 5 s bound: its "
-                   "first change after its bootstrap takes about 6 s, and with the session's primary as the target it "
-                   "stalled about 55 s, as the tree before this change does too; to be found and fixed")
+@pytest.mark.xfail(strict=False, reason="the small policy stalls while the bootstrap writes: its first four "
+                   "partitions arrived within 9 s, the fifth waited about 40 s, until the bootstrap's last write; the "
+                   "write budget's queue alone does not explain it (its shares alternate); to be found and fixed")
 def test_a_large_bootstrap_does_not_hold_back_a_small_continuous_policy(setup: Setup) -> None:
-    """Fair shares of the target's write budget: while one policy bootstraps 20,000 partitions under a write
-    limit (1 a second), another policy's partitions keep reaching the target within its lag bound. The source and
-    the target are metastores of their own (the 20,000 partitions, and the writes still going on when the follower
-    is killed, stay out of the session's metastores)."""
+    """Fair shares of the target's write budget: while one policy bootstraps 10,000 partitions under a write
+    limit (1 a second: about 20 writes of 500 partitions), another policy's partitions keep reaching the target
+    within a bound the shares set. Both policies weigh 1, so while both wait each gets every other slot: each write
+    of the small policy waits at most one of the bootstrap's: 2 s a write, and a batch makes a few (its partitions
+    and its checkpoint; the first batch after its bootstrap a few more, about 6 s in all here): under 8 s. Without
+    the shares it would wait behind the bootstrap's remaining writes (over 15 s at the first partition). The source
+    and the target are metastores of their own (the 10,000 partitions, and the writes still going on when the
+    follower is killed, stay out of the session's metastores)."""
     from waggle.hms.gen.hive_metastore import ttypes
     from waggle.local.metastore import LocalMetastore
     from waggle.local.seed import ensure_partitioned_table
@@ -303,7 +307,7 @@ def test_a_large_bootstrap_does_not_hold_back_a_small_continuous_policy(setup: S
         with hms_client("127.0.0.1", store.port, timeout=600) as c:
             ensure_database(c, setup.source_db, f"file://{setup.work}/src")
             ensure_table(c, setup.source_db, "a", f"file://{setup.work}/src/a", COLS, KEYS)
-            ensure_partitioned_table(c, setup.source_db, "big", f"file://{setup.work}/src/big", 20_000, batch=2000)
+            ensure_partitioned_table(c, setup.source_db, "big", f"file://{setup.work}/src/big", 10_000, batch=2000)
         federation = setup.work / "big-federation.yml"
         federation.write_text(federation_yaml(target.uri, "federated-meta-stores:\n- name: big\n"
                                                                  f"  remote-meta-store-uris: {store.uri}\n"))
@@ -334,10 +338,10 @@ def test_a_large_bootstrap_does_not_hold_back_a_small_continuous_policy(setup: S
                 committed = time.monotonic()
                 follower.until(lambda v=value: f"day={v}" in names("a"), 30, f"partition {value} of the small policy")
                 lags.append(time.monotonic() - committed)
-                if i == 3:  # half way: the large bootstrap (40 writes at 1 a second) is still going
+                if i == 3:  # half way: the large bootstrap (about 20 writes, every other slot) is still going
                     during = len(names("big"))
-        assert during < 20_000, "the large bootstrap was over before the small policy's partitions were measured"
-        assert max(lags) < 5, lags
+        assert during < 10_000, "the large bootstrap was over before the small policy's partitions were measured"
+        assert max(lags) < 8, lags
     finally:
         if follower is not None:
             follower.kill()  # the bootstrap's end is not what is measured (a restart would finish it)
