@@ -103,7 +103,7 @@ def _choose(core: Core, method: str, up: bool, /, **fields: Any) -> planning.Cho
 def _from_copy(step: Any, reason: str, args: Any) -> Send:
     """A Send to the primary about the copy, its reply to be made the source's."""
     assert isinstance(step, Send), step
-    assert (step.kind, step.metastore, step.args) == (Kind.SEND, "main", args)
+    assert (step.kind, step.metastore, step.args) == (Kind.COPY, "main", args)
     assert step.copy is not None and step.copy.reason == reason and step.copy.member == "lake"
     assert step.rewrite_reply and not step.stream and step.raw is None
     return step
@@ -491,3 +491,40 @@ def test_prefer_reads_go_to_the_member_while_the_primary_is_down(tmp_path: Path)
     core = _prefer(tmp_path).down("main")
     assert isinstance(_plan(core, "get_partitions", db_name="lake_ice", tbl_name="t2", max_parts=-1), Send)
     _to_lake(_plan(core, "get_table", dbname="lake_ice", tbl_name="t2"), H.get_table_args(dbname="ice", tbl_name="t2"))
+
+
+# -- planned: the call core's one question, answered with the request to send ------------------------------------
+def test_planned_answers_with_the_request_in_the_copys_names_and_leaves_the_call_as_it_came(tmp_path: Path) -> None:
+    core = _when_down(tmp_path)
+    call = _call(core, "get_table", dbname="lake_ice", tbl_name="T2")
+    lake = core.config.federation.member("lake")
+    facts = planning.Facts(core.routes.copies, False, True, time.time(), "main", primary_catalogs=False)
+    chosen = planning.planned(METHODS["get_table"], METHOD_IO["get_table"], call.args, REWRITER.names_in(call.args),
+                              core.routes.planner.naming(lake), facts)
+    assert isinstance(chosen, planning.FromCopy)
+    assert chosen.args == H.get_table_args(dbname="ice_copy", tbl_name="t2") and chosen.fill is None
+    assert call.args == H.get_table_args(dbname="lake_ice", tbl_name="T2")
+    assert (chosen.served.copy_db, chosen.served.tables) == ("ice_copy", {"t2": "T2"})
+
+
+def test_a_read_from_a_copy_is_a_kind_waggle_answers_itself_and_counted_once_the_primary_replied(
+        tmp_path: Path) -> None:
+    from waggle.common import metrics
+    from waggle.server import own, own_copies
+
+    core = _when_down(tmp_path).down()
+    step = plan(_call(core, "get_table", dbname="lake_ice", tbl_name="t2"), core.routes, core.health, {}, Learned())
+    assert isinstance(step, Send) and step.kind is Kind.COPY and own.HANDLERS[Kind.COPY] is own_copies.from_copy
+    sent: list[Any] = []
+
+    class _Desk:
+        def send(self, step: Send, replied: Any = None) -> Answer:
+            sent.append(step)
+            replied()
+            return Answer(b"", "ok", step.metastore)
+
+    counter = metrics.COPY_READS.labels("lake", "down")
+    before = counter._value.get()
+    answer = own_copies.from_copy(_Desk(), step)  # type: ignore[arg-type]
+    assert (answer.outcome, sent) == ("ok", [step])
+    assert counter._value.get() == before + 1

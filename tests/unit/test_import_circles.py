@@ -183,6 +183,19 @@ def _in(module: str, room: str) -> bool:
     return module == room or module.startswith(room + ".")
 
 
+def test_the_driver_is_narrow_and_knows_nothing_of_copies(graph: dict[str, dict[str, set[str]]]) -> None:
+    driver = graph["waggle.server.driver"]
+    assert len(driver) <= 12, sorted(driver)
+    assert not [m for m in driver if _in(m, "waggle.copies")]
+
+
+def test_the_call_core_asks_copies_one_question(graph: dict[str, dict[str, set[str]]]) -> None:
+    """The plan asks copies/planning once; the finish reads a copy's reply through the plan (its Served)."""
+    assert not [m for m in graph["waggle.call.finish"] if _in(m, "waggle.copies")]
+    asked = {m: names for m, names in graph["waggle.call.plan"].items() if _in(m, "waggle.copies")}
+    assert asked == {"waggle.copies.planning": {"planning"}, "waggle.copies.serve": {"Served"}}
+
+
 @pytest.mark.parametrize(("lower", "upper"), ONE_WAY, ids=[f"{lo}-{up}" for lo, up in ONE_WAY])
 def test_lower_room_does_not_import_upper(graph: dict[str, dict[str, set[str]]], lower: str, upper: str) -> None:
     assert any(_in(m, lower) for m in graph), f"{lower} is not in waggle/"

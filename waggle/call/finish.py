@@ -17,7 +17,6 @@ from thrift.Thrift import TApplicationException, TMessageType
 from waggle.call.plan import REWRITER
 from waggle.call.values import Answer, Call, Encoder, NameFn, Outcome, Paired, Refusal, Send, Settled
 from waggle.config.model import MetastoreConfig, ProtocolKind
-from waggle.copies.serve import as_source, with_copy_storage
 from waggle.hms import specs
 from waggle.hms.bridges import is_unknown_method
 from waggle.hms.catalogs import fill_catalog
@@ -208,7 +207,7 @@ def encoded_result(plan: Send, header: Header, result: Any, encoder: Encoder, to
     if naming.member.mapped_tables is not None:  # on the member's names, before they are rewritten
         _filter_tables(result, naming.member, decision, spec)
     if plan.copy is not None:
-        as_source(result, plan.copy)
+        plan.copy.as_source(result)
     elif plan.table_link is not None:
         local_names(result, plan.table_link)
     elif not naming.identity:
@@ -235,7 +234,7 @@ def paired(plan: Paired, source: Reply, held: list[str] | None, encoder: Encoder
     gc.disable()  # see rewritten
     try:
         header, result = decode_message(source.raw, plan.source.wire.protocol, call.io.result, plan.source.limits)
-        missing = with_copy_storage(result, set(held), served)
+        missing = served.with_copy_storage(result, set(held))
         if missing and served.refuse_partial:
             return _partial_refused(plan, missing, encoder)
         raw = _partitions_reply(plan.source, header, result, encoder) or \

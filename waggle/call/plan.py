@@ -10,7 +10,6 @@ each member's capabilities and health are inputs, so a call for a member that is
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Mapping, Set
 from typing import TYPE_CHECKING, Any
@@ -30,11 +29,9 @@ from waggle.call.values import (
 )
 from waggle.config.model import MetastoreConfig, TransportKind
 from waggle.copies import planning as copies
-from waggle.copies.catalog import serving
-from waggle.copies.serve import Served
 from waggle.hms.bridges import DEFAULT_CATALOG, strip_catalog
 from waggle.hms.catalogs import carries_catalog
-from waggle.hms.fields import catalog_field, copied_along, replaced, table_refs, value_at
+from waggle.hms.fields import catalog_named, copied_along, table_refs, value_at
 from waggle.hms.methods import Access, LinkOp, MethodSpec, NameForm, Route
 from waggle.hms.names import parse
 from waggle.hms.rewrite import Rewriter, call_rewriter
@@ -45,6 +42,7 @@ from waggle.routing.links import Link
 from waggle.routing.table_links import TableLink
 
 if TYPE_CHECKING:
+    from waggle.copies.serve import Served
     from waggle.routes.snapshot import Routes
 
 #: the one rewriter of whole calls (plans are cached per struct class)
@@ -98,15 +96,15 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
         return _refuse(call, decision.member.name, decision.refusal, refused_as, decision)
     member = decision.member
     both = None
-    if routes.copies and not member.primary and serving(member, routes.copies):
+    if routes.copies and not member.primary and copies.serves(member, routes.copies):
         facts = copies.Facts(routes.copies, health.is_up(member.name), health.is_up(primary.name), time.time(),
-                             primary.name)
-        chosen = copies.choose(spec, call.io, call.args, names, planner.naming(member), facts,
-                               REWRITER.holds(type(call.args), NameForm.QUALIFIED))
+                             primary.name, routes.caps[primary.name].catalogs is True)
+        chosen = copies.planned(spec, call.io, call.args, names, planner.naming(member), facts,
+                                REWRITER.holds(type(call.args), NameForm.QUALIFIED))
         if isinstance(chosen, copies.FromBoth):
-            both = chosen.served
+            both = chosen
         elif chosen is not None:
-            return _from_copies(call, spec, routes, health, decision, names, chosen)
+            return _from_copies(call, routes, health, decision, chosen)
     caps = routes.caps[member.name]
     naming = planner.naming(member)
     # Catalogs: a metastore without them (Hive 2) gets plain names, and its replies get the catalog the client
@@ -114,7 +112,7 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
     fill = None
     strip = False
     catalogs = caps.catalogs
-    catalog = _catalog_named(names, call.args, spec) if catalogs is not True else None
+    catalog = catalog_named(names, call.args, spec.catalog_fields) if catalogs is not True else None
     if catalog is not None:
         if catalogs is None and member.name not in learned.catalogs:
             return NeedCatalogs((member.name,))
@@ -132,10 +130,17 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
     step = send_plan(Kind.SEND, call, routes, health, member=member, naming=naming, decision=decision, args=args,
                      raw=raw, fill=fill)
     if both is not None and isinstance(step, Send) and step.kind is Kind.SEND:
-        from_copy = _copy_send(call, spec, routes, health, names, both)
+        from_copy = _on_copy(call, routes, health, both.args, both.fill, both.served)
         if isinstance(from_copy, Send):
             return Paired(call, step._replace(stream=False, rewrite_reply=True), from_copy)
     return step
+
+
+def cascading(call: Call, routes: Routes) -> str | None:
+    """The link whose tables the call's connection is dropping one by one, after this call (a stock
+    ``DROP DATABASE ... CASCADE`` of a link, call by call: :func:`waggle.remotes.planning.cascading`)."""
+    return remotes.cascading(call.spec, call.io.args if call.io is not None else None, REWRITER.names_in(call.args),
+                             routes.links, call.session.cascading)
 
 
 def member_args(routes: Routes, naming: Naming, args: Any, strip: bool = False) -> Any:
@@ -178,6 +183,8 @@ def send_plan(kind: Kind, call: Call, routes: Routes, health: MemberHealth, *, m
         call.wire.transport is TransportKind.BUFFERED
     if copy is not None:
         rewrite_reply, stream = True, False
+        if kind is Kind.SEND:
+            kind = Kind.COPY
     elif kind is not Kind.LINK:  # a link made or dropped: its reply is the primary's, as it is
         if link is None and decision is not None:
             link = decision.link
@@ -211,16 +218,6 @@ def _lock_owner(call: Call, spec: MethodSpec, routes: Routes) -> Decision:
         return Decision(routes.config.federation.member(owner.name))
     return Decision(owner, f"lock {held} was granted by metastore '{owner.name}', which is no longer in the "
                            f"federation")
-
-
-def _catalog_named(names: list[str], args: Any, spec: MethodSpec) -> str | None:
-    """The catalog a call names: in an ``@cat#db`` string, or in a request struct's catalog field."""
-    for name in names:
-        if name.startswith("@"):
-            catalog = parse(name).catalog
-            if catalog:
-                return catalog
-    return catalog_field(args, spec.catalog_fields)
 
 
 def _unknown(call: Call, routes: Routes, health: MemberHealth) -> Send | Refusal:
@@ -270,50 +267,24 @@ def _remote(call: Call, spec: MethodSpec, routes: Routes, health: MemberHealth, 
 
 
 # -- reads answered from copies (read-from-copies) -----------------------------------------------------------
-def _from_copies(call: Call, spec: MethodSpec, routes: Routes, health: MemberHealth, decision: Decision,
-                 names: list[str], chosen: copies.Choice) -> Plan:
-    """The plan of a call that :func:`waggle.copies.planning.choose` answers from copies (or refuses)."""
+def _from_copies(call: Call, routes: Routes, health: MemberHealth, decision: Decision, chosen: copies.Choice
+                 ) -> Plan:
+    """The plan of a call that :func:`waggle.copies.planning.planned` answers from copies (or refuses)."""
     member = decision.member
     if isinstance(chosen, copies.WriteRefused):
         if chosen.down:
             return Refusal(Kind.DOWN, call, member.name, f"{health.down_message(member.name)}; {chosen.message}",
                            decision=decision)
         return _refuse(call, member.name, chosen.message, Refused.META, decision)
-    primary = routes.planner.primary
     if isinstance(chosen, copies.LockInPrimary):
-        components = []
-        for component, renamed in zip(value_at(call.args, spec.lock_components) or (), chosen.renamed,
-                                      strict=True):
-            component = copy.copy(component)
-            if renamed is not None:
-                component.dbname, component.tablename = renamed
-            components.append(component)
-        args = replaced(call.args, [(spec.lock_components, components)])
-        return send_plan(Kind.SEND, call, routes, health, member=primary, naming=routes.planner.naming(primary),
-                         decision=Decision(primary), args=args)
+        return _on_copy(call, routes, health, chosen.args, None, None)
     assert isinstance(chosen, copies.FromCopy)
-    return _copy_send(call, spec, routes, health, names, chosen.served)
+    return _on_copy(call, routes, health, chosen.args, chosen.fill, chosen.served)
 
 
-def _copy_send(call: Call, spec: MethodSpec, routes: Routes, health: MemberHealth, names: list[str],
-               served: Served) -> Send | Refusal:
-    """The call sent to the primary about the copy: its database and table named as the copy's (plain names
-    for a primary without catalogs, whose reply gets the catalog the client named)."""
+def _on_copy(call: Call, routes: Routes, health: MemberHealth, args: Any, fill: str | None, served: Served | None
+             ) -> Send | Refusal:
+    """The call sent to the primary about copies, as :mod:`waggle.copies.planning` wrote it."""
     primary = routes.planner.primary
-    catalogs = routes.caps[primary.name].catalogs is True
-    catalog = _catalog_named(names, call.args, spec) if not catalogs else None
-
-    def to_copy(name: str) -> str:
-        qualified = parse(name)
-        if qualified.db is None or qualified.db.lower() != (parse(served.client_db).db or "").lower():
-            return name
-        return qualified.requalify(served.copy_db) if catalogs else served.copy_db
-
-    args = copied_along(call.args, REWRITER.plan(type(call.args)))
-    REWRITER.rewrite(args, to_copy)
-    if not served.listing:
-        copy_table = next(iter(served.tables))
-        args = replaced(args, [(ref.table, copy_table) for ref in spec.table_refs
-                               if value_at(args, ref.table) is not None])
     return send_plan(Kind.SEND, call, routes, health, member=primary, naming=routes.planner.naming(primary),
-                     decision=Decision(primary), args=args, fill=catalog, copy=served)
+                     decision=Decision(primary), args=args, fill=fill, copy=served)

@@ -11,8 +11,9 @@ from thrift.Thrift import TMessageType
 
 from waggle.config.model import MetastoreConfig, WireFormat
 from waggle.hms.client_release import FRESH, ClientRelease
-from waggle.hms.methods import MethodSpec
-from waggle.hms.service import MethodIO
+from waggle.hms.client_release import learn as learn_release
+from waggle.hms.methods import METHODS, MethodSpec
+from waggle.hms.service import METHOD_IO, MethodIO
 from waggle.hms.wire import Header
 from waggle.routing.federation import Decision, Naming, Refused
 from waggle.upstream.client import Identity
@@ -56,6 +57,20 @@ class Session:
     #: (:func:`waggle.hms.client_release.learn`, before each call is planned)
     release: ClientRelease = FRESH
 
+    @classmethod
+    def of(cls, who: Authenticated | None) -> Session:
+        """A new connection's session: a proven identity (Kerberos or a token) makes every call travel as this
+        user, and set_ugi cannot change it."""
+        session = cls()
+        if who is not None:
+            session.authenticated = who
+            session.identity = (who.user, ())
+        return session
+
+    def learn(self, spec: MethodSpec | None, args: Any) -> None:
+        """Learn what a call says about the client's release (where it reads waggle's errors)."""
+        self.release = learn_release(self.release, spec, args)
+
 
 @dataclass(slots=True)
 class Call:
@@ -94,6 +109,7 @@ class Kind(enum.Enum):
     TOKENS = "tokens"  # waggle's token service answers (a Kerberos front door); see MethodSpec.token
     LINK = "link"  # a link is created (the remote checked, then the primary) or dropped (in the primary only)
     CONNECTORS = "connectors"  # waggle answers a Hive 4 data-connector call (remote databases enabled)
+    COPY = "copy"  # sent to the primary about a copy (read-from-copies), its reply made the source's
     PAIRED = "paired"  # the member and the primary's copy are asked at once; the source's partitions get the
     # copy's storage (read-from-copies: prefer)
 
@@ -116,6 +132,12 @@ class Outcome(enum.StrEnum):
     APPLICATION_ERROR = "application_error"  # a TApplicationException from the metastore
     EXCEPTION = "exception"  # an exception the method does not declare
     CLIENT_GONE = "client_gone"
+
+
+#: a method's name -> its method table entry and its IDL (None, None: a method waggle's IDL does not have)
+Entry = tuple[MethodSpec | None, MethodIO | None]
+ENTRIES: Mapping[str, Entry] = {name: (METHODS.get(name), METHOD_IO.get(name)) for name in {*METHODS, *METHOD_IO}}
+NO_ENTRY: Entry = (None, None)
 
 
 #: a call's outcome -> the kind of error counted in waggle_call_errors_total (None: not an error; any outcome

@@ -10,41 +10,54 @@ when the call is planned, never as a retry: a call never waits for a dead member
   the member. Only copies with files of their own (``mode: copy``) are preferred.
 - A read lock on tables answered from copies is taken in the primary (:class:`LockInPrimary`).
 - An Iceberg commit built on the copy's metadata is refused (:class:`WriteRefused`): the copy is read-only.
+
+:func:`planned` is the call core's one question: it answers with the choice finished, the request to send the
+primary already in the copy's names (``args``, and ``fill``, the catalog the client named, for a primary without
+catalogs), so the core only makes it a plan.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from waggle.config.model import CopyReads, PartialCopies
-from waggle.copies.catalog import Copies, Copy
+from waggle.config.model import CopyReads, MetastoreConfig, PartialCopies
+from waggle.copies.catalog import Copies, Copy, serving
 from waggle.copies.serve import Served, carries, objects_in
-from waggle.hms.fields import table_refs, value_at
+from waggle.hms.fields import catalog_named, copied_along, replaced, table_refs, value_at
 from waggle.hms.gen.hive_metastore.ttypes import LockType, Partition, PartitionWithoutSD, Table
 from waggle.hms.methods import Access, MethodSpec
 from waggle.hms.names import parse
+from waggle.hms.rewrite import Rewriter, call_rewriter
 from waggle.hms.service import MethodIO
 from waggle.routing.federation import Naming
 from waggle.synced import objects as o
 
 DOWN, PREFER = "down", "prefer"
 SHARED_READ = LockType.SHARED_READ
+_REWRITER: Rewriter = call_rewriter()
 
 
 @dataclass(frozen=True, slots=True)
 class FromCopy:
-    """The primary answers from the copy: the call's names are the copy's, the reply made the source's."""
+    """The primary answers from the copy: the call's names are the copy's (``args``, and ``fill``: the catalog
+    to fill in for a primary without catalogs), the reply made the source's."""
 
     served: Served
+    args: Any = None
+    fill: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class FromBoth:
-    """The member and the primary are asked at once; the source's partitions get the copy's storage."""
+    """The member and the primary are asked at once; the source's partitions get the copy's storage. The
+    primary is asked with ``args`` (and ``fill``), as for :class:`FromCopy`."""
 
     served: Served
+    args: Any = None
+    fill: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +66,8 @@ class LockInPrimary:
     (copy database, copy table) per component (None: a component of the primary's own, left as it is)."""
 
     renamed: tuple[tuple[str, str] | None, ...]
+    #: the call's arguments with those components renamed
+    args: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +92,53 @@ class Facts:
     primary_up: bool
     now: float
     primary: str
+    #: the primary understands catalogs (else the copy's names are sent plain)
+    primary_catalogs: bool = True
+
+
+def serves(member: MetastoreConfig, copies: Copies) -> bool:
+    """Whether reads of ``member`` may be answered from copies at all (asked before anything else)."""
+    return serving(member, copies)
+
+
+def planned(spec: MethodSpec, io: MethodIO | None, args: Any, names: Sequence[str], naming: Naming, facts: Facts,
+            qualified: bool = False) -> Choice | None:
+    """:func:`choose`, finished: a choice that sends to the primary carries the request to send it."""
+    chosen = choose(spec, io, args, names, naming, facts, qualified)
+    if isinstance(chosen, FromCopy | FromBoth):
+        copy_args, fill = _copy_request(spec, args, names, chosen.served, facts.primary_catalogs)
+        return replace(chosen, args=copy_args, fill=fill)
+    if isinstance(chosen, LockInPrimary):
+        components = []
+        for component, renamed in zip(value_at(args, spec.lock_components) or (), chosen.renamed, strict=True):
+            component = copy.copy(component)
+            if renamed is not None:
+                component.dbname, component.tablename = renamed
+            components.append(component)
+        return replace(chosen, args=replaced(args, [(spec.lock_components, components)]))
+    return chosen
+
+
+def _copy_request(spec: MethodSpec, args: Any, names: Sequence[str], served: Served, catalogs: bool
+                  ) -> tuple[Any, str | None]:
+    """The call's arguments as sent to the primary about the copy: its database and table named as the copy's
+    (plain names for a primary without catalogs, whose reply gets the catalog the client named); and that
+    catalog. The call's own arguments stay as they came."""
+    catalog = catalog_named(names, args, spec.catalog_fields) if not catalogs else None
+
+    def to_copy(name: str) -> str:
+        qualified = parse(name)
+        if qualified.db is None or qualified.db.lower() != (parse(served.client_db).db or "").lower():
+            return name
+        return qualified.requalify(served.copy_db) if catalogs else served.copy_db
+
+    out = copied_along(args, _REWRITER.plan(type(args)))
+    _REWRITER.rewrite(out, to_copy)
+    if not served.listing:
+        copy_table = next(iter(served.tables))
+        out = replaced(out, [(ref.table, copy_table) for ref in spec.table_refs
+                             if value_at(out, ref.table) is not None])
+    return out, catalog
 
 
 def choose(spec: MethodSpec, io: MethodIO | None, args: Any, names: Sequence[str], naming: Naming, facts: Facts,

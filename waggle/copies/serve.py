@@ -66,6 +66,15 @@ class Served:
         copy_table = next(iter(self.tables), "") if table is None else table
         return f"{self.copy_db}.{copy_table}"
 
+    def as_source(self, result: Any) -> None:
+        """A reply about the copies made the source's (see :func:`as_source`): what the call core asks of a plan
+        it sent about a copy."""
+        as_source(result, self)
+
+    def with_copy_storage(self, source: Any, held: set[str]) -> list[str]:
+        """A prefer read's source partitions with the copy's storage (see :func:`with_copy_storage`)."""
+        return with_copy_storage(source, held, self)
+
 
 _CARRIES: dict[type, specs.Plans[type]] = {}
 

@@ -11,6 +11,7 @@ from thrift.Thrift import TType
 
 from waggle.hms import specs
 from waggle.hms.methods import MethodSpec, Path
+from waggle.hms.names import parse
 
 
 def value_at(obj: Any, path: Path) -> Any:
@@ -22,6 +23,16 @@ def value_at(obj: Any, path: Path) -> Any:
         if obj is None:
             return None
     return obj
+
+
+def catalog_named(names: Iterable[str], args: Any, paths: Iterable[Path]) -> str | None:
+    """The catalog a call names: in an ``@cat#db`` string of ``names``, or in one of its catalog fields."""
+    for name in names:
+        if name.startswith("@"):
+            catalog = parse(name).catalog
+            if catalog:
+                return catalog
+    return catalog_field(args, paths)
 
 
 def catalog_field(args: Any, paths: Iterable[Path]) -> str | None:

@@ -3,7 +3,8 @@ the limits, serving and stopping, waggle's own security and the remote databases
 
 :class:`waggle.runtime.Runtime` is one (it assembles them); the server knows only this shape, so it sits below
 whatever assembles it. A connection reads :attr:`ServerContext.routes` once per call: the runtime swaps that
-reference on a reload or a new database map.
+reference on a reload or a new database map. The types of what is running that a connection handles (the
+routes snapshot, a metastore's pool) are named here too, for the driver.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ if TYPE_CHECKING:
     from waggle.remotes.connectors import ConnectorService
     from waggle.remotes.registry import LinkRegistry
     from waggle.routes.links import LinksService
-    from waggle.routes.snapshot import Routes
+    from waggle.routes.snapshot import Routes as Routes
     from waggle.server.guard import Guard
     from waggle.server.limits import CallLimits
     from waggle.upstream.health import Health
+    from waggle.upstream.pool import UpstreamPool as UpstreamPool
 
 
 class ServerContext(Protocol):

@@ -5,12 +5,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from waggle.call.values import Answer, Send, Session
+    from waggle.call.values import Answer, Call, Outcome, Send, Session
     from waggle.hms.wire import Wire
     from waggle.server.context import ServerContext
+    from waggle.upstream.client import UpstreamError
     from waggle.upstream.pool import UpstreamPool
 
 
@@ -28,10 +29,22 @@ class Desk(Protocol):
         """The pool of metastore ``name`` in the routes the call was planned with."""
         ...
 
-    def send(self, step: Send) -> Answer:
-        """Send the plan's call to its metastore (through the method's bridge where the metastore needs one)."""
+    #: exceptions that end the connection, which a handler lets through
+    fatal: tuple[type[BaseException], ...]
+
+    def fail(self, call: Call, message: str, outcome: Outcome, metastore: str, **fields: Any) -> Answer:
+        """A ``MetaException`` saying ``message``, where this client's release reads it."""
+        ...
+
+    def lost(self, call: Call, pool: UpstreamPool, exc: UpstreamError, started: float, **fields: Any) -> Answer:
+        """The answer to a call whose metastore failed it (planned again, or saying what is known)."""
+        ...
+
+    def send(self, step: Send, replied: Callable[[], None] | None = None) -> Answer:
+        """Send the plan's call to its metastore (through the method's bridge where the metastore needs one);
+        ``replied`` is called once the metastore replied (whatever the reply)."""
         ...
 
 
-#: answers one plan of its kind
-Handler = Callable[[Desk, "Send"], "Answer"]
+#: answers one plan of its kind (a Send, or for Kind.PAIRED a Paired)
+Handler = Callable[[Desk, Any], "Answer"]

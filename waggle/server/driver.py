@@ -16,56 +16,42 @@ from __future__ import annotations
 import itertools
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import gevent
 import structlog
 from thrift.Thrift import TMessageType
 
-from waggle.call import finish, lost, merge
+from waggle.call import finish, lost
 from waggle.call.lane import Choice, Lane, lane_for
-from waggle.call.plan import REWRITER, plan
+from waggle.call.plan import cascading, plan
 from waggle.call.values import (
-    ERROR_KINDS,
+    ENTRIES,
+    NO_ENTRY,
     Answer,
     Call,
+    Entry,
     FanOut,
     Kind,
     Learned,
     NeedCatalogs,
     NeedLinks,
     Outcome,
-    Paired,
     Refusal,
     Send,
     Session,
     Settled,
 )
-from waggle.common import metrics
-from waggle.common.logging import Throttle, get_logger
-from waggle.config.model import ProtocolKind
-from waggle.copies.registry import held_partitions
-from waggle.hms.bridges import MethodMissing, Wrap
-from waggle.hms.client_release import learn
-from waggle.hms.methods import METHODS, MethodSpec, database_of
-from waggle.hms.service import METHOD_IO
 from waggle.hms.wire import Header, PeerClosed, Wire, WireError
-from waggle.remotes import planning as remotes_planning
-from waggle.routes.snapshot import Routes
-from waggle.security.frontdoor import Authenticated
-from waggle.server import admission
-from waggle.server.context import ServerContext
+from waggle.server import admission, plan_io, record
 from waggle.server.own import HANDLERS
-from waggle.upstream import compat, fanout
 from waggle.upstream.client import Reply, UpstreamError
-from waggle.upstream.pool import UpstreamPool
 
-log = get_logger("waggle.call")
+if TYPE_CHECKING:
+    from waggle.server.context import Routes, ServerContext, UpstreamPool
+
 _ids = itertools.count(1)
-#: the metrics label of every method waggle's IDL does not have (client-chosen names must not become labels)
-UNKNOWN_METHOD = "(unknown)"
-_shed_log = Throttle(1.0)
 
 
 class ClientGone(Exception):
@@ -82,17 +68,17 @@ class ClientDriver:
 
     __slots__ = ("calls", "conn_id", "context", "idle", "peer", "routes", "session", "sock", "started", "wire")
 
-    def __init__(self, sock: socket.socket, peer: Any, context: ServerContext,
-                 who: Authenticated | None = None) -> None:
+    #: what ends the connection: a handler lets these through
+    fatal: tuple[type[BaseException], ...] = (WireError, OSError, _Abandon, ClientGone)
+
+    def __init__(self, sock: socket.socket, peer: Any, context: ServerContext, session: Session | None = None
+                 ) -> None:
+        """``session``: the connection's, made by :meth:`Session.of` from who the front door proved it is."""
         self.sock = sock
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.context = context
         self.conn_id = next(_ids)
-        self.session = Session()
-        if who is not None:
-            # a proven identity: every call travels as this user, and set_ugi cannot change it
-            self.session.authenticated = who
-            self.session.identity = (who.user, ())
+        self.session = Session() if session is None else session
         self.idle = True
         server = context.config.server
         self.wire = Wire(sock, server.wire, server.limits)
@@ -119,13 +105,13 @@ class ClientDriver:
         except _Abandon:
             pass
         except ClientGone as exc:
-            log.info("client.disconnected", error=str(exc), calls=self.calls)
+            record.ended("client.disconnected", self.calls, str(exc))
         except WireError as exc:
-            log.warning("client.protocol_error", error=str(exc), calls=self.calls)
+            record.ended("client.protocol_error", self.calls, str(exc), warning=True)
         except TimeoutError:
-            log.info("client.timeout", calls=self.calls)
+            record.ended("client.timeout", self.calls)
         except OSError as exc:
-            log.info("client.disconnected", error=str(exc), calls=self.calls)
+            record.ended("client.disconnected", self.calls, str(exc))
         finally:
             self.idle = True
 
@@ -147,9 +133,10 @@ class ClientDriver:
         mtype = header.mtype
         if mtype != TMessageType.CALL and mtype != TMessageType.ONEWAY:
             raise WireError(f"expected a call, got message type {mtype} for '{header.name}'")
-        spec = METHODS.get(header.name)
+        entry = ENTRIES.get(header.name, NO_ENTRY)
+        spec = entry[0]
         if spec is not None and spec.never_shed:
-            self._read(header, spec)
+            self._read(header, entry)
             return
         context = self.context
         identity = self.session.identity
@@ -159,7 +146,7 @@ class ClientDriver:
             slots = context.call_slots
             if slots.acquire(context.routes.config.server.load.queue_wait_seconds):
                 try:  # counted in waggle_calls_in_flight while it holds its slot (read from call_slots when scraped)
-                    self._read(header, spec)
+                    self._read(header, entry)
                 finally:
                     slots.release()
                 return
@@ -172,15 +159,15 @@ class ClientDriver:
     def _shed(self, header: Header, message: str) -> Answer:
         """The answer to a call waggle turns away before reading it (a limit, or a connection over the limit):
         its release is not known yet, so the failure is where a client that has not said reads it."""
-        return finish.failure(header, METHOD_IO.get(header.name), message, self.wire, outcome=Outcome.SHED,
+        return finish.failure(header, ENTRIES.get(header.name, NO_ENTRY)[1], message, self.wire, outcome=Outcome.SHED,
                               metastore="-", layout=self.session.release.unread)
 
-    def _read(self, header: Header, spec: MethodSpec | None) -> None:
+    def _read(self, header: Header, entry: Entry) -> None:
         """Read the call's arguments, then relay it plainly (:mod:`waggle.call.lane`) or answer it through the
         full core."""
         wire = self.wire
         name = header.name
-        io = METHOD_IO.get(name)
+        spec, io = entry
         if io is None:
             wire.skip_struct()
             args = None
@@ -191,7 +178,7 @@ class ClientDriver:
                                 f", but the method is {'oneway' if io.result is None else 'not oneway'}")
             args = wire.read_struct(io.args)
         raw = wire.read_end()
-        self.session.release = learn(self.session.release, spec, args)  # where the client reads waggle's errors
+        self.session.learn(spec, args)  # where the client reads waggle's errors
         if io is not None:
             started = time.perf_counter()
             context = self.context
@@ -221,36 +208,19 @@ class ClientDriver:
         context = self.context
         routes = context.routes  # one configuration and map for the whole call, even if a reload swaps them
         if routes.links and call.args is not None:  # a stock DROP DATABASE ... CASCADE of a link, call by call
-            self.session.cascading = remotes_planning.cascading(
-                call.spec, call.io.args if call.io is not None else None, REWRITER.names_in(call.args),
-                routes.links, self.session.cascading)
+            self.session.cascading = cascading(call, routes)
         step = plan(call, routes, context.health, context.created)
         if isinstance(step, Send) and step.kind is Kind.SEND:  # the common case, first: a call relayed to one member
             return self._sent(step, started, routes)
         learned = Learned()
         while isinstance(step, (NeedCatalogs, NeedLinks)):
-            if isinstance(step, NeedLinks):
-                remotes = context.remotes
-                if step.connectors:
-                    remotes.learn_connectors()
-                remotes.learn_links(list(step.names))
-                if step.tables:
-                    remotes.learn_tables(list(step.tables))
-                fresh = context.routes
-                if fresh.registry is None or fresh.registry.unknown(step.names):
-                    routes = replace(fresh, registry=None)  # the primary did not answer: plan without links
-                else:
-                    routes = fresh
-            else:
-                self._learn_catalogs(routes, step)
+            routes = plan_io.learn(context, routes, step, self.session.identity)
             learned = learned.after(step)
             step = plan(call, routes, context.health, context.created, learned)
         if isinstance(step, Refusal):
             answer = finish.down(step, self.wire) if step.kind is Kind.DOWN else finish.refusal(step, self.wire)
         elif isinstance(step, FanOut):
-            answer = self._fan_out(step, routes)
-        elif isinstance(step, Paired):
-            answer = self._paired(step, routes, started)
+            answer = plan_io.fan_out(self, step, routes)
         else:
             handler = HANDLERS.get(step.kind)
             if handler is not None:
@@ -259,8 +229,10 @@ class ClientDriver:
                     answer = handler(self, step)
                 finally:
                     self.routes = outer  # no snapshot outlives its call (a call planned again inside a handler's)
+            elif not isinstance(step, Send):
+                raise AssertionError(f"no handler for {step.kind}")
             elif step.kind is Kind.BRIDGE:
-                answer = self._bridge(step, routes.pools[step.metastore])
+                answer = plan_io.bridge(self, step, routes.pools[step.metastore])
             else:
                 answer = self._sent(step, started, routes)
         return answer
@@ -271,45 +243,36 @@ class ClientDriver:
         assert self.routes is not None, "only while a self-answered call is handled"
         return self.routes.pools[name]
 
-    def send(self, step: Send) -> Answer:
+    def send(self, step: Send, replied: Callable[[], None] | None = None) -> Answer:
         """Send the call; a member that turns out not to have the method is answered through its bridge."""
         health = self.context.health
         if not health.is_up(step.metastore):
-            return self._failure(step.call, health.down_message(step.metastore), Outcome.MEMBER_DOWN, step.metastore)
+            return self.fail(step.call, health.down_message(step.metastore), Outcome.MEMBER_DOWN, step.metastore)
         if step.bridge:
-            return self._bridge(step, self.pool(step.metastore))
+            return plan_io.bridge(self, step, self.pool(step.metastore))
         assert self.routes is not None
-        return self._sent(step, self.started, self.routes)
+        return self._sent(step, self.started, self.routes, replied)
 
     # -- the plan's I/O ------------------------------------------------------------------------------------
-    def _failure(self, call: Call, message: str, outcome: Outcome, metastore: str, **fields: Any) -> Answer:
+    def fail(self, call: Call, message: str, outcome: Outcome, metastore: str, **fields: Any) -> Answer:
         """A ``MetaException`` saying ``message``, where this client's release reads it."""
         return finish.failure(call.header, call.io, message, self.wire, outcome=outcome, metastore=metastore,
                               layout=self.session.release.layout, **fields)
 
-    def _learn_catalogs(self, routes: Routes, need: NeedCatalogs) -> None:
-        health, pools = self.context.health, [routes.pools[name] for name in need.members]
-        if need.bounded:
-            fanout.learn_catalogs(health, pools, self.session.identity,
-                                  routes.config.server.fan_out_timeout_ms / 1000.0)
-        else:
-            for pool in pools:
-                if health.is_up(pool.name):
-                    compat.probe_catalogs(pool, self.session.identity)
-
-    def _sent(self, step: Send, started: float, routes: Routes) -> Answer:
+    def _sent(self, step: Send, started: float, routes: Routes, replied: Callable[[], None] | None = None) -> Answer:
         """A planned call sent to its metastore, and its answer."""
         answer = self._send(routes.pools[step.metastore], step.call.header, step.args, step.raw, started, routes,
-                            step=step)
+                            step=step, replied=replied)
         assert answer is not None
         return answer
 
     def _send(self, pool: UpstreamPool, header: Header, args: Any, raw: bytes | None, started: float,
-              routes: Routes, *, step: Send | None = None, relay: tuple[Lane, Choice] | None = None
-              ) -> Answer | None:
+              routes: Routes, *, step: Send | None = None, relay: tuple[Lane, Choice] | None = None,
+              replied: Callable[[], None] | None = None) -> Answer | None:
         """The one way a call goes to a metastore: ``step``, a planned call, or, with ``relay``, a call of a plain
         relay lane, sent as it came. A plain relay's successful reply is written here, its bytes as they came, and
-        recorded (None is returned); any other reply, and any failure, is answered from the call's plan."""
+        recorded (None is returned); any other reply, and any failure, is answered from the call's plan.
+        ``replied`` is called once the metastore replied."""
         wire = self.wire
         try:
             reply = pool.forward(self.session.identity, header, args=args, raw=raw, protocol=wire.format.protocol,
@@ -318,57 +281,33 @@ class ClientDriver:
                                  known=step is None or step.call.io is not None)
         except ClientGone:
             # the client hung up while its reply streamed to it: counted as the client's, never the metastore's
-            metrics.observe_call(_label(header.name), pool.name, time.perf_counter() - started, "client")
+            record.cut_short(header.name, pool.name, started, "client")
             raise
         except UpstreamError as exc:
             if step is None:
                 assert relay is not None and raw is not None  # a relay sends the call's own bytes
                 lane = relay[0]
-                return self._lost(Call(header, lane.spec, lane.io, args, raw, self.session, wire.format), pool,
-                                  exc, started)
-            return self._lost(step.call, pool, exc, started)
+                return self.lost(Call(header, lane.spec, lane.io, args, raw, self.session, wire.format), pool,
+                                 exc, started)
+            return self.lost(step.call, pool, exc, started)
         if step is None:
             assert relay is not None and reply is not None and raw is not None  # not oneway; the call's bytes
             if reply.header.mtype == TMessageType.REPLY and reply.first_field <= 0:
                 if reply.raw is not None:
                     wire.send_raw(reply.raw)  # relayed byte for byte (or the rest of a streamed reply)
                 if self.context.log_calls:
-                    self._record(header.name, args, started, Answer(reply.raw, Outcome.OK, pool.name))
+                    record.call(header.name, args, started, Answer(reply.raw, Outcome.OK, pool.name), True)
                 else:
-                    metrics.observe_call(header.name, pool.name, time.perf_counter() - started, None)
+                    record.relayed(header.name, pool.name, started)
                 return None
             lane, choice = relay
             step = lane.send(Call(header, lane.spec, lane.io, args, raw, self.session, wire.format), choice,
                              self.context.health)
-        elif step.copy is not None:
-            metrics.COPY_READS.labels(step.copy.member, step.copy.reason).inc()
+        elif replied is not None:
+            replied()
         return self._replied(step, reply, pool)
 
-    def _paired(self, step: Paired, routes: Routes, started: float) -> Answer:
-        """A prefer read: the member asked, and the primary asked at once which partitions the copy holds; the
-        member's partitions get the copy's storage where it holds them. A member that fails is answered for by
-        the copy alone."""
-        call = step.call
-        served = step.copy.copy
-        assert served is not None
-        source, primary = routes.pools[step.source.metastore], routes.pools[step.copy.metastore]
-        identity = self.session.identity
-        held = gevent.spawn(held_partitions, primary, identity, served)
-        try:
-            got = source.forward(identity, call.header, args=step.source.args, raw=step.source.raw,
-                                 protocol=call.wire.protocol, stream_after=routes.config.server.stream_after_bytes)
-        except UpstreamError as exc:
-            held.kill(block=False)
-            self.context.health.call_failed(source.name, exc)
-            return self._sent(step.copy, started, routes)  # the member failed: the copy answers alone
-        assert got is not None  # not oneway
-        names = held.get()
-        answer = finish.paired(step, got, names, self.wire)
-        if answer.outcome == Outcome.OK and names is not None:
-            metrics.COPY_READS.labels(served.member, "source" if answer.fields.get("from_source") else "prefer").inc()
-        return answer
-
-    def _lost(self, call: Call, pool: UpstreamPool, exc: UpstreamError, started: float, **fields: Any) -> Answer:
+    def lost(self, call: Call, pool: UpstreamPool, exc: UpstreamError, started: float, **fields: Any) -> Answer:
         """The answer to a call whose metastore failed it: planned again when the failure says the metastore is
         gone (a read: see :mod:`waggle.call.lost`), else a ``MetaException`` saying what is known; or the end of
         the connection, half a reply sent."""
@@ -378,26 +317,25 @@ class ClientDriver:
         else:
             health.call_failed(pool.name, exc)
         if exc.partial_reply_sent:
-            log.warning("call.failed_mid_reply", method=call.name, metastore=pool.name, error=exc.detail)
-            metrics.observe_call(_label(call.name), pool.name, time.perf_counter() - started, "upstream")
+            record.failed_mid_reply(call.name, pool.name, exc.detail)
+            record.cut_short(call.name, pool.name, started, "upstream")
             raise _Abandon() from exc
         if lost.again(call, exc):
             assert exc.lost is not None
-            metrics.CALLS_PLANNED_AGAIN.labels(pool.name, exc.lost.value).inc()
+            record.planned_again(pool.name, exc.lost.value)
             return self._respond(replace(call, attempt=call.attempt + 1), started)
         message, outcome = lost.answer(call, exc)
-        return self._failure(call, message, outcome, pool.name, error=exc.detail, **fields)
+        return self.fail(call, message, outcome, pool.name, error=exc.detail, **fields)
 
     def _replied(self, step: Send, reply: Reply | None, pool: UpstreamPool) -> Answer:
         """The answer to a metastore's reply, with what it leaves behind applied; a member that turns out not to
         have the method is answered through its bridge."""
-        upstream = compat.layout_of(pool, self.session.identity) if finish.redeclarable(step, reply) else None
-        answer = finish.reply(step, reply, self.wire, upstream)
+        answer = finish.reply(step, reply, self.wire, plan_io.declared_layout(step, reply, pool, self.session.identity))
         if answer.settled is not None:
             self._settle(answer.settled)
         if answer.bridge_instead:
             pool.caps.learn_missing(step.call.name)
-            answer = self._bridge(step, pool)
+            answer = plan_io.bridge(self, step, pool)
         return answer
 
     def _settle(self, settled: Settled) -> None:
@@ -410,48 +348,6 @@ class ClientDriver:
             self.session.lock_owners[lock_id] = owner
         if settled.released is not None:
             self.session.lock_owners.pop(settled.released, None)
-
-    def _bridge(self, step: Send, pool: UpstreamPool) -> Answer:
-        """Answer a method the member lacks (or cannot take as it is) through its bridge."""
-        call = step.call
-        assert call.spec is not None and call.spec.bridge is not None and call.io is not None
-        bridge = call.spec.bridge
-        identity = self.session.identity
-        try:
-            bridged = compat.Bridged(pool, identity, call.header.seqid)
-            if isinstance(bridge.run, Wrap) and call.wire.protocol is ProtocolKind.BINARY and \
-                    pool.config.wire.protocol is ProtocolKind.BINARY:
-                got = compat.wrapped(pool, identity, call.header, bridge.run, step.args, bridged)
-                if isinstance(got, Reply):
-                    assert call.io.result is not None
-                    raw = finish.rewritten(step, got, call.io.result, self.wire) if step.rewrite_reply else got.raw
-                    return Answer(raw, Outcome.OK, pool.name, {"bridge": bridge.via})
-                return finish.bridged(step, got, self.wire, bridge.via)
-            return finish.bridged(step, bridged.run(call.name, step.args), self.wire, bridge.via)
-        except MethodMissing as exc:
-            return self._failure(call, f"metastore '{pool.name}' has neither {call.name} nor {exc.method}",
-                                 Outcome.NO_EQUIVALENT, pool.name, bridge=bridge.via)
-        except compat.ApplicationError as exc:  # that one answered: it is up
-            return self._failure(call, str(exc), Outcome.UPSTREAM_ERROR, pool.name, bridge=bridge.via)
-        except UpstreamError as exc:
-            return self._lost(call, pool, exc, time.perf_counter(), bridge=bridge.via)
-        except (WireError, OSError, _Abandon, ClientGone):
-            raise
-        except Exception as exc:  # a defect in a bridge must not cost the client its connection
-            log.error("bridge.failed", method=call.name, metastore=pool.name, error=repr(exc))
-            return self._failure(call, f"waggle could not answer {call.name} for metastore '{pool.name}' through "
-                                 f"{bridge.via}: {exc!r}", Outcome.BRIDGE_ERROR, pool.name, bridge=bridge.via)
-
-    def _fan_out(self, step: FanOut, routes: Routes) -> Answer:
-        call = step.call
-        assert call.io is not None and call.io.result is not None
-        sent = (call.args, call.raw, call.wire.protocol)
-        pools = routes.pools
-        jobs = [(pools[naming.member.name], naming, args) for naming, args in step.jobs]
-        outcomes = fanout.gather(self.context.health, routes.config.server, self.session.identity, name=call.name,
-                                 seqid=call.header.seqid, result_class=call.io.result, jobs=jobs, sent=sent)
-        return merge.merge(step, outcomes, self.wire, lambda message: self._failure(
-            call, message, Outcome.UPSTREAM_ERROR, "*"))
 
     # -- writing and recording ---------------------------------------------------------------------------
     def _sink(self, chunk: bytes) -> None:
@@ -471,35 +367,5 @@ class ClientDriver:
             self._record(header.name, args, started, answer)
 
     def _record(self, method: str, args: Any, started: float, answer: Answer) -> None:
-        """Count one answered call (metrics) and log it.
+        record.call(method, args, started, answer, self.context.log_calls)
 
-        At debug, every call is logged. Otherwise a call that failed upstream is logged at info, shed calls at
-        most once a second per limit (the metrics count each one), and refusals that are MetaExceptions.
-        """
-        seconds = time.perf_counter() - started
-        outcome, metastore = answer.outcome, answer.metastore
-        kind = ERROR_KINDS.get(outcome, "exception")
-        metrics.observe_call(method if method in METHOD_IO else UNKNOWN_METHOD, metastore, seconds, kind)
-        debug = self.context.log_calls
-        if kind is None and not debug:
-            return  # answered and not an error: no line at info (the common case, decided first)
-        if outcome is Outcome.REFUSED:
-            if answer.reason is not None and (debug or answer.loud):
-                # an unknown method (no arguments decoded) names no database and is refused for no metastore
-                where = {"db": database_of(args), "metastore": metastore} if args is not None else {}
-                log.info("call.refused", method=method, **where, reason=answer.reason, **answer.fields)
-            return
-        if outcome is Outcome.UNKNOWN_OUTCOME:
-            level = log.warning  # a write that may have been applied: always said
-        elif debug:
-            level = log.debug
-        elif outcome is Outcome.UPSTREAM_ERROR or (kind == "shed" and _shed_log.allow(metastore)):
-            level = log.info
-        else:
-            return
-        level("call", method=method[:200], db=database_of(args) if args is not None else None, metastore=metastore,
-              outcome=str(outcome), duration_ms=round(1000 * seconds, 3), **answer.fields)
-
-
-def _label(method: str) -> str:
-    return method if method in METHOD_IO else UNKNOWN_METHOD

@@ -21,6 +21,7 @@ import gevent.monkey
 from gevent.pool import Pool
 from gevent.server import StreamServer
 
+from waggle.call.values import Session
 from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
 from waggle.config.timing import DRAIN_KILL_SECONDS, DRAIN_POLL_SECONDS, REFUSE_TIMEOUT
@@ -88,7 +89,7 @@ class WaggleServer:
                 log.warning("client.unauthenticated", peer=f"{peer[0]}:{peer[1]}", reason=str(exc))
                 sock.close()
                 return
-            conn = ClientDriver(secured, peer, self.context, who)
+            conn = ClientDriver(secured, peer, self.context, Session.of(who))
             if who is not None:
                 log.info("client.authenticated", peer=conn.peer, user=who.user, principal=who.principal,
                          mechanism=who.mechanism, qop=who.qop)
