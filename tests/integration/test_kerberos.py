@@ -119,7 +119,7 @@ def test_a_token_from_waggle_logs_in_over_digest_md5(secure_waggle, kdc, kerberi
 
 def test_renewed_tokens_log_in_and_cancelled_ones_do_not(secure_waggle, kdc, tmp_path):
     """Issued, renewed and cancelled through a running waggle. When tokens expire is decided on an injected
-    clock, through the same front door and token service, in tests/unit/test_token_logins.py."""
+    clock, through the same front door and token service, in tests/unit/security/test_token_logins.py."""
     with as_user(secure_waggle, kdc, "alice", tmp_path) as c:
         kept = c.get_delegation_token("alice", "alice")
         cancelled = c.get_delegation_token("alice", "alice")

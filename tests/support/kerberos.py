@@ -13,7 +13,7 @@ KERBEROS_PRINCIPALS = ("waggle/localhost", "hive/localhost", "alice", "bob")
 PARTNER_REALM = "PARTNER.TEST"
 
 #: how long waggle's delegation tokens live unless renewed (expiry itself is tested on an injected clock:
-#: tests/unit/test_token_logins.py)
+#: tests/unit/security/test_token_logins.py)
 SECURE_TOKEN_RENEW_SECONDS = 6
 
 

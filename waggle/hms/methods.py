@@ -11,7 +11,7 @@ per-method code elsewhere:
 * the supported-methods documentation (``note`` says why anything non-obvious is the way it is).
 
 :data:`NOT_DB_FIELDS` records fields and arguments whose name looks database-ish but that carry no database name,
-so that ``tests/unit/test_method_table.py`` can fail when the IDL gains a database-bearing field that nobody
+so that ``tests/unit/hms/test_method_table.py`` can fail when the IDL gains a database-bearing field that nobody
 has classified.
 
 Conventions used below

@@ -29,7 +29,7 @@ from waggle.docs.config_page import reference, sync_reference
 from waggle.sync.runner import SyncConfigError, load_sync_file
 from waggle.synced import objects as o
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PRIMARY = {"name": "p", "remote-meta-store-uris": "thrift://h:1"}
 
 _POLL_UNIT = TIME_UNITS[Server.STATUS_POLLING_DELAY_UNIT.default]
@@ -113,8 +113,8 @@ TUNNEL_VALUES: dict[str, Callable[[TunnelConfig], object]] = {
     "metastore-tunnel.strict-host-key-checking": lambda t: t.strict_host_key_checking,
 }
 
-# Server settings whose values are lists, checked in tests/unit/test_remote_links.py (limits.rates in
-# tests/unit/test_rate_limits.py).
+# Server settings whose values are lists, checked in tests/unit/routing/test_remote_links.py (limits.rates in
+# tests/unit/server/test_rate_limits.py).
 SERVER_LISTS = {"remote-databases.allowed-metastores", "remote-databases.allowed-uris",
                 "remote-databases.allowed-users", "remote-databases.allowed-groups", "limits.rates"}
 
@@ -312,7 +312,7 @@ def test_the_write_limit_is_read_from_the_sync_file(tmp_path: Path) -> None:
 
 
 def test_the_reference_pages_hold_the_generated_tables() -> None:
-    """docs/reference/*.md are generated (tests/unit/test_generated_pages.py checks they are current): every
+    """docs/reference/*.md are generated (tests/unit/docs/test_generated_pages.py checks they are current): every
     setting's table is on its page."""
     configuration = (ROOT / "docs" / "reference" / "configuration.md").read_text()
     assert reference() in configuration, "regenerate it: python -m waggle.docs"

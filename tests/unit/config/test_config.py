@@ -11,7 +11,7 @@ from waggle.config.loader import ConfigError, load
 from waggle.config.model import AccessControlType, DatabaseResolution, ProtocolKind, TransportKind, WireFormat
 from waggle.config.settings import METASTORE_SETTINGS, SERVER_SETTINGS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # Waggle Dance's README example federation, with URIs of our own.
 WD_README_FEDERATION = """

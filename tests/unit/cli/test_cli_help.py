@@ -9,7 +9,7 @@ import pytest
 
 from waggle.cli import CLI_REFERENCE, DOCS, EXAMPLES, build_parser, site_page
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:

@@ -418,7 +418,7 @@ def test_sigterm_finishes_the_batch_in_hand_then_exits_0(tmp_path):
     rows = tmp_path / "rows"
     proc = subprocess.Popen([sys.executable, "-c", SIGTERM_SCRIPT, str(sync), f"file://{rows}"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=Path(__file__).resolve().parents[2])
+                            cwd=Path(__file__).resolve().parents[3])
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "in-batch"

@@ -14,7 +14,7 @@ from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.wire import Wire, decode_message
 
 LIMITS = Limits(1 << 30, 1 << 26, 10_000_000)
-WAGGLE = Path(__file__).resolve().parents[2] / "waggle"
+WAGGLE = Path(__file__).resolve().parents[3] / "waggle"
 
 
 # -- fields -----------------------------------------------------------------------------------------------------

@@ -277,7 +277,7 @@ def test_dispatch_and_routing_name_no_hms_method() -> None:
 
     from waggle.hms.service import METHOD_IO
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     found = []
     for room in _DISPATCH_ROOMS:
         for path in sorted((root / room).rglob("*.py")):

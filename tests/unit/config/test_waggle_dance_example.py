@@ -11,7 +11,7 @@ from pathlib import Path
 from waggle.config.registry import Setting
 from waggle.config.settings import METASTORE_SETTINGS, SERVER_SETTINGS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "conf" / "examples"
 SERVER = EXAMPLES / "waggle-dance-server.yml"
 FEDERATION = EXAMPLES / "waggle-dance-federation.yml"

@@ -23,7 +23,7 @@ from waggle.checks import file_problems
 from waggle.config.loader import ConfigError, load
 from waggle.sync.runner import SyncConfigError, load_sync_file
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 QUICK_START = DOCS / "getting-started" / "quick-start.md"
