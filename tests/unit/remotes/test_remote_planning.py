@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from waggle.config.loader import load
-from waggle.config.model import DatabaseResolution, MetastoreConfig, WaggleConfig
+from tests.support.remote_view import View, remote_view
 from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.methods import METHODS
 from waggle.hms.service import METHOD_IO
 from waggle.remotes import planning
-from waggle.remotes.registry import LinkRegistry
-from waggle.routing.databases import LinkedMap, PrefixedMap
-from waggle.routing.federation import Planner
 from waggle.routing.links import Link
-from waggle.routing.table_links import TableLink
 
 SERVER = """\
 database-resolution: PREFIXED
@@ -34,33 +27,9 @@ federated-meta-stores:
 """
 
 
-@dataclass(frozen=True)
-class View:
-    """The routes snapshot as remote planning reads it."""
-
-    config: WaggleConfig
-    planner: Planner
-    registry: LinkRegistry
-    links: Mapping[str, Link] = field(default_factory=dict)
-    tables: Mapping[tuple[str, str], tuple[MetastoreConfig, TableLink]] = field(default_factory=dict)
-
-
 @pytest.fixture
 def view(tmp_path: Path) -> View:
-    (tmp_path / "s.yml").write_text(SERVER)
-    (tmp_path / "f.yml").write_text(FEDERATION)
-    config = load(str(tmp_path / "s.yml"), str(tmp_path / "f.yml"))
-    registry = LinkRegistry()
-    registry.known.update({"sales": None, "default": None})
-    link = Link("eu", "sales", "analytics")
-    registry.add(link)
-    table = TableLink("default", "eu_orders", "orders", Link("default.eu_orders", "sales", "analytics"))
-    registry.add_table(table)
-    fed = config.federation
-    dbmap = LinkedMap(PrefixedMap(fed), {"eu": (fed.member("analytics"), link)})
-    planner = Planner(fed, DatabaseResolution.PREFIXED, dbmap)
-    return View(config, planner, registry, {"eu": link},
-                {("default", "eu_orders"): (fed.member("analytics"), table)})
+    return remote_view(tmp_path, SERVER, FEDERATION)
 
 
 def _args(method: str, **fields: Any) -> Any:
