@@ -30,7 +30,7 @@ from waggle.hms.splice import Splicer
 from waggle.hms.wire import Header, decode_message
 from waggle.routing.access import table_visible
 from waggle.routing.federation import Decision, Naming, Refused
-from waggle.routing.links import decorate
+from waggle.routing.links import present_link
 from waggle.routing.table_links import TableLink, rename
 from waggle.upstream.client import Reply
 
@@ -215,7 +215,7 @@ def encoded_result(plan: Send, header: Header, result: Any, encoder: Encoder, to
     if plan.fill is not None:
         fill_catalog(result, plan.fill)
     if plan.link is not None:
-        decorate(result, plan.link, naming.member)
+        present_link(result, plan.link, naming.member)
     return encoder.encode(header.name, TMessageType.REPLY, header.seqid, result)
 
 

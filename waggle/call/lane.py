@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from waggle.routes.snapshot import Routes
 
 
-class Choice(NamedTuple):
+class Pick(NamedTuple):
     """What a call's names decide for good under a snapshot: where it goes and whether its names change."""
 
     member: MetastoreConfig
@@ -76,11 +76,11 @@ class Lane:
         #: what the names of a call decide for good under this snapshot (a read's decision depends on the method
         #: and its names alone): its member, that member's capabilities, and whether a name is catalog-qualified;
         #: None where the names alone rule the lane out
-        self._chosen: dict[tuple[str, ...], Choice | None] = {}
+        self._chosen: dict[tuple[str, ...], Pick | None] = {}
 
-    def choose(self, args: Any, health: MemberHealth, client: WireFormat) -> Choice | None:
+    def choose(self, args: Any, health: MemberHealth, client: WireFormat) -> Pick | None:
         """The member a call with ``args`` goes to, by a client speaking ``client``, as it came or in the member's
-        names (:attr:`Choice.renamed`); None when the call needs the full plan (or is answered without a
+        names (:attr:`Pick.renamed`); None when the call needs the full plan (or is answered without a
         metastore: refused, or its member down)."""
         names = REWRITER.names_in(args)
         key = tuple(names)
@@ -92,7 +92,7 @@ class Lane:
             self._chosen[key] = chosen
         if chosen is None:
             return None
-        choice = cast("Choice", chosen)
+        choice = cast("Pick", chosen)
         member, caps = choice.member, choice.caps
         wire = member.wire
         if not (wire is client or wire == client):
@@ -106,7 +106,7 @@ class Lane:
             return None  # answered as down by the plan, without waiting
         return choice
 
-    def _choose(self, names: list[str]) -> Choice | None:
+    def _choose(self, names: list[str]) -> Pick | None:
         routes = self.routes
         decision = routes.memo.reads.decide(routes.planner, self.spec, names)
         if decision.refusal is not None or decision.link is not None:
@@ -119,10 +119,10 @@ class Lane:
         naming = routes.planner.naming(member)
         if caps is None or (not naming.identity) != decision.rewrite_request:
             return None
-        return Choice(member, caps, any(name.startswith("@") for name in names), decision.rewrite_request, naming,
+        return Pick(member, caps, any(name.startswith("@") for name in names), decision.rewrite_request, naming,
                       decision)
 
-    def send(self, call: Call, choice: Choice, health: MemberHealth) -> Send:
+    def send(self, call: Call, choice: Pick, health: MemberHealth) -> Send:
         """The plan :func:`~waggle.call.plan.plan` makes of ``call`` when :meth:`choose` made ``choice`` for it,
         made by the same function: a relayed ``Send`` (what the full core finishes a reply with when it is not a
         plain success), or one in the member's names (what the driver sends, and the core finishes)."""

@@ -36,7 +36,6 @@ from waggle.routing.federation import Naming
 from waggle.synced import objects as o
 
 DOWN, PREFER = "down", "prefer"
-SHARED_READ = LockType.SHARED_READ
 _REWRITER: Rewriter = call_rewriter()
 
 
@@ -223,7 +222,7 @@ def _lock(spec: MethodSpec, args: Any, naming: Naming, copies: Copies, reason: s
     renamed: list[tuple[str, str] | None] = []
     for c in components:
         found = _copy(naming, copies, c.dbname or "", c.tablename or "", now) if c.tablename else None
-        if found is None or c.type != SHARED_READ or (reason == PREFER and found.mode != o.COPY):
+        if found is None or c.type != LockType.SHARED_READ or (reason == PREFER and found.mode != o.COPY):
             return None
         renamed.append((found.copy_db, found.copy_table))
     return LockInPrimary(tuple(renamed)) if renamed else None

@@ -125,7 +125,7 @@ def _descend(value: Any, walk: specs.Walk[type], out: list[Any]) -> None:
                 _descend(item, walk.element, out)
 
 
-def decorate(params: dict[str, str] | None, served: Served, copy_table: str | None = None,
+def as_served(params: dict[str, str] | None, served: Served, copy_table: str | None = None,
              database: bool = False) -> dict[str, str]:
     """An object's parameters as the client sees them: the sync's bookkeeping left out, where it comes from."""
     out = {k: v for k, v in (params or {}).items() if not k.startswith(o.PREFIX)}
@@ -190,7 +190,7 @@ def as_source(result: Any, served: Served) -> None:
         if str(table.dbName or "").lower() == served.copy_db:
             table.dbName = parse(served.client_db).db or served.client_db
         table.tableName = served.tables.get(copied, table.tableName)
-        table.parameters = decorate(table.parameters, served, copied)
+        table.parameters = as_served(table.parameters, served, copied)
         return
     copy_db = served.copy_db
 
@@ -203,13 +203,13 @@ def as_source(result: Any, served: Served) -> None:
     _REWRITER.rewrite(result, database)
     for obj in objects_in(result):
         if isinstance(obj, Database):
-            obj.parameters = decorate(obj.parameters, served, database=True)
+            obj.parameters = as_served(obj.parameters, served, database=True)
             continue
         table = str(obj.tableName or "").lower()
         shown = served.tables.get(table)
         if shown is not None:
             obj.tableName = shown
-        obj.parameters = decorate(obj.parameters, served, table)
+        obj.parameters = as_served(obj.parameters, served, table)
 
 
 def _keep_copied(result: Any, served: Served) -> None:

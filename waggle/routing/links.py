@@ -131,7 +131,7 @@ def reached(member: MetastoreConfig) -> str:
     return via
 
 
-def decorate(result: Any, link: Link, member: MetastoreConfig | None = None) -> None:
+def present_link(result: Any, link: Link, member: MetastoreConfig | None = None) -> None:
     """A reply's Database (already in the client's names) described as the link it is: the remote's own
     description and parameters, then the link's."""
     database = getattr(result, "success", None)

@@ -24,7 +24,7 @@ import structlog
 from thrift.Thrift import TMessageType
 
 from waggle.call import finish, lost
-from waggle.call.lane import Choice, Lane, lane_for
+from waggle.call.lane import Lane, Pick, lane_for
 from waggle.call.plan import cascading, plan
 from waggle.call.values import (
     ENTRIES,
@@ -267,7 +267,7 @@ class ClientDriver:
         return answer
 
     def _send(self, pool: UpstreamPool, header: Header, args: Any, raw: bytes | None, started: float,
-              routes: Routes, *, step: Send | None = None, relay: tuple[Lane, Choice] | None = None,
+              routes: Routes, *, step: Send | None = None, relay: tuple[Lane, Pick] | None = None,
               replied: Callable[[], None] | None = None) -> Answer | None:
         """The one way a call goes to a metastore: ``step``, a planned call, or, with ``relay``, a call of a plain
         relay lane, sent as it came. A plain relay's successful reply is written here, its bytes as they came, and

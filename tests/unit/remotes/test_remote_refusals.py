@@ -180,12 +180,12 @@ def test_a_reply_for_a_link_shows_the_remote_description_and_the_link() -> None:
     member = links.uri_member("thrift://h:2")
     reply = METHOD_IO["get_database"].result(success=T.Database(name="X", description="Sales.",
                                                                  parameters={"owner": "ann"}))
-    links.decorate(reply, link, member)
+    links.present_link(reply, link, member)
     db = reply.success
     assert db.description == "Sales. [waggle link to database 'sales' of metastore 'analytics']"
     assert db.parameters == {"owner": "ann", "waggle.remote.database": "sales", "waggle.remote.metastore": "analytics",
                              "waggle.remote.via": "thrift://h:2"}
     assert (db.type, db.connector_name, db.remote_dbname) == (links.REMOTE, "c", "sales")
     other = METHOD_IO["get_database"].result(success=T.Database(name="y", description="kept"))
-    links.decorate(other, link)
+    links.present_link(other, link)
     assert other.success.description == "kept"
