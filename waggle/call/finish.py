@@ -14,7 +14,6 @@ from typing import Any
 
 from thrift.Thrift import TApplicationException, TMessageType
 
-from waggle.call.plan import REWRITER
 from waggle.call.values import Answer, Call, Encoder, NameFn, Outcome, Paired, Refusal, Send, Settled
 from waggle.config.model import MetastoreConfig, ProtocolKind
 from waggle.hms import specs
@@ -25,6 +24,7 @@ from waggle.hms.gen.hive_metastore.ttypes import LockResponse, LockState, Partit
 from waggle.hms.layouts import Layout
 from waggle.hms.methods import Access, MethodSpec
 from waggle.hms.names import parse
+from waggle.hms.rewrite import CALL_NAMES
 from waggle.hms.service import MethodIO
 from waggle.hms.splice import Splicer
 from waggle.hms.wire import Header, decode_message
@@ -34,7 +34,7 @@ from waggle.routing.links import present_link
 from waggle.routing.table_links import TableLink, rename
 from waggle.upstream.client import Reply
 
-_SPLICER = Splicer(REWRITER)
+_SPLICER = Splicer(CALL_NAMES)
 
 # -- answers that reach no metastore ---------------------------------------------------------------------------
 def failure(header: Header, io: MethodIO | None, message: str, encoder: Encoder, *, outcome: Outcome,
@@ -211,7 +211,7 @@ def encoded_result(plan: Send, header: Header, result: Any, encoder: Encoder, to
     elif plan.table_link is not None:
         local_names(result, plan.table_link)
     elif not naming.identity:
-        REWRITER.rewrite(result, to_client or _to_client(naming, decision))
+        CALL_NAMES.rewrite(result, to_client or _to_client(naming, decision))
     if plan.fill is not None:
         fill_catalog(result, plan.fill)
     if plan.link is not None:
@@ -379,5 +379,5 @@ def local_names(result: Any, table: TableLink) -> None:
         qualified = parse(name)
         return qualified.requalify(table.db) if (qualified.db or "").lower() == table.link.database else name
 
-    REWRITER.rewrite(result, database)
+    CALL_NAMES.rewrite(result, database)
     rename(result, lambda _attr, value: table.name if value.lower() == table.table else None)

@@ -29,13 +29,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from waggle.call.plan import REWRITER, member_args, send_plan
+from waggle.call.plan import member_args, send_plan
 from waggle.call.values import Call, Kind, MemberHealth, Send
 from waggle.config.model import CopyReads, MetastoreConfig, WireFormat
 from waggle.copies.catalog import serving
 from waggle.hms.fields import catalog_field
 from waggle.hms.methods import Access, MethodSpec, Route
 from waggle.hms.names import parse
+from waggle.hms.rewrite import CALL_NAMES
 from waggle.hms.service import MethodIO
 from waggle.routes.snapshot import Capabilities
 from waggle.routing.federation import Decision, Naming
@@ -82,7 +83,7 @@ class Lane:
         """The member a call with ``args`` goes to, by a client speaking ``client``, as it came or in the member's
         names (:attr:`Pick.renamed`); None when the call needs the full plan (or is answered without a
         metastore: refused, or its member down)."""
-        names = REWRITER.names_in(args)
+        names = CALL_NAMES.names_in(args)
         key = tuple(names)
         chosen = self._chosen.get(key, _UNDECIDED)
         if chosen is _UNDECIDED:

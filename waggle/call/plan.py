@@ -34,7 +34,7 @@ from waggle.hms.catalogs import carries_catalog
 from waggle.hms.fields import catalog_named, copied_along, table_refs, value_at
 from waggle.hms.methods import Access, LinkOp, MethodSpec, NameForm, Route
 from waggle.hms.names import parse
-from waggle.hms.rewrite import Rewriter, call_rewriter
+from waggle.hms.rewrite import CALL_NAMES
 from waggle.hms.strings import strings_in
 from waggle.remotes import planning as remotes
 from waggle.routing.federation import Decision, Naming, Planner, Refused
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from waggle.routes.snapshot import Routes
 
 #: the one rewriter of whole calls (plans are cached per struct class)
-REWRITER: Rewriter = call_rewriter()
 
 _NOTHING_LEARNED = Learned()
 
@@ -76,7 +75,7 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
     if spec.route is Route.LOCK_ID:
         decision = _lock_owner(call, spec, routes)
     else:
-        names = REWRITER.names_in(call.args)
+        names = CALL_NAMES.names_in(call.args)
         if routes.registry is not None:
             named = remotes.named_call(call.name, spec, call.args, names, routes, learned.tables)
             if named is not None:
@@ -100,7 +99,7 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
         facts = copies.Facts(routes.copies, health.is_up(member.name), health.is_up(primary.name), time.time(),
                              primary.name, routes.caps[primary.name].catalogs is True)
         chosen = copies.planned(spec, call.io, call.args, names, planner.naming(member), facts,
-                                REWRITER.holds(type(call.args), NameForm.QUALIFIED))
+                                CALL_NAMES.holds(type(call.args), NameForm.QUALIFIED))
         if isinstance(chosen, copies.FromBoth):
             both = chosen
         elif chosen is not None:
@@ -139,7 +138,7 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
 def cascading(call: Call, routes: Routes) -> str | None:
     """The link whose tables the call's connection is dropping one by one, after this call (a stock
     ``DROP DATABASE ... CASCADE`` of a link, call by call: :func:`waggle.remotes.planning.cascading`)."""
-    return remotes.cascading(call.spec, call.io.args if call.io is not None else None, REWRITER.names_in(call.args),
+    return remotes.cascading(call.spec, call.io.args if call.io is not None else None, CALL_NAMES.names_in(call.args),
                              routes.links, call.session.cascading)
 
 
@@ -154,8 +153,8 @@ def member_args(routes: Routes, naming: Naming, args: Any, strip: bool = False) 
             out = known[name] = naming.to_member(name)
         return out
 
-    args = copied_along(args, REWRITER.plan(type(args)))
-    REWRITER.rewrite(args, (lambda n: strip_catalog(to_member(n))) if strip else to_member)
+    args = copied_along(args, CALL_NAMES.plan(type(args)))
+    CALL_NAMES.rewrite(args, (lambda n: strip_catalog(to_member(n))) if strip else to_member)
     return args
 
 
@@ -200,7 +199,7 @@ def reply_changes(result_class: type, naming: Naming, decision: Decision | None,
     """(the catalog to fill in, if this result can hold one; whether the reply must be changed at all)."""
     fill = fill if fill is not None and carries_catalog(result_class) else None
     filters = decision is not None and naming.member.mapped_tables is not None
-    return fill, (not naming.identity and REWRITER.touches(result_class)) or filters or fill is not None
+    return fill, (not naming.identity and CALL_NAMES.touches(result_class)) or filters or fill is not None
 
 
 def _refuse(call: Call, metastore: str, refusal: str, refused_as: Refused, decision: Decision | None,

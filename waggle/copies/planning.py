@@ -30,13 +30,12 @@ from waggle.hms.fields import catalog_named, copied_along, replaced, table_refs,
 from waggle.hms.gen.hive_metastore.ttypes import LockType, Partition, PartitionWithoutSD, Table
 from waggle.hms.methods import Access, MethodSpec
 from waggle.hms.names import parse
-from waggle.hms.rewrite import Rewriter, call_rewriter
+from waggle.hms.rewrite import CALL_NAMES
 from waggle.hms.service import MethodIO
 from waggle.routing.federation import Naming
 from waggle.synced import objects as o
 
 DOWN, PREFER = "down", "prefer"
-_REWRITER: Rewriter = call_rewriter()
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +130,8 @@ def _copy_request(spec: MethodSpec, args: Any, names: Sequence[str], served: Ser
             return name
         return qualified.requalify(served.copy_db) if catalogs else served.copy_db
 
-    out = copied_along(args, _REWRITER.plan(type(args)))
-    _REWRITER.rewrite(out, to_copy)
+    out = copied_along(args, CALL_NAMES.plan(type(args)))
+    CALL_NAMES.rewrite(out, to_copy)
     if not served.listing:
         copy_table = next(iter(served.tables))
         out = replaced(out, [(ref.table, copy_table) for ref in spec.table_refs

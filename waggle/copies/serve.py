@@ -20,7 +20,7 @@ from thrift.Thrift import TType
 from waggle.hms import specs
 from waggle.hms.gen.hive_metastore.ttypes import Database, Partition, Table
 from waggle.hms.names import parse, partition_name
-from waggle.hms.rewrite import Rewriter, call_rewriter
+from waggle.hms.rewrite import CALL_NAMES
 from waggle.synced import objects as o
 
 SERVED_FROM = "waggle.served-from"
@@ -29,7 +29,6 @@ SERVED_REASON = "waggle.served-reason"
 #: a source partition changed this many seconds after its copy was written is stale (clocks of two clusters)
 CLOCK_SLACK = 1.0
 
-_REWRITER: Rewriter = call_rewriter()
 _OBJECTS = (Table, Partition, Database)
 _FOUND: specs.Plans[type] = specs.Plans(lambda _cls, f: f.struct if f.struct in _OBJECTS else None)
 
@@ -200,7 +199,7 @@ def as_source(result: Any, served: Served) -> None:
 
     if served.listing:
         _keep_copied(result, served)
-    _REWRITER.rewrite(result, database)
+    CALL_NAMES.rewrite(result, database)
     for obj in objects_in(result):
         if isinstance(obj, Database):
             obj.parameters = as_served(obj.parameters, served, database=True)

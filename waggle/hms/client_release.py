@@ -27,7 +27,7 @@ from typing import Any
 from waggle.hms.layouts import Layout
 from waggle.hms.methods import MethodSpec
 from waggle.hms.names import CATALOG_MARKER
-from waggle.hms.rewrite import Rewriter, call_rewriter
+from waggle.hms.rewrite import CALL_NAMES
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,6 @@ _STATES = {(c, p, layout): ClientRelease(c, p, layout) for c in (False, True) fo
 FRESH = _STATES[(False, False, Layout.CURRENT)]
 _HIVE_2, _CURRENT = Layout.HIVE_2, Layout.CURRENT
 _AFTER_CATALOG = {p: _STATES[(True, p, Layout.CURRENT)] for p in (False, True)}
-_NAMES: Rewriter | None = None
 
 
 def learn(known: ClientRelease, spec: MethodSpec | None, args: Any) -> ClientRelease:
@@ -78,10 +77,7 @@ def learn(known: ClientRelease, spec: MethodSpec | None, args: Any) -> ClientRel
 
 
 def _names(args: Any) -> list[str]:
-    global _NAMES
-    if _NAMES is None:
-        _NAMES = call_rewriter()
-    return _NAMES.names_in(args)
+    return CALL_NAMES.names_in(args)
 
 
 def _catalog_field(args: Any, spec: MethodSpec) -> bool:

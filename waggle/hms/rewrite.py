@@ -184,13 +184,17 @@ def _flat_names(obj: Any, flat: tuple[tuple[str, bool], ...]) -> list[tuple[str,
     return out
 
 
-def call_rewriter() -> Rewriter:
+def _call_rewriter() -> Rewriter:
     """The rewriter for whole calls: every struct's database fields plus each ``<method>_args``' own."""
     fields = dict(STRUCT_DB_FIELDS)
     for name, spec in METHODS.items():
         if spec.db_args:
             fields[f"{name}_args"] = spec.db_args
     return Rewriter(fields)
+
+
+#: the one rewriter of whole calls and replies: it reads (``names_in``) and rewrites every database name they hold
+CALL_NAMES: Rewriter = _call_rewriter()
 
 
 def _convert(value: str, form: NameForm, fn: NameFn) -> str:

@@ -18,12 +18,13 @@ from thrift.Thrift import TMessageType, TType
 from tests.support.health import PlainHealth
 from waggle.call import finish
 from waggle.call.lane import lane_for
-from waggle.call.plan import REWRITER, plan
+from waggle.call.plan import plan
 from waggle.call.values import Call, Kind, Send, Session
 from waggle.config.loader import load
 from waggle.config.model import DatabaseResolution
 from waggle.hms.fields import replaced
 from waggle.hms.methods import METHODS
+from waggle.hms.rewrite import CALL_NAMES
 from waggle.hms.service import METHOD_IO
 from waggle.hms.wire import Header, Wire
 from waggle.remotes.registry import LinkRegistry
@@ -138,7 +139,7 @@ def _calls(routes: Routes, method: str) -> list[Call]:
     for database in DATABASES:
         for catalogs in (False, True):
             args = _filled(io.args)
-            REWRITER.rewrite(args, lambda _name, db=database: db)
+            CALL_NAMES.rewrite(args, lambda _name, db=database: db)
             if not catalogs:
                 args = replaced(args, [(path, None) for path in spec.catalog_fields])
             elif not spec.catalog_fields:

@@ -16,7 +16,7 @@ from tests.support.copies_core import client_wire, lake_routes
 from tests.support.health import PlainHealth
 from waggle.call import finish, merge
 from waggle.call.lane import lane_for
-from waggle.call.plan import REWRITER, plan
+from waggle.call.plan import plan
 from waggle.call.values import Answer, Call, FanOut, Kind, Learned, Paired, Refusal, Send, Session
 from waggle.config.model import WaggleConfig
 from waggle.copies import planning
@@ -24,6 +24,7 @@ from waggle.copies.catalog import Copies, Copy
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.methods import METHODS
+from waggle.hms.rewrite import CALL_NAMES
 from waggle.hms.service import METHOD_IO
 from waggle.hms.wire import Header, decode_message
 from waggle.routes.snapshot import Routes
@@ -96,7 +97,7 @@ def _choose(core: Core, method: str, up: bool, /, **fields: Any) -> planning.Cho
     call = _call(core, method, **fields)
     lake = core.config.federation.member("lake")
     facts = planning.Facts(core.routes.copies, up, True, time.time(), "main")
-    return planning.choose(METHODS[method], METHOD_IO[method], call.args, REWRITER.names_in(call.args),
+    return planning.choose(METHODS[method], METHOD_IO[method], call.args, CALL_NAMES.names_in(call.args),
                            core.routes.planner.naming(lake), facts)
 
 
@@ -499,7 +500,7 @@ def test_planned_answers_with_the_request_in_the_copys_names_and_leaves_the_call
     call = _call(core, "get_table", dbname="lake_ice", tbl_name="T2")
     lake = core.config.federation.member("lake")
     facts = planning.Facts(core.routes.copies, False, True, time.time(), "main", primary_catalogs=False)
-    chosen = planning.planned(METHODS["get_table"], METHOD_IO["get_table"], call.args, REWRITER.names_in(call.args),
+    chosen = planning.planned(METHODS["get_table"], METHOD_IO["get_table"], call.args, CALL_NAMES.names_in(call.args),
                               core.routes.planner.naming(lake), facts)
     assert isinstance(chosen, planning.FromCopy)
     assert chosen.args == H.get_table_args(dbname="ice_copy", tbl_name="t2") and chosen.fill is None

@@ -85,10 +85,10 @@ def test_plain_fields_read_and_set_directly_as_a_walk_would():
     import copy
 
     from waggle.hms.methods import METHODS, NameForm
-    from waggle.hms.rewrite import call_rewriter
+    from waggle.hms.rewrite import CALL_NAMES
     from waggle.hms.service import METHOD_IO
 
-    rewriter = call_rewriter()
+    rewriter = CALL_NAMES
     values = {NameForm.NAME: "Sales", NameForm.QUALIFIED: "sales.orders", NameForm.PATTERN: "sal*"}
     checked = 0
     for name, spec in METHODS.items():

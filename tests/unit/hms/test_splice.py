@@ -9,13 +9,12 @@ from thrift.Thrift import TMessageType
 from waggle.config.model import Limits, ProtocolKind, WireFormat
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
 from waggle.hms.gen.hive_metastore import ttypes
-from waggle.hms.rewrite import call_rewriter
+from waggle.hms.rewrite import CALL_NAMES
 from waggle.hms.splice import Splicer
 from waggle.hms.wire import Wire, decode_message
 
 LIMITS = Limits(1 << 30, 1 << 26, 10_000_000)
-REWRITER = call_rewriter()
-SPLICER = Splicer(REWRITER)
+SPLICER = Splicer(CALL_NAMES)
 
 
 def encode(name: str, result) -> bytes:
@@ -29,7 +28,7 @@ def prefix(name: str) -> str:
 
 def full_path(raw: bytes, cls: type):
     _, result = decode_message(raw, ProtocolKind.BINARY, cls, LIMITS)
-    REWRITER.rewrite(result, prefix)
+    CALL_NAMES.rewrite(result, prefix)
     return result
 
 
@@ -84,7 +83,7 @@ def test_nested_names_in_several_structs():
 def test_a_body_seen_before_is_spliced_alike_whatever_its_header():
     """Small replies' names are remembered by body: the next reply (another seqid, another name function) is
     spliced as if seen for the first time, and one that could not be spliced still cannot."""
-    splicer = Splicer(REWRITER)
+    splicer = Splicer(CALL_NAMES)
     wire = Wire(None, WireFormat(), LIMITS)  # type: ignore[arg-type]
     result = T.get_database_result(success=ttypes.Database(name="sales", locationUri="file:/w/sales.db"))
     for seqid, fn in ((7, prefix), (8, prefix), (9, lambda n: "other_" + n), (10, lambda n: n)):
@@ -101,7 +100,7 @@ def test_a_body_seen_before_is_spliced_alike_whatever_its_header():
 
 def test_a_small_reply_seen_before_is_spliced_from_memory_for_its_own_header_and_mapping():
     """The same body under another header (seqid) gets that header; another mapping gets its own names."""
-    splicer = Splicer(REWRITER)
+    splicer = Splicer(CALL_NAMES)
     table = ttypes.Table(tableName="t", dbName="sales", sd=ttypes.StorageDescriptor(location="file:/w/sales.db/t"))
     wire = Wire(None, WireFormat(), LIMITS)  # type: ignore[arg-type]
     first, second = (wire.encode("get_table", TMessageType.REPLY, seqid, T.get_table_result(success=table))

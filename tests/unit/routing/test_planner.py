@@ -11,7 +11,7 @@ from waggle.config.model import DatabaseResolution
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
 from waggle.hms.gen.hive_metastore import ttypes
 from waggle.hms.methods import METHODS
-from waggle.hms.rewrite import call_rewriter
+from waggle.hms.rewrite import CALL_NAMES
 from waggle.routing.databases import ManualMap, PrefixedMap
 from waggle.routing.federation import Planner, Refused
 
@@ -34,7 +34,6 @@ federated-meta-stores:
   access-control-type: READ_AND_WRITE_ON_DATABASE_WHITELIST
   writable-database-white-list: [scratch]
 """
-REWRITER = call_rewriter()
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +49,7 @@ def prefixed(federation):
 
 
 def decide(planner, method, args, **kw):
-    return planner.decide(METHODS[method], REWRITER.names_in(args), **kw)
+    return planner.decide(METHODS[method], CALL_NAMES.names_in(args), **kw)
 
 
 def test_routes_by_the_names_in_arguments_and_structs(prefixed):
@@ -71,10 +70,10 @@ def test_names_translate_both_ways_keeping_the_clients_spelling(prefixed, federa
     assert naming.to_client("sales") == "fed_sales"
     assert naming.to_client("sales", {"sales": "fed_revenue"}) == "fed_revenue"
     args = T.get_table_args(dbname="fed_revenue", tbl_name="t")
-    REWRITER.rewrite(args, naming.to_member)
+    CALL_NAMES.rewrite(args, naming.to_member)
     assert args.dbname == "sales"
     table = ttypes.Table(dbName="sales", tableName="v", viewExpandedText="SELECT `t`.`a` FROM `sales`.`t`")
-    REWRITER.rewrite(table, naming.to_client)
+    CALL_NAMES.rewrite(table, naming.to_client)
     assert (table.dbName, table.viewExpandedText) == ("fed_sales", "SELECT `t`.`a` FROM `fed_sales`.`t`")
 
 
