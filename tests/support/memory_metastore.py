@@ -1,10 +1,10 @@
 """An in-memory Hive metastore behind a real Thrift wire, and a harness that runs waggle's dispatch in front of it.
 
-No Java and no TCP: every upstream connection waggle's pools or health checks open is one end of a
-``gevent.socket.socketpair()``; the other end is served in a greenlet by the generated Thrift ``Processor`` over a
-small unframed ``TBinaryProtocol`` transport, answering from dicts (:class:`MemoryMetastore`). Clients talk to
-waggle the same way: a socket pair whose far end is served by waggle's client-side driver (:func:`serve_client`).
-gevent's own sockets cooperate with the hub, so nothing is monkey-patched.
+No Java and no sockets: every upstream connection waggle's pools or health checks open is one end of an
+in-memory stream pair (:mod:`tests.support.memory_stream`); the other end is served in a greenlet by the generated
+Thrift ``Processor`` over a small unframed ``TBinaryProtocol`` transport, answering from dicts
+(:class:`MemoryMetastore`). Clients talk to waggle the same way: a stream pair whose far end is served by waggle's
+client-side driver (:func:`serve_client`). The streams cooperate with gevent's hub, so nothing is monkey-patched.
 
 Knobs per metastore:
 
@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any
 
 import gevent
-import gevent.socket
 import yaml
 from thrift.protocol.TBinaryProtocol import TBinaryProtocol
 from thrift.Thrift import TApplicationException, TMessageType, TType
 from thrift.transport.TTransport import TTransportBase, TTransportException
 
+from tests.support.memory_stream import MemoryStream, pair
 from waggle.config.loader import load
 from waggle.hms.gen.fb303.ttypes import fb_status
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
@@ -73,17 +73,17 @@ HIVE2_MISSING = frozenset({"get_catalogs", "get_catalog", "get_database_req", "g
 
 
 # -- the client-side driver: THE one place that builds it ------------------------------------------------------
-def serve_client(runtime: Runtime, sock: gevent.socket.socket, peer: Any) -> None:
+def serve_client(runtime: Runtime, stream: MemoryStream, peer: Any) -> None:
     """Serve one client connection with waggle's client-side driver until the client closes it."""
-    ClientDriver(sock, peer, runtime).serve()
+    ClientDriver(stream, peer, runtime).serve()
 
 
-# -- Thrift over a gevent socket ------------------------------------------------------------------------------
-class SocketTransport(TTransportBase):  # type: ignore[misc]
-    """Unframed Thrift transport over a gevent socket: reads buffered, writes sent whole at ``flush``."""
+# -- Thrift over a memory stream --------------------------------------------------------------------------------
+class StreamTransport(TTransportBase):  # type: ignore[misc]
+    """Unframed Thrift transport over a memory stream: reads buffered, writes sent whole at ``flush``."""
 
-    def __init__(self, sock: gevent.socket.socket) -> None:
-        self.sock = sock
+    def __init__(self, stream: MemoryStream) -> None:
+        self.stream = stream
         self._rbuf = b""
         self._wbuf: list[bytes] = []
 
@@ -92,7 +92,7 @@ class SocketTransport(TTransportBase):  # type: ignore[misc]
 
     def read(self, sz: int) -> bytes:
         if not self._rbuf:
-            data = self.sock.recv(65536)
+            data = self.stream.recv(65536)
             if not data:
                 raise TTransportException(TTransportException.END_OF_FILE, "peer closed")
             self._rbuf = data
@@ -104,10 +104,10 @@ class SocketTransport(TTransportBase):  # type: ignore[misc]
 
     def flush(self) -> None:
         data, self._wbuf = b"".join(self._wbuf), []
-        self.sock.sendall(data)
+        self.stream.sendall(data)
 
     def close(self) -> None:
-        self.sock.close()
+        self.stream.close()
 
 
 def encode_call(name: str, args: Any, seqid: int) -> bytes:
@@ -210,13 +210,13 @@ class MemoryMetastore:
 
     # -- connections ---------------------------------------------------------------------------------------------
     def connect(self, config: Any, limits: Any, deadlines: Any, tunnel: Any = None) -> UpstreamConnection:
-        """The connector: a real :class:`UpstreamConnection` over a socket pair whose far end this serves."""
+        """The connector: a real :class:`UpstreamConnection` over a stream pair whose far end this serves."""
         address = config.uris[0]
         if self.down:
             raise UpstreamError(config.name, f"is unreachable: {address}: Connection refused after 0 ms",
                                 lost=Lost.UNREACHABLE)
-        ours, theirs = gevent.socket.socketpair()
         self.connections += 1
+        ours, theirs = pair(names=(f"waggle-{config.name}-{self.connections}", f"{self.name}-{self.connections}"))
         self._greenlets.append(gevent.spawn(self._serve, theirs, self.connections))
         return UpstreamConnection(config.name, address, ours, config, limits, deadlines)
 
@@ -224,10 +224,10 @@ class MemoryMetastore:
         gevent.killall(self._greenlets, block=True, timeout=1)
         self._greenlets.clear()
 
-    def _serve(self, sock: gevent.socket.socket, conn: int) -> None:
+    def _serve(self, stream: MemoryStream, conn: int) -> None:
         session = _Session(self, conn)
         processor = ThriftHiveMetastore.Processor(_Recorder(session))
-        proto = TBinaryProtocol(SocketTransport(sock))
+        proto = TBinaryProtocol(StreamTransport(stream))
         try:
             while True:
                 name, _mtype, seqid = proto.readMessageBegin()
@@ -254,7 +254,7 @@ class MemoryMetastore:
         except (TTransportException, EOFError, OSError):
             pass  # waggle closed (or abandoned) the connection
         finally:
-            sock.close()
+            stream.close()
 
 
 class _Recorder:
@@ -413,23 +413,24 @@ class _Session:
 
 # -- a client ----------------------------------------------------------------------------------------------------
 class Client:
-    """A synchronous Thrift client of waggle over a socket pair (one client connection)."""
+    """A synchronous Thrift client of waggle over a stream pair (one client connection)."""
 
     def __init__(self, runtime: Runtime, number: int, timeout: float = 5.0) -> None:
-        ours, theirs = gevent.socket.socketpair()
+        ours, theirs = pair(names=(f"client-{number}", f"waggle-client-{number}"))
         ours.settimeout(timeout)  # a call waggle never answers fails the test instead of hanging it
+        #: the client's end of the pair (a stream, named as the socket it stands for)
         self.sock = ours
         self._theirs = theirs
         self.driver = gevent.spawn(self._drive, runtime, theirs, ("memory-client", number))
-        self.proto = TBinaryProtocol(SocketTransport(ours))
+        self.proto = TBinaryProtocol(StreamTransport(ours))
         self._seqids = itertools.count(1)
 
     @staticmethod
-    def _drive(runtime: Runtime, sock: gevent.socket.socket, peer: Any) -> None:
+    def _drive(runtime: Runtime, stream: MemoryStream, peer: Any) -> None:
         try:
-            serve_client(runtime, sock, peer)
+            serve_client(runtime, stream, peer)
         finally:
-            sock.close()
+            stream.close()
 
     def send(self, name: str, args: Any, result_class: type | None) -> Any:
         """One call of any name: the decoded result struct, or the ``TApplicationException`` answered."""

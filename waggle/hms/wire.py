@@ -1,4 +1,4 @@
-"""Thrift messages over a socket: read one message, keep its raw bytes, write one message.
+"""Thrift messages over a byte stream: read one message, keep its raw bytes, write one message.
 
 Unframed binary Thrift has no length prefix, so the only way to find where a message ends is to parse it.
 :class:`Wire` parses with Thrift's C codec (``fastbinary``) directly from its receive buffer and remembers the
@@ -8,17 +8,18 @@ building Python objects, for replies that only need relaying.
 
 Limits on message size, string length and container size are enforced while reading, so a hostile peer
 cannot make this side buffer more than ``max_message_bytes``.
+
+The codec is pure: it reads and writes through a :class:`Stream` (a socket's adapter is
+:class:`waggle.common.streams.SocketStream`; tests use an in-memory pair), and knows nothing of sockets or gevent.
 """
 
 from __future__ import annotations
 
 import io
-import socket
 import struct
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
-import gevent.socket
 from thrift.protocol import fastbinary
 from thrift.protocol.TProtocol import TProtocolException
 from thrift.Thrift import TApplicationException, TMessageType, TType
@@ -36,6 +37,42 @@ _COMPACT_VERSION = 1
 _MAX_RECV = 4 * 1024 * 1024  # one recv() never asks for more (its buffer is allocated up front)
 _RECV_SIZE = 256 * 1024
 _MESSAGE_TYPES = frozenset((TMessageType.CALL, TMessageType.REPLY, TMessageType.EXCEPTION, TMessageType.ONEWAY))
+
+
+class Stream(Protocol):
+    """What a :class:`Wire` reads and writes with: a socket's calls, and a wait for the next message.
+
+    ``recv`` returns at least one byte, or ``b""`` at the end of the stream; ``send`` may send part of ``data``
+    and says how much. ``wait_readable`` returns once ``recv`` would not block (bytes, the end, or an error to
+    report): a :class:`Wire` calls it once before each message it reads, since the next message is rarely there
+    yet; a stream that cannot tell (or need not) returns at once.
+    """
+
+    def recv(self, n: int, /) -> bytes: ...
+
+    def send(self, data: bytes | memoryview, /) -> int: ...
+
+    def sendall(self, data: bytes | memoryview, /) -> None: ...
+
+    def wait_readable(self) -> None: ...
+
+
+class Channel(Stream, Protocol):
+    """A :class:`Stream` that is one end of a connection: what the client driver and an upstream connection hold.
+
+    ``settimeout`` bounds every later wait (``None``: no bound), as a socket's does; ``readable`` says, without
+    waiting, whether ``recv`` has something to return (bytes, the end, or an error); ``shutdown`` ends both
+    directions (a ``recv`` blocked in another greenlet returns ``b""``); ``close`` releases it, and a greenlet
+    blocked in ``recv`` or ``wait_readable`` is woken with an ``OSError``. Neither raises.
+    """
+
+    def settimeout(self, seconds: float | None, /) -> None: ...
+
+    def readable(self) -> bool: ...
+
+    def shutdown(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class PeerClosed(Exception):
@@ -83,7 +120,6 @@ class Wire:
         "_encode",
         "_frame_tail",
         "_framed",
-        "_gevent",
         "_in_frame",
         "_proto",
         "_received",
@@ -94,12 +130,12 @@ class Wire:
         "format",
         "header_end",
         "limits",
-        "sock",
+        "stream",
         "streamed",
     )
 
-    def __init__(self, sock: socket.socket, fmt: WireFormat, limits: Limits) -> None:
-        self.sock = sock
+    def __init__(self, stream: Stream, fmt: WireFormat, limits: Limits) -> None:
+        self.stream = stream
         self.format = fmt
         self.limits = limits
         self.cstringio_buf = io.BytesIO()
@@ -118,9 +154,6 @@ class Wire:
         self._in_frame = False
         self._frame_tail = b""
         self.header_end = 0
-        #: a plain gevent socket (no TLS or SASL layer that may hold bytes already read): each message is waited
-        #: for before it is read, rather than tried first, since it is rarely there yet (see read_begin)
-        self._gevent = type(sock) is gevent.socket.socket and hasattr(sock, "_wait")
 
     # -- reading ---------------------------------------------------------------------------------------
     def cstringio_refill(self, partial: bytes, reqlen: int) -> io.BytesIO:
@@ -135,7 +168,7 @@ class Wire:
                             f"(it declares {need} more bytes)")
         # one recv is the usual case (a message, or what is left of it, arrives whole): taken first, no list
         size = need if need > _RECV_SIZE else _RECV_SIZE
-        data = self.sock.recv(size if size < _MAX_RECV else _MAX_RECV)
+        data = self.stream.recv(size if size < _MAX_RECV else _MAX_RECV)
         if not data:
             if self._received == 0 and not partial:
                 raise PeerClosed()
@@ -157,7 +190,7 @@ class Wire:
         while have < need:
             if self._received + have >= self.limits.max_message_bytes:
                 raise WireError(f"message exceeds the limit of {self.limits.max_message_bytes} bytes")
-            data = self.sock.recv(min(max(_RECV_SIZE, need - have), _MAX_RECV))
+            data = self.stream.recv(min(max(_RECV_SIZE, need - have), _MAX_RECV))
             if not data:
                 raise WireError("connection closed in the middle of a message")
             got.append(data)
@@ -203,9 +236,9 @@ class Wire:
             self._chunks = [rest]
             self._set_buffer(rest)
         else:  # the usual case: nothing read ahead, so the message's first bytes are received here, at once
-            if self._gevent:
-                _wait_readable(self.sock)
-            data = self.sock.recv(_RECV_SIZE)
+            stream = self.stream
+            stream.wait_readable()  # rarely there yet: waited for, rather than tried first (see Stream)
+            data = stream.recv(_RECV_SIZE)
             if not data:
                 self._chunks = []
                 raise PeerClosed()
@@ -358,34 +391,22 @@ class Wire:
         body: bytes = self._encode(obj, specs.codec(obj.__class__))
         if self._compact:
             return _compact_header(name, mtype, seqid) + body
-        head = _HEADS.get((name, mtype))
-        if head is None:
-            head = _strict_head(name, mtype)
-        return b"".join((head, _I32.pack(seqid), body))
+        return b"".join((HEADERS[(name, mtype)], _I32.pack(seqid), body))
 
     def send_raw(self, raw: bytes) -> None:
         if self._framed:
             raw = _I32.pack(len(raw)) + raw
-        # One send() moves a typical message whole; gevent's sendall costs a getsockopt per call.
-        sent = self.sock.send(raw)
+        # One send() moves a typical message whole; a gevent socket's sendall costs a getsockopt per call.
+        stream = self.stream
+        sent = stream.send(raw)
         if sent < len(raw):
-            self.sock.sendall(memoryview(raw)[sent:])
+            stream.sendall(memoryview(raw)[sent:])
 
     def send(self, name: str, mtype: int, seqid: int, obj: Any) -> None:
         self.send_raw(self.encode(name, mtype, seqid, obj))
 
     def encode_application_error(self, name: str, seqid: int, kind: int, message: str) -> bytes:
         return self.encode(name, TMessageType.EXCEPTION, seqid, _AppError(kind, message))
-
-
-def _wait_readable(sock: Any) -> None:
-    """Wait the way a gevent socket's recv does after a try found nothing. The next request or reply is rarely
-    there yet (a client is still reading the last answer, a metastore still working), and the try costs a failed
-    recv and an exception: 1 us a message, measured with gevent 26. The socket's own wait honours its timeout and
-    is cancelled when another greenlet closes it, as recv's is; a closed socket is left to recv to report."""
-    event = sock._read_event
-    if event is not None:
-        sock._wait(event)
 
 
 class _AppError:
@@ -408,17 +429,29 @@ def read_application_error(wire: Wire) -> TApplicationException:
     return wire.read_struct(_AppError).to_exception()  # type: ignore[no-any-return]
 
 
-#: the start of a strict binary header (version and type, the name's length and bytes) by (name, type), for the
-#: methods waggle knows; the seqid follows it
-_HEADS: dict[tuple[str, int], bytes] = {}
+class HeaderCache(dict[tuple[str, int], bytes]):
+    """The start of a strict binary header (version and type, the name's length and bytes) by (name, type); the
+    seqid follows it. A missing one is made, and kept while fewer than ``limit`` are: method names come from
+    waggle's IDL and a few unknown ones, so the bound is never reached in practice, but holds all the same.
+    A lookup is a plain dict lookup (this is on every encode)."""
+
+    __slots__ = ("limit",)
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __missing__(self, key: tuple[str, int]) -> bytes:
+        name, mtype = key
+        encoded = name.encode("utf-8")
+        head = _U32.pack(_STRICT_VERSION | mtype) + _I32.pack(len(encoded)) + encoded
+        if len(self) < self.limit:
+            self[key] = head
+        return head
 
 
-def _strict_head(name: str, mtype: int) -> bytes:
-    encoded = name.encode("utf-8")
-    head = _U32.pack(_STRICT_VERSION | mtype) + _I32.pack(len(encoded)) + encoded
-    if len(_HEADS) < 4096:  # method names come from waggle's IDL, and a few unknown ones: a bound all the same
-        _HEADS[(name, mtype)] = head
-    return head
+#: the strict headers every :class:`Wire` encodes with (immutable bytes: sharing them across threads is safe)
+HEADERS = HeaderCache(4096)
 
 
 def _uvarint(n: int) -> bytes:
@@ -442,29 +475,58 @@ def _compact_header(name: str, mtype: int, seqid: int) -> bytes:
 
 
 class _Exhausted:
-    """A socket stand-in for decoding bytes already in memory: it has nothing more to give."""
+    """A stream stand-in for decoding bytes already in memory: it has nothing more to give."""
 
-    def recv(self, _n: int) -> bytes:
+    def recv(self, _n: int, /) -> bytes:
         return b""
 
+    def send(self, data: bytes | memoryview, /) -> int:
+        raise OSError("a decoder does not send")
 
-#: idle decoders, by protocol and limits: a Wire costs a third of decoding a small reply, so it is made once,
-#: not per message. A decoder is taken out while it decodes, so concurrent decodes (threads) never share one.
-#: Keyed by the limits' identity (hashing the dataclass is a Python call), and checked against them on use.
-_decoders: dict[tuple[bool, int], Wire] = {}
+    def sendall(self, data: bytes | memoryview, /) -> None:
+        raise OSError("a decoder does not send")
+
+    def wait_readable(self) -> None:
+        pass
 
 
-def decode_message(raw: bytes, protocol: ProtocolKind, cls: type, limits: Limits) -> tuple[Header, Any]:
-    """Decode one whole message held in memory (no frame prefix): a reply's result or a TApplicationException."""
-    key = (protocol is ProtocolKind.COMPACT, id(limits))
-    wire = _decoders.pop(key, None)
-    if wire is None or wire.limits is not limits:
-        wire = Wire(_Exhausted(), WireFormat(TransportKind.BUFFERED, protocol), limits)  # type: ignore[arg-type]
-    wire._load(raw)
-    header = wire._read_header()
-    body = read_application_error(wire) if header.mtype == TMessageType.EXCEPTION else wire.read_struct(cls)
-    wire.read_end()
-    wire._set_buffer(b"")  # an idle decoder holds no reply
-    if len(_decoders) < 64:  # limits come from configuration: a few, unless reloads keep changing them
-        _decoders[key] = wire
-    return header, body
+class DecoderPool:
+    """Idle decoders (a :class:`Wire` over nothing) for :meth:`decode`, by protocol and limits: a Wire costs a
+    third of decoding a small reply, so it is made once, not per message. A decoder is taken out while it
+    decodes, so concurrent decodes (threads) never share one. Keyed by the limits' identity (hashing the
+    dataclass is a Python call), and checked against them on use; at most ``limit`` are kept (limits come from
+    configuration: a few, unless reloads keep changing them)."""
+
+    __slots__ = ("_idle", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._idle: dict[tuple[bool, int], Wire] = {}
+
+    def __len__(self) -> int:
+        return len(self._idle)
+
+    def decode(self, raw: bytes, protocol: ProtocolKind, cls: type, limits: Limits) -> tuple[Header, Any]:
+        """Decode one whole message held in memory (no frame prefix): a reply's result or a
+        TApplicationException."""
+        key = (protocol is ProtocolKind.COMPACT, id(limits))
+        idle = self._idle
+        wire = idle.pop(key, None)
+        if wire is None or wire.limits is not limits:
+            wire = Wire(_Exhausted(), WireFormat(TransportKind.BUFFERED, protocol), limits)
+        wire._load(raw)
+        header = wire._read_header()
+        body = read_application_error(wire) if header.mtype == TMessageType.EXCEPTION else wire.read_struct(cls)
+        wire.read_end()
+        wire._set_buffer(b"")  # an idle decoder holds no reply
+        if len(idle) < self.limit:
+            idle[key] = wire
+        return header, body
+
+
+#: the decoders :func:`decode_message` takes and gives back
+DECODERS = DecoderPool(64)
+
+#: Decode one whole message held in memory (no frame prefix): a reply's result or a TApplicationException, with
+#: a decoder of :data:`DECODERS` (its bound method, so a decode costs no extra call).
+decode_message = DECODERS.decode

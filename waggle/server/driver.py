@@ -14,7 +14,6 @@ failure is answered with a ``MetaException`` naming the metastore, and the clien
 from __future__ import annotations
 
 import itertools
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -43,7 +42,7 @@ from waggle.call.values import (
     Session,
     Settled,
 )
-from waggle.hms.wire import Header, PeerClosed, Wire, WireError
+from waggle.hms.wire import Channel, Header, PeerClosed, Wire, WireError
 from waggle.server import admission, plan_io, record
 from waggle.server.own import HANDLERS
 from waggle.upstream.client import Reply, UpstreamError
@@ -66,22 +65,24 @@ class ClientDriver:
     """Serves one client connection; it is the :class:`~waggle.server.desk.Desk` of the calls waggle answers
     itself (:data:`waggle.server.own.HANDLERS`)."""
 
-    __slots__ = ("calls", "conn_id", "context", "idle", "peer", "routes", "session", "sock", "started", "wire")
+    __slots__ = ("calls", "conn_id", "context", "idle", "peer", "routes", "session", "started", "stream", "wire")
 
     #: what ends the connection: a handler lets these through
     fatal: tuple[type[BaseException], ...] = (WireError, OSError, _Abandon, ClientGone)
 
-    def __init__(self, sock: socket.socket, peer: Any, context: ServerContext, session: Session | None = None
+    def __init__(self, stream: Channel, peer: Any, context: ServerContext, session: Session | None = None
                  ) -> None:
-        """``session``: the connection's, made by :meth:`Session.of` from who the front door proved it is."""
-        self.sock = sock
+        """``stream``: the client's connection (whoever accepted it made it a stream, and closes it through
+        the stream); ``session``: the connection's, made by :meth:`Session.of` from who the front door proved it
+        is."""
+        self.stream = stream
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.context = context
         self.conn_id = next(_ids)
         self.session = Session() if session is None else session
         self.idle = True
         server = context.config.server
-        self.wire = Wire(sock, server.wire, server.limits)
+        self.wire = Wire(stream, server.wire, server.limits)
         self.calls = 0
         #: when the call being answered arrived (perf_counter), and the routes it was planned with (set for the
         #: handlers of self-answered calls)
@@ -117,7 +118,7 @@ class ClientDriver:
 
     def refuse(self, message: str, timeout: float) -> None:
         """Answer the connection's first call with ``message`` and close (a connection over the limit)."""
-        self.sock.settimeout(timeout)
+        self.stream.settimeout(timeout)
         try:
             header = self.wire.read_begin()
             if header.mtype in (TMessageType.CALL, TMessageType.ONEWAY):

@@ -24,6 +24,7 @@ from gevent.server import StreamServer
 from waggle.call.values import Session
 from waggle.common import metrics
 from waggle.common.logging import Throttle, get_logger
+from waggle.common.streams import SocketStream
 from waggle.config.timing import DRAIN_KILL_SECONDS, DRAIN_POLL_SECONDS, REFUSE_TIMEOUT
 from waggle.security.frontdoor import Refused
 from waggle.server.budget import ConnectionBudget
@@ -80,7 +81,7 @@ class WaggleServer:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         door = self.context.guard.front_door
         if door is None:
-            conn = ClientDriver(sock, peer, self.context)
+            conn = ClientDriver(SocketStream(sock), peer, self.context)
         else:
             try:
                 secured, who = door.open(sock)
@@ -89,7 +90,7 @@ class WaggleServer:
                 log.warning("client.unauthenticated", peer=f"{peer[0]}:{peer[1]}", reason=str(exc))
                 sock.close()
                 return
-            conn = ClientDriver(secured, peer, self.context, Session.of(who))
+            conn = ClientDriver(SocketStream(secured), peer, self.context, Session.of(who))
             if who is not None:
                 log.info("client.authenticated", peer=conn.peer, user=who.user, principal=who.principal,
                          mechanism=who.mechanism, qop=who.qop)
@@ -157,10 +158,11 @@ class WaggleServer:
 
 
 def _close(conn: ClientDriver, sock: socket.socket) -> None:
-    """Close a client's connection. With TLS, the TLS socket took ``sock``'s descriptor over (``sock`` is left
-    detached, and closing it does nothing), so the socket the driver used is closed too."""
-    for s in (conn.sock, sock):
-        try:
-            s.close()
-        except OSError:
-            pass
+    """Close a client's connection: its stream (the socket the driver used, a waiter on it woken), then the
+    accepted socket. With TLS, the TLS socket took ``sock``'s descriptor over (``sock`` is left detached, and
+    closing it does nothing); without, it is the stream's own socket, closed already."""
+    conn.stream.close()
+    try:
+        sock.close()
+    except OSError:
+        pass

@@ -3,25 +3,21 @@
 from __future__ import annotations
 
 import enum
-import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from gevent import monkey
 from thrift.Thrift import TApplicationException, TMessageType
 
+from waggle.common.streams import SocketStream
 from waggle.config.model import HostPort, Limits, MetastoreConfig
 from waggle.hms import specs
-from waggle.hms.wire import Header, PeerClosed, Wire, WireError, decode_message
-from waggle.upstream.deadlines import Deadlines, shutdown_socket
+from waggle.hms.wire import Channel, Header, PeerClosed, Wire, WireError, decode_message
+from waggle.upstream.deadlines import Deadlines
 from waggle.upstream.handshake import SecurityFailed, Unreachable, UpstreamCredentials, dial, handshake, tune
 
 if TYPE_CHECKING:
     from waggle.upstream.tunnel import Tunnel
 
-# The unpatched poll: a zero-timeout readiness check needs no trip through the gevent hub.
-_poll = monkey.get_original("select", "poll")
-_POLLIN = 0x001 | 0x008 | 0x010  # POLLIN | POLLERR | POLLHUP
 _REPLY = TMessageType.REPLY
 
 #: A client identity as given to ``set_ugi``: (user, groups). ``None`` means the client never called it.
@@ -66,16 +62,18 @@ class Reply(NamedTuple):
 
 
 class UpstreamConnection:
-    """A connected socket to one metastore, used by one call at a time (the pool guarantees it)."""
+    """A connection to one metastore (a stream: a connected socket's, or an in-memory one in tests), used by one
+    call at a time (the pool guarantees it). Whatever closes or shuts it down goes through :attr:`stream`."""
 
-    __slots__ = ("_deadlines", "_poller", "_read_timeout", "address", "broken", "deadline", "identity", "member",
-                 "released", "suspect_at", "timed_out", "tunnel", "tunnel_port", "wire")
+    __slots__ = ("_deadlines", "_read_timeout", "address", "broken", "deadline", "identity", "member",
+                 "released", "stream", "suspect_at", "timed_out", "tunnel", "tunnel_port", "wire")
 
-    def __init__(self, member: str, address: HostPort, sock: socket.socket, config: MetastoreConfig,
+    def __init__(self, member: str, address: HostPort, stream: Channel, config: MetastoreConfig,
                  limits: Limits, deadlines: Deadlines) -> None:
         self.member = member
         self.address = address
-        self.wire = Wire(sock, config.wire, limits)
+        self.stream = stream
+        self.wire = Wire(stream, config.wire, limits)
         self.identity: Identity | None = None
         self.broken = False
         self.timed_out = False
@@ -88,14 +86,12 @@ class UpstreamConnection:
         self.tunnel_port = 0
         self._deadlines = deadlines
         self._read_timeout = (config.read_timeout_ms + config.latency_ms) / 1000.0
-        sock.settimeout(None)  # the read timeout is enforced by ``deadlines``
-        self._poller = _poll()
-        self._poller.register(sock.fileno(), _POLLIN)
+        stream.settimeout(None)  # the read timeout is enforced by ``deadlines``
 
     def abort(self) -> None:
-        """Called by the deadline watchdog: wake the blocked call by shutting the socket down."""
+        """Called by the deadline watchdog: wake the blocked call by shutting the connection down."""
         self.broken = True
-        shutdown_socket(self.wire.sock)
+        self.stream.shutdown()
 
     def call(self, raw: bytes, oneway: bool = False, sink: Callable[[bytes], None] | None = None,
              stream_after: int = 0, timeout: float | None = None) -> Reply | None:
@@ -202,21 +198,13 @@ class UpstreamConnection:
         """False when the peer has closed (or sent unsolicited bytes on) this idle connection.
 
         An idle, healthy connection has nothing to read; anything readable (EOF, a reset, stray bytes) means
-        it is out of step. One non-blocking ``poll`` tells, without touching the event loop.
+        it is out of step. The stream tells without waiting (a socket's: one non-blocking ``poll``).
         """
-        if self.broken:
-            return False
-        try:
-            return not self._poller.poll(0)
-        except (OSError, ValueError):
-            return False
+        return not self.broken and not self.stream.readable()
 
     def close(self) -> None:
         self.broken = True
-        try:
-            self.wire.sock.close()
-        except OSError:
-            pass
+        self.stream.close()
 
 
 #: How pools and health checks open a connection to a metastore: :func:`connect`, or an in-memory
@@ -250,7 +238,7 @@ def connect(config: MetastoreConfig, limits: Limits, deadlines: Deadlines,
                             timeout)
     except SecurityFailed as exc:
         raise UpstreamError(config.name, str(exc)) from None
-    conn = UpstreamConnection(config.name, address, secured, config, limits, deadlines)
+    conn = UpstreamConnection(config.name, address, SocketStream(secured), config, limits, deadlines)
     if tunnel is not None:
         conn.tunnel, conn.tunnel_port = tunnel, sock.getsockname()[1]
     return conn

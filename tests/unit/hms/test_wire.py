@@ -1,22 +1,23 @@
-"""The message layer over a real socket pair: framing, raw relaying, limits and garbage."""
+"""The message layer over an in-memory stream pair (no sockets): framing, raw relaying, limits and garbage, the one
+wait before each message, and the codec's bounded caches."""
 
 from __future__ import annotations
 
-import socket
 import struct
-import threading
-import time
 
+import gevent
 import pytest
 from thrift.protocol.TBinaryProtocol import TBinaryProtocol
 from thrift.protocol.TCompactProtocol import TCompactProtocol
 from thrift.Thrift import TMessageType
 from thrift.transport.TTransport import TFramedTransport, TMemoryBuffer
 
+from tests.support import memory_stream
 from waggle.config.model import Limits, ProtocolKind, TransportKind, WireFormat
+from waggle.hms import wire as wire_module
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
 from waggle.hms.gen.hive_metastore import ttypes
-from waggle.hms.wire import PeerClosed, Wire, WireError, decode_message
+from waggle.hms.wire import DecoderPool, HeaderCache, PeerClosed, Wire, WireError, decode_message
 
 LIMITS = Limits(max_message_bytes=1 << 20, max_string_bytes=1 << 16, max_container_items=1000)
 FORMATS = [WireFormat(t, p) for t in TransportKind for p in ProtocolKind]
@@ -36,9 +37,7 @@ def encode_with_thrift(fmt: WireFormat, name: str, mtype: int, seqid: int, obj: 
 
 @pytest.fixture
 def pair():
-    a, b = socket.socketpair()
-    a.settimeout(5)
-    b.settimeout(5)
+    a, b = memory_stream.pair(timeout=5)
     yield a, b
     a.close()
     b.close()
@@ -74,7 +73,7 @@ def test_skipping_a_large_reply_keeps_its_bytes(pair, fmt):
     a, b = pair
     result = T.get_table_objects_by_name_result(success=[sample_table(i) for i in range(500)])
     data = encode_with_thrift(fmt, "get_table_objects_by_name", TMessageType.REPLY, 1, result)
-    threading.Thread(target=a.sendall, args=(data,), daemon=True).start()
+    a.sendall(data)
     wire = Wire(b, fmt, Limits(1 << 24, 1 << 16, 1000))
     wire.read_begin()
     wire.skip_struct()
@@ -158,7 +157,7 @@ def test_garbage_is_a_wire_error(pair, garbage):
 def test_oversized_string_is_refused(pair):
     a, b = pair
     data = encode_with_thrift(WireFormat(), "get_table", TMessageType.CALL, 1, T.get_table_args("d" * 70_000, "t"))
-    threading.Thread(target=a.sendall, args=(data,), daemon=True).start()
+    a.sendall(data)
     wire = Wire(b, WireFormat(), LIMITS)
     wire.read_begin()
     with pytest.raises(WireError, match="limit"):
@@ -169,7 +168,7 @@ def test_oversized_container_is_refused(pair):
     a, b = pair
     args = T.get_partitions_by_names_args("d", "t", [f"p={i}" for i in range(1001)])
     data = encode_with_thrift(WireFormat(), "get_partitions_by_names", TMessageType.CALL, 1, args)
-    threading.Thread(target=a.sendall, args=(data,), daemon=True).start()
+    a.sendall(data)
     wire = Wire(b, WireFormat(), LIMITS)
     wire.read_begin()
     with pytest.raises(WireError):
@@ -181,7 +180,7 @@ def test_oversized_message_is_refused_without_buffering_it(pair):
     small = Limits(max_message_bytes=4096, max_string_bytes=1 << 20, max_container_items=10**6)
     args = T.get_partitions_by_names_args("d", "t", [f"p={i}" for i in range(2000)])
     data = encode_with_thrift(WireFormat(), "get_partitions_by_names", TMessageType.CALL, 1, args)
-    threading.Thread(target=a.sendall, args=(data,), daemon=True).start()
+    a.sendall(data)
     wire = Wire(b, WireFormat(), small)
     with pytest.raises(WireError, match="4096"):
         wire.read_begin()
@@ -207,9 +206,9 @@ def test_streaming_a_large_reply_through_a_sink(pair):
     def trickle() -> None:  # as a metastore writes a long reply: in pieces, over time
         for i in range(0, len(data), 16384):
             a.sendall(data[i:i + 16384])
-            time.sleep(0.002)
+            gevent.sleep(0.002)
 
-    threading.Thread(target=trickle, daemon=True).start()
+    gevent.spawn(trickle)
     wire = Wire(b, WireFormat(), Limits(1 << 24, 1 << 16, 1000))
     sent: list[bytes] = []
     wire.read_begin()
@@ -232,3 +231,116 @@ def test_small_replies_are_not_streamed(pair):
     wire.stream_to(sent.append, after=65536)
     wire.skip_struct()
     assert wire.read_end() == data and sent == [] and wire.streamed == 0
+
+
+class Counting:
+    """A stream that counts its calls, over one end of a memory pair."""
+
+    def __init__(self, stream: memory_stream.MemoryStream) -> None:
+        self.stream = stream
+        self.waits = self.recvs = 0
+
+    def recv(self, n: int, /) -> bytes:
+        self.recvs += 1
+        return self.stream.recv(n)
+
+    def send(self, data: bytes | memoryview, /) -> int:
+        return self.stream.send(data)
+
+    def sendall(self, data: bytes | memoryview, /) -> None:
+        self.stream.sendall(data)
+
+    def wait_readable(self) -> None:
+        self.waits += 1
+        self.stream.wait_readable()
+
+
+def test_each_message_is_waited_for_once_then_read_with_one_recv(pair):
+    """The hot path: one wait and one recv a message when it arrives whole; none when it was read ahead."""
+    a, b = pair
+    fmt = WireFormat()
+    data = encode_with_thrift(fmt, "get_table", TMessageType.CALL, 7, T.get_table_args("sales", "orders"))
+    counting = Counting(b)
+    wire = Wire(counting, fmt, LIMITS)
+    gevent.spawn_later(0.01, a.sendall, data)  # not there yet: the wire waits for it
+    wire.read_begin()
+    wire.skip_struct()
+    assert wire.read_end() == data
+    assert (counting.waits, counting.recvs) == (1, 1)
+    a.sendall(data * 2)  # two back to back: the second was read with the first
+    for _ in range(2):
+        wire.read_begin()
+        wire.skip_struct()
+        assert wire.read_end() == data
+    assert (counting.waits, counting.recvs) == (2, 2)
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.describe())
+def test_a_message_arriving_a_byte_at_a_time_is_read_whole(pair, fmt):
+    a, b = pair
+    args = T.get_table_args(dbname="sales", tbl_name="orders")
+    data = encode_with_thrift(fmt, "get_table", TMessageType.CALL, 7, args)
+
+    def trickle() -> None:
+        for i in range(len(data)):
+            a.sendall(data[i:i + 1])
+            gevent.sleep(0)
+
+    gevent.spawn(trickle)
+    wire = Wire(b, fmt, LIMITS)
+    assert wire.read_begin().name == "get_table"
+    assert wire.read_struct(T.get_table_args) == args
+    assert wire.read_end() == (data[4:] if fmt.transport is TransportKind.FRAMED else data)
+
+
+def test_sending_writes_the_whole_message_to_the_stream(pair):
+    a, b = pair
+    for fmt in FORMATS:
+        wire = Wire(a, fmt, LIMITS)
+        args = T.get_table_args(dbname="sales", tbl_name="orders")
+        wire.send("get_table", TMessageType.CALL, 7, args)
+        assert b.recv(1 << 16) == encode_with_thrift(fmt, "get_table", TMessageType.CALL, 7, args)
+
+
+def test_a_stream_closed_by_another_greenlet_wakes_the_reader(pair):
+    _a, b = pair
+    wire = Wire(b, WireFormat(), LIMITS)
+    gevent.spawn_later(0.01, b.close)
+    with pytest.raises(OSError):
+        wire.read_begin()
+
+
+def test_the_peer_closing_while_the_reader_waits_is_peer_closed(pair):
+    a, b = pair
+    wire = Wire(b, WireFormat(), LIMITS)
+    gevent.spawn_later(0.01, a.close)
+    with pytest.raises(PeerClosed):
+        wire.read_begin()
+
+
+def test_a_stream_timeout_ends_the_wait():
+    _a, b = memory_stream.pair(timeout=0.05)
+    with pytest.raises(TimeoutError):
+        Wire(b, WireFormat(), LIMITS).read_begin()
+
+
+def test_the_header_cache_is_bounded_and_encodes_as_thrift_does():
+    heads = HeaderCache(2)
+    for name in ("a", "bb", "ccc", "dddd"):
+        head = heads[(name, TMessageType.CALL)]
+        assert head == struct.pack("!Ii", 0x80010000 | TMessageType.CALL, len(name)) + name.encode()
+    assert list(heads) == [("a", TMessageType.CALL), ("bb", TMessageType.CALL)]
+    assert len(wire_module.HEADERS) <= wire_module.HEADERS.limit
+
+
+def test_the_decoder_pool_reuses_one_decoder_per_protocol_and_limits_within_its_bound():
+    pool = DecoderPool(2)
+    raw = Wire(None, WireFormat(), LIMITS).encode(  # type: ignore[arg-type]
+        "get_table", TMessageType.REPLY, 1, T.get_table_result(success=sample_table()))
+    for limits in (LIMITS, LIMITS, Limits(1 << 20, 1 << 16, 999), Limits(1 << 20, 1 << 16, 998)):
+        header, body = pool.decode(raw, ProtocolKind.BINARY, T.get_table_result, limits)
+        assert header.name == "get_table" and body.success == sample_table()
+    assert len(pool) == 2  # the same limits twice: one decoder; then the third limits found the pool full
+    with pytest.raises(WireError):  # a truncated message: the decoder has nothing more to read
+        pool.decode(raw[:-5], ProtocolKind.BINARY, T.get_table_result, LIMITS)
+    assert decode_message.__self__ is wire_module.DECODERS  # type: ignore[attr-defined]

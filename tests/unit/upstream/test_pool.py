@@ -3,7 +3,6 @@ idle bounds that follow demand, the idle timeout, dead peers."""
 
 from __future__ import annotations
 
-import select
 import socket
 import threading
 import time
@@ -43,7 +42,7 @@ class Listener:
 
 def peer_closed(conn: UpstreamConnection) -> bool:
     """The metastore's close has reached this end: the socket reads (EOF)."""
-    return bool(select.select([conn.wire.sock.fileno()], [], [], 0)[0])
+    return conn.stream.readable()
 
 
 def pool_for(listener: Listener, max_idle: int = 16) -> UpstreamPool:
