@@ -20,7 +20,7 @@ log = get_logger("waggle.call")
 _limited_log = Throttle(1.0)  # per rate limit
 
 
-def rate_limited(limits: CallLimits, spec: MethodSpec | None, method: str, user: str, peer: str) -> str | None:
+def rate_limited(limits: CallLimits, *, spec: MethodSpec | None, method: str, user: str, peer: str) -> str | None:
     """The message a call over a rate limit is answered with, or None: no rule stops it (or none applies)."""
     if not limits.rules or spec is None or spec.never_limited or spec.family is None:
         return None

@@ -141,8 +141,8 @@ class ClientDriver:
             return
         context = self.context
         identity = self.session.identity
-        refused = admission.rate_limited(context.call_limits, spec, header.name,
-                                         identity[0] if identity is not None else "", self.peer)
+        refused = admission.rate_limited(context.call_limits, spec=spec, method=header.name,
+                                         user=identity[0] if identity is not None else "", peer=self.peer)
         if refused is None:
             slots = context.call_slots
             if slots.acquire(context.routes.config.server.load.queue_wait_seconds):

@@ -14,7 +14,6 @@ metastore is found down, :meth:`Deadlines.release` lets every call waiting on it
 from __future__ import annotations
 
 import math
-import socket
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -96,10 +95,3 @@ class Deadlines:
         if self._watchdog is not None:
             self._watchdog.kill(block=False)
             self._watchdog = None
-
-
-def shutdown_socket(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
