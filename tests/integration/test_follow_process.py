@@ -282,6 +282,10 @@ def test_run_now_runs_a_scheduled_policy_at_once_in_the_running_follower_or_here
     assert "latest" in _tables(setup.primary.port, setup.target_db)
 
 
+#: the small policy's bound under fair shares (see the test below): a partition later than this fails at once
+BOUND = 8
+
+
 @pytest.mark.xfail(strict=False, reason="the small policy stalls while the bootstrap writes: its first four "
                    "partitions arrived within 9 s, the fifth waited about 40 s, until the bootstrap's last write; the "
                    "write budget's queue alone does not explain it (its shares alternate); to be found and fixed")
@@ -336,12 +340,13 @@ def test_a_large_bootstrap_does_not_hold_back_a_small_continuous_policy(setup: S
                                                  parameters={},
                                                  sd=text_sd(f"file://{setup.work}/src/a/day={value}", COLS)))
                 committed = time.monotonic()
-                follower.until(lambda v=value: f"day={v}" in names("a"), 30, f"partition {value} of the small policy")
+                follower.until(lambda v=value: f"day={v}" in names("a"), BOUND,
+                               f"partition {value} of the small policy within the shares' bound")
                 lags.append(time.monotonic() - committed)
                 if i == 3:  # half way: the large bootstrap (about 20 writes, every other slot) is still going
                     during = len(names("big"))
         assert during < 10_000, "the large bootstrap was over before the small policy's partitions were measured"
-        assert max(lags) < 8, lags
+        assert max(lags) < BOUND, lags
     finally:
         if follower is not None:
             follower.kill()  # the bootstrap's end is not what is measured (a restart would finish it)
