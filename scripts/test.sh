@@ -13,8 +13,11 @@ ruff check waggle tests bench scripts
 echo "== mypy"
 mypy
 echo "== docs site" && NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet  # into site/ (ignored by git)
-echo "== pytest, with branch coverage (pyproject.toml's [tool.coverage])"
-pytest --cov=waggle --cov-report=term:skip-covered "$@"
+# Two workers (WAGGLE_TEST_WORKERS to change it; 0 runs the suite in this process): each test file runs whole on one
+# of them, so a file's components start once, and each worker starts the session's own (metastores, waggle, Spark).
+workers="${WAGGLE_TEST_WORKERS:-2}"
+echo "== pytest on $workers workers, with branch coverage (pyproject.toml's [tool.coverage])"
+pytest -n "$workers" --dist loadfile --cov=waggle --cov-report=term:skip-covered "$@"
 # The pure rooms are held to their floor on a run of the whole suite; a run of some tests only says how they stand.
 echo "== coverage floor of the pure rooms (scripts/coverage_floor.py)"
 if [ $# -eq 0 ]; then python scripts/coverage_floor.py; else python scripts/coverage_floor.py --advisory; fi

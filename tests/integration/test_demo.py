@@ -29,10 +29,11 @@ def _bare_environment(home: Path) -> dict[str, str]:
     return {"PATH": path, "HOME": str(home), **{k: v for k, v in os.environ.items() if k == "JAVA_HOME"}}
 
 
-def _docs_snippets_run_against_the_demo(port: int, workdir: Path, activate: str, home: Path) -> None:
+def _docs_snippets_run_against_the_demo(port: int, http_port: int, workdir: Path, activate: str, home: Path) -> None:
     """The command snippets of the docs that can run against the demo do, as printed but for the demo's files and
     port: waggle check (docs/getting-started/your-own-metastores.md), hmsclient (docs/getting-started/clients.md)
-    and the readiness check (docs/operations/http-endpoints.md, on the demo's default HTTP port).
+    and the readiness check (docs/operations/http-endpoints.md, on the demo's HTTP port: a free one, not the default,
+    so that the tutorial's test, which runs the demo on its default ports, may run beside this one).
     The page's Spark snippet is left out: a Spark session of its own costs over a minute on a 2-core machine."""
     page = (ROOT / "docs" / "getting-started" / "your-own-metastores.md").read_text()
     checks = [block.strip() for block in re.findall(r"^```console\n(.*?)^```", page, re.M | re.S)
@@ -61,17 +62,19 @@ def _docs_snippets_run_against_the_demo(port: int, workdir: Path, activate: str,
     endpoints = (ROOT / "docs" / "operations" / "http-endpoints.md").read_text()
     ready = re.search(r"^\$ (curl -s localhost:18000/readyz)\n(\{.*\})$", endpoints, re.M)
     assert ready, "the endpoints page shows a readiness check and its answer"
-    answered = subprocess.run(["bash", "-c", ready.group(1)], capture_output=True, text=True, timeout=30)
+    answered = subprocess.run(["bash", "-c", ready.group(1).replace("18000", str(http_port))], capture_output=True,
+                              text=True, timeout=30)
     shown, got = json.loads(ready.group(2)), json.loads(answered.stdout)
     assert {k: got[k] for k in ("ready", "reason")} == {k: shown[k] for k in ("ready", "reason")}, answered.stdout
 
 
 def test_demo_serves_seeded_metastores_and_stops_on_ctrl_c(tmp_path):
     require(java_available(), "Java 17 is needed for the demo's metastores")
-    port = free_port()
+    port, http_port = free_port(), free_port()
     log = tmp_path / "demo.log"
-    proc = subprocess.Popen([sys.executable, "-m", "waggle", "demo", "--port", str(port), "--workdir",
-                             str(tmp_path / "demo")], stdout=open(log, "wb"), stderr=subprocess.STDOUT, cwd=ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "waggle", "demo", "--port", str(port), "--http-port",
+                             str(http_port), "--workdir", str(tmp_path / "demo")], stdout=open(log, "wb"),
+                            stderr=subprocess.STDOUT, cwd=ROOT)
     try:
         deadline = time.monotonic() + 180
         while "Ctrl-C stops" not in log.read_text(errors="replace"):
@@ -110,7 +113,7 @@ def test_demo_serves_seeded_metastores_and_stops_on_ctrl_c(tmp_path):
         assert synced.returncode == 0, synced.stdout[-2000:] + synced.stderr[-3000:]
         with hive2_client(port) as c:
             assert "visits" in c.get_all_tables("web_mirror")
-        _docs_snippets_run_against_the_demo(port, tmp_path / "demo", activate, tmp_path)
+        _docs_snippets_run_against_the_demo(port, http_port, tmp_path / "demo", activate, tmp_path)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
         metastores = subprocess.run(["pgrep", "-f", str(tmp_path / "demo")], capture_output=True, text=True)
