@@ -282,10 +282,10 @@ def test_run_now_runs_a_scheduled_policy_at_once_in_the_running_follower_or_here
     assert "latest" in _tables(setup.primary.port, setup.target_db)
 
 
-#: the small policy's bound under fair shares (see the test below): a partition later than this fails at once; its
-#: first batch after its bootstrap makes a few more writes (about 6 s), so its first partition has a bound of its own,
-#: still under the 15 s it would wait without the shares
-BOUND, FIRST_BOUND = 8, 12
+#: the small policy's bounds under fair shares (see the test below), with room for a busy machine: a partition later
+#: than this fails at once; its first batch after its bootstrap makes a few more writes (about 6 s on a quiet machine,
+#: 13 s seen on a loaded one), so its first partition has a bound of its own
+BOUND, FIRST_BOUND = 10, 20
 
 
 def test_a_large_bootstrap_does_not_hold_back_a_small_continuous_policy(setup: Setup) -> None:
@@ -293,10 +293,11 @@ def test_a_large_bootstrap_does_not_hold_back_a_small_continuous_policy(setup: S
     limit (1 a second: about 20 writes of 500 partitions), another policy's partitions keep reaching the target
     within a bound the shares set. Both policies weigh 1, so while both wait each gets every other slot: each write
     of the small policy waits at most one of the bootstrap's: 2 s a write, and a batch makes a few (its partitions
-    and its checkpoint): under 8 s; the first batch after its bootstrap makes a few more (about 6 s here): under
-    12 s. Without the shares it would wait behind the bootstrap's remaining writes (over 15 s at the first
-    partition). The source and the target are metastores of their own (the 10,000 partitions, and the writes still
-    going on when the follower is killed, stay out of the session's metastores)."""
+    and its checkpoint): about 2-6 s; the first batch after its bootstrap makes a few more (about 6 s). Without the
+    shares every partition would wait behind the bootstrap's remaining writes: so all eight must arrive while the
+    bootstrap is still going (its batch line not yet in the follower's log), each within a bound. The source and
+    the target are metastores of their own (the 10,000 partitions, and the writes still going on when the follower
+    is killed, stay out of the session's metastores)."""
     from waggle.hms.gen.hive_metastore import ttypes
     from waggle.local.metastore import LocalMetastore
     from waggle.local.seed import ensure_partitioned_table

@@ -116,7 +116,7 @@ def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary,
         assert admin_view(proxy)["generation"] == 1
 
         # 1. add two federated members
-        proxy.federation_file.write_text(prefixed(primary.uri, ("analytics", analytics.uri, "analytics_"),
+        proxy.write_federation(prefixed(primary.uri, ("analytics", analytics.uri, "analytics_"),
                                                     ("ops", ops_uri, "ops_")))
         view = wait_generation(proxy, 2)
         assert [m["name"] for m in view["metastores"]] == ["primary", "analytics", "ops"]
@@ -130,7 +130,7 @@ def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary,
         assert added["keep_pools"] == ["primary"] and added["open_pools"] == ["analytics", "ops"]
 
         # 2. change a prefix: the same metastore, new names; every pool is kept
-        proxy.federation_file.write_text(prefixed(primary.uri, ("analytics", analytics.uri, "analytics_"),
+        proxy.write_federation(prefixed(primary.uri, ("analytics", analytics.uri, "analytics_"),
                                                     ("ops", ops_uri, "tel_")))
         wait_generation(proxy, 3)
         with proxy.client() as c:
@@ -155,7 +155,7 @@ def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary,
         link.delay = 2.0
         caller = TableCall(proxy, "tel_telemetry", "events")
         wait_for(lambda: link.holding("get_table"), 10.0, "the get_table waiting on the slow link")
-        proxy.federation_file.write_text(prefixed(primary.uri, ("analytics", analytics.uri, "analytics_")))
+        proxy.write_federation(prefixed(primary.uri, ("analytics", analytics.uri, "analytics_")))
         wait_generation(proxy, 4)
         table = caller.result()
         assert table.tableName == "events" and table.dbName == "tel_telemetry"
@@ -175,7 +175,7 @@ def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary,
         # 4. an invalid edit is rejected, named, counted; the running configuration keeps serving
         invalid = prefixed(primary.uri, ("analytics", analytics.uri, "analytics_"),
                              extra="  access-control-type: READ_SOMETIMES\n")
-        proxy.federation_file.write_text(invalid)
+        proxy.write_federation(invalid)
         deadline = time.monotonic() + 20
         while proxy.metric("waggle_config_reloads_total", result="failed") != 1.0:
             assert time.monotonic() < deadline, proxy.log()[-3000:]
@@ -264,7 +264,7 @@ def test_http_side_after_real_traffic_and_reloads_on_demand(primary, analytics, 
         # (no watcher started: it would have logged config.watching before serving this HTTP call, since the
         # start-up logged federation.loaded and then starts the watcher, or not, without yielding)
         wait_for(lambda: proxy.events("federation.loaded"), 10.0, "the start-up logged")
-        proxy.federation_file.write_text(prefixed(primary.uri, ("analytics", analytics.uri, "an_")))
+        proxy.write_federation(prefixed(primary.uri, ("analytics", analytics.uri, "an_")))
         assert admin_view(proxy)["generation"] == 1
         assert not proxy.events("config.watching")
         assert request(proxy, "/api/admin/reload", "POST")[0] == 401
@@ -274,7 +274,7 @@ def test_http_side_after_real_traffic_and_reloads_on_demand(primary, analytics, 
         assert status == 200 and body == {"reloaded": True, "generation": 2, "problems": []}
         with proxy.client() as c:
             assert c.get_table("an_sales", "orders").dbName == "an_sales"
-        proxy.federation_file.write_text(prefixed(primary.uri, ("analytics", analytics.uri, "analytics_")))
+        proxy.write_federation(prefixed(primary.uri, ("analytics", analytics.uri, "analytics_")))
         assert proxy.proc is not None
         proxy.proc.send_signal(signal.SIGHUP)
         wait_generation(proxy, 3)
@@ -283,7 +283,7 @@ def test_http_side_after_real_traffic_and_reloads_on_demand(primary, analytics, 
         assert proxy.metric("waggle_config_reloads_total", result="succeeded") == 2.0
         assert [e["trigger"] for e in proxy.events("config.reloaded")] == ["POST /api/admin/reload", "SIGHUP"]
         # a rejected reload through the admin call says why
-        proxy.federation_file.write_text("primary-meta-store: {}\n")
+        proxy.write_federation("primary-meta-store: {}\n")
         status, body = request(proxy, "/api/admin/reload", "POST", token=token)
         assert status == 422 and body["reloaded"] is False and body["generation"] == 3
         assert any("primary-meta-store.name" in p for p in body["problems"]), body

@@ -474,7 +474,7 @@ def test_hot_reload_opens_keeps_and_closes_a_tunnel(primary: Any, analytics: Any
 
     far = tunnel_yaml("far", analytics.uri, hops, hops.servers, str(hops.key), hops.known_hosts)
     try:
-        proc.federation_file.write_text(federation(far))  # 1. a tunnelled member arrives
+        proc.write_federation(federation(far))  # 1. a tunnelled member arrives
         wait_generation(2)
         with hive2_client(proc.port) as c:
             assert c.get_table("far_sales", "orders").dbName == "far_sales"
@@ -482,7 +482,7 @@ def test_hot_reload_opens_keeps_and_closes_a_tunnel(primary: Any, analytics: Any
         assert helper and _pid_alive(helper)
 
         # 2. a new prefix: the same tunnel, the same helper, still one SSH build
-        proc.federation_file.write_text(federation(far.replace("database-prefix: far_", "database-prefix: remote_")))
+        proc.write_federation(federation(far.replace("database-prefix: far_", "database-prefix: remote_")))
         wait_generation(3)
         with hive2_client(proc.port) as c:
             assert c.get_table("remote_sales", "orders").dbName == "remote_sales"
@@ -493,7 +493,7 @@ def test_hot_reload_opens_keeps_and_closes_a_tunnel(primary: Any, analytics: Any
 
         # 3. a new tunnel whose key file is missing is rejected before anything changes (waggle check's rules)
         missing = tmp_path / "lost_key"
-        proc.federation_file.write_text(federation(far.replace("database-prefix: far_", "database-prefix: remote_"),
+        proc.write_federation(federation(far.replace("database-prefix: far_", "database-prefix: remote_"),
                                                    tunnel_yaml("lost", analytics.uri, hops, hops.servers[:1],
                                                                str(missing), hops.known_hosts)))
         deadline = time.monotonic() + 30
@@ -512,7 +512,7 @@ def test_hot_reload_opens_keeps_and_closes_a_tunnel(primary: Any, analytics: Any
         lost_helper = json.loads(proc.http("/healthz"))["metastores"]["lost"]["tunnel"]["helper_pid"]
 
         # 4. removed: their helper processes end, their gauges go
-        proc.federation_file.write_text(federation())
+        proc.write_federation(federation())
         wait_generation(5)
         deadline = time.monotonic() + 15
         while _pid_alive(helper) or _pid_alive(lost_helper):

@@ -153,7 +153,7 @@ def test_a_reload_reaches_every_worker_and_a_rejected_one_none(tmp_path: Path, p
                           args=("--workers", "2")).start()
     try:
         serving(proxy, 2)
-        proxy.federation_file.write_text(federation(primary.uri, ("analytics", analytics.uri, "analytics_")))
+        proxy.write_federation(federation(primary.uri, ("analytics", analytics.uri, "analytics_")))
         wait_for(lambda: all(w.get("generation") == 2 for w in serving(proxy, 2)), 30.0, "generation 2")
         clients, served = spread(proxy, 16)
         try:
@@ -161,7 +161,7 @@ def test_a_reload_reaches_every_worker_and_a_rejected_one_none(tmp_path: Path, p
             for c in clients:  # every connection, on either worker, sees the new member
                 assert "analytics_sales" in c.get_all_databases()
             since = len(proxy.log())
-            proxy.federation_file.write_text(federation(primary.uri, ("analytics", analytics.uri, "analytics_"))
+            proxy.write_federation(federation(primary.uri, ("analytics", analytics.uri, "analytics_"))
                                              + "  access-control-type: NOT_A_TYPE\n")
             wait_for(lambda: proxy.events("config.reload_failed", since), 30.0, "the rejected reload")
             assert all(w["generation"] == 2 for w in serving(proxy, 2))

@@ -33,6 +33,13 @@ class WaggleProcess:
         self.log_path = workdir / "waggle.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
+    def write_federation(self, text: str) -> None:
+        """Replace the federation file at once, as an editor's save or a ConfigMap swap does: a watcher never reads
+        it half written (a half-written file is refused, and the reload after it would be a second one)."""
+        staged = self.federation_file.with_name(f".{self.federation_file.name}.new")
+        staged.write_text(text)
+        os.replace(staged, self.federation_file)
+
     def start(self, wait: bool = True) -> WaggleProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
