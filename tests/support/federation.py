@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 
 def federation_yaml(primary_uri: str, extra: str = "", access: str = "READ_AND_WRITE_AND_CREATE") -> str:
     return (f"primary-meta-store:\n  name: primary\n  remote-meta-store-uris: {primary_uri}\n"
@@ -33,3 +36,12 @@ def federated_members(analytics_uri: str, ops_uri: str, prefixed: bool = True) -
         "  writable-database-white-list: [scratch]\n"
         "  database-name-mapping: {telemetry: metrics}\n"
     )
+
+
+def loaded_federation(tmp_path_factory: Any, text: str) -> Any:
+    """The federation that ``text`` (a federation file) loads as, written to a file of its own first."""
+    from waggle.config.loader import load
+
+    path = Path(tmp_path_factory.mktemp("cfg")) / "fed.yml"
+    path.write_text(text)
+    return load(None, str(path)).federation

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from waggle.config.loader import load
+from tests.support.federation import loaded_federation
 from waggle.config.model import DatabaseResolution
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
 from waggle.hms.gen.hive_metastore import ttypes
@@ -38,9 +36,7 @@ federated-meta-stores:
 
 @pytest.fixture(scope="module")
 def federation(tmp_path_factory):
-    path = Path(tmp_path_factory.mktemp("cfg")) / "fed.yml"
-    path.write_text(FEDERATION)
-    return load(None, str(path)).federation
+    return loaded_federation(tmp_path_factory, FEDERATION)
 
 
 @pytest.fixture(scope="module")

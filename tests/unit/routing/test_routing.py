@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from waggle.config.loader import load
+from tests.support.federation import loaded_federation
 from waggle.routing.access import create_refusal, table_visible, write_refusal
 from waggle.routing.databases import ManualMap, PrefixedMap
 
@@ -34,9 +32,7 @@ federated-meta-stores:
 
 @pytest.fixture(scope="module")
 def federation(tmp_path_factory):
-    path = Path(tmp_path_factory.mktemp("cfg")) / "fed.yml"
-    path.write_text(FEDERATION)
-    return load(None, str(path)).federation
+    return loaded_federation(tmp_path_factory, FEDERATION)
 
 
 def names(target):
