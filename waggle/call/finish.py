@@ -19,6 +19,7 @@ from waggle.config.model import MetastoreConfig, ProtocolKind
 from waggle.hms import specs
 from waggle.hms.bridges import is_unknown_method
 from waggle.hms.catalogs import fill_catalog
+from waggle.hms.decode import decode_message
 from waggle.hms.fields import value_at
 from waggle.hms.gen.hive_metastore.ttypes import LockResponse, LockState, Partition
 from waggle.hms.layouts import Layout
@@ -27,7 +28,7 @@ from waggle.hms.names import parse
 from waggle.hms.rewrite import CALL_NAMES
 from waggle.hms.service import MethodIO
 from waggle.hms.splice import Splicer
-from waggle.hms.wire import Header, decode_message
+from waggle.hms.wire import Header
 from waggle.routing.access import table_visible
 from waggle.routing.federation import Decision, Naming, Refused
 from waggle.routing.links import present_link

@@ -28,9 +28,9 @@ from thrift.Thrift import TType
 
 from waggle.config.model import Limits, ProtocolKind
 from waggle.hms import specs
+from waggle.hms.decode import decode_message
 from waggle.hms.methods import DbField, NameForm
 from waggle.hms.rewrite import Rewriter
-from waggle.hms.wire import decode_message
 
 #: Names spliced in bytes contain no byte that could begin or end a field encoding.
 _PLAIN = re.compile(r"[A-Za-z0-9_$\-]+")

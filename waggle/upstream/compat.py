@@ -24,9 +24,10 @@ from waggle.common.logging import get_logger
 from waggle.config.timing import PROBE_RETRY_SECONDS
 from waggle.hms import bridges
 from waggle.hms.bridges import BRIDGES, HIVE_3, MethodMissing, Wrap, is_unknown_method
+from waggle.hms.decode import decode_message
 from waggle.hms.layouts import Layout
 from waggle.hms.service import METHOD_IO
-from waggle.hms.wire import Header, decode_message
+from waggle.hms.wire import Header
 from waggle.upstream.capabilities import Capabilities
 from waggle.upstream.client import Identity, Reply, UpstreamError
 

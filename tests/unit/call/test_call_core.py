@@ -16,11 +16,12 @@ from waggle.call.plan import plan
 from waggle.call.values import Answer, Call, FanOut, Kind, Learned, NeedCatalogs, Refusal, Send, Session, Settled
 from waggle.config.loader import load
 from waggle.config.model import WaggleConfig
+from waggle.hms.decode import decode_message
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.methods import METHODS
 from waggle.hms.service import METHOD_IO
-from waggle.hms.wire import Header, Wire, decode_message
+from waggle.hms.wire import Header, Wire
 from waggle.routes.snapshot import Routes
 from waggle.routing.databases import PrefixedMap
 from waggle.routing.federation import Planner, Refused

@@ -21,12 +21,13 @@ from waggle.call.values import Answer, Call, FanOut, Kind, Learned, Paired, Refu
 from waggle.config.model import WaggleConfig
 from waggle.copies import planning
 from waggle.copies.catalog import Copies, Copy
+from waggle.hms.decode import decode_message
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.methods import METHODS
 from waggle.hms.rewrite import CALL_NAMES
 from waggle.hms.service import METHOD_IO
-from waggle.hms.wire import Header, decode_message
+from waggle.hms.wire import Header
 from waggle.routes.snapshot import Routes
 from waggle.routing.federation import Refused
 from waggle.synced import objects as o

@@ -27,11 +27,12 @@ from waggle.copies.serve import (
     partition_name,
     with_copy_storage,
 )
+from waggle.hms.decode import decode_message
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.methods import METHODS
 from waggle.hms.service import METHOD_IO
-from waggle.hms.wire import Header, decode_message
+from waggle.hms.wire import Header
 from waggle.synced import objects as o
 from waggle.upstream.client import Reply
 

@@ -9,9 +9,10 @@ from thrift.Thrift import TMessageType, TType
 
 from waggle.config.model import Limits, ProtocolKind, WireFormat
 from waggle.hms import specs
+from waggle.hms.decode import decode_message
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
-from waggle.hms.wire import Wire, decode_message
+from waggle.hms.wire import Wire
 
 LIMITS = Limits(1 << 30, 1 << 26, 10_000_000)
 WAGGLE = Path(__file__).resolve().parents[3] / "waggle"

@@ -7,11 +7,12 @@ import copy
 from thrift.Thrift import TMessageType
 
 from waggle.config.model import Limits, ProtocolKind, WireFormat
+from waggle.hms.decode import decode_message
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
 from waggle.hms.gen.hive_metastore import ttypes
 from waggle.hms.rewrite import CALL_NAMES
 from waggle.hms.splice import Splicer
-from waggle.hms.wire import Wire, decode_message
+from waggle.hms.wire import Wire
 
 LIMITS = Limits(1 << 30, 1 << 26, 10_000_000)
 SPLICER = Splicer(CALL_NAMES)

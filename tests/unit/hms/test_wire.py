@@ -14,10 +14,12 @@ from thrift.transport.TTransport import TFramedTransport, TMemoryBuffer
 
 from tests.support import memory_stream
 from waggle.config.model import Limits, ProtocolKind, TransportKind, WireFormat
+from waggle.hms import decode as decode_module
 from waggle.hms import wire as wire_module
+from waggle.hms.decode import DecoderPool, decode_message
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
 from waggle.hms.gen.hive_metastore import ttypes
-from waggle.hms.wire import DecoderPool, HeaderCache, PeerClosed, Wire, WireError, decode_message
+from waggle.hms.wire import HeaderCache, PeerClosed, Wire, WireError
 
 LIMITS = Limits(max_message_bytes=1 << 20, max_string_bytes=1 << 16, max_container_items=1000)
 FORMATS = [WireFormat(t, p) for t in TransportKind for p in ProtocolKind]
@@ -343,4 +345,4 @@ def test_the_decoder_pool_reuses_one_decoder_per_protocol_and_limits_within_its_
     assert len(pool) == 2  # the same limits twice: one decoder; then the third limits found the pool full
     with pytest.raises(WireError):  # a truncated message: the decoder has nothing more to read
         pool.decode(raw[:-5], ProtocolKind.BINARY, T.get_table_result, LIMITS)
-    assert decode_message.__self__ is wire_module.DECODERS  # type: ignore[attr-defined]
+    assert decode_message.__self__ is decode_module.DECODERS  # type: ignore[attr-defined]

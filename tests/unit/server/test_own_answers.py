@@ -13,9 +13,10 @@ from thrift.Thrift import TMessageType
 from waggle.call.values import Answer, Call, Kind, Send, Session
 from waggle.config.loader import load
 from waggle.config.model import WaggleConfig
+from waggle.hms.decode import decode_message
 from waggle.hms.methods import METHODS
 from waggle.hms.service import METHOD_IO
-from waggle.hms.wire import Header, Wire, decode_message
+from waggle.hms.wire import Header, Wire
 from waggle.server import own
 
 FEDERATION = {"primary-meta-store": {"name": "main", "remote-meta-store-uris": "thrift://127.0.0.1:9"}}
