@@ -25,6 +25,8 @@ class WaggleProcess:
         self.workdir = workdir
         self.port = free_port()
         self.http_port = free_port()
+        while self.http_port == self.port:  # two asks for a free port may be answered with the same one
+            self.http_port = free_port()
         self.server_file = workdir / "server.yml"
         self.federation_file = workdir / "federation.yml"
         self.server_file.write_text(f"port: {self.port}\nbind-address: 127.0.0.1\nendpoint:\n  port: {self.http_port}\n"
