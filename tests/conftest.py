@@ -24,6 +24,24 @@ from tests.support.kerberos import KERBEROS_PRINCIPALS, PARTNER_REALM, secure_wa
 from tests.support.proxy import WaggleProcess
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Each pytest worker takes its components' ports from a range of its own (``waggle.local.jvm.use_ports``):
+    two workers asking the kernel for a free port can be handed the same one, and a metastore started on a port
+    the other worker's metastore took would find it answering, by the other. The ranges lie below the kernel's
+    own (32768 and up), so no port the kernel hands a process (a ``waggle demo``'s, say) lands in one."""
+    from waggle.local.jvm import use_ports
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")  # gw0, gw1, ...; a run without workers is one
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    if index < PORT_RANGES:
+        first = FIRST_PORT + index * PORTS_EACH
+        use_ports(first, first + PORTS_EACH - 1)
+
+
+#: the workers' port ranges: 20000-21999 for the first, 22000-23999 for the next, ... (beyond six: the kernel's)
+FIRST_PORT, PORTS_EACH, PORT_RANGES = 20000, 2000, 6
+
+
 # -- fixtures -------------------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def metastores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Any]]:

@@ -22,6 +22,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from waggle.local.jvm import free_port
+
 SSHD = "/usr/sbin/sshd"
 PRIVSEP_DIR = Path("/run/sshd")
 
@@ -70,22 +72,7 @@ def keygen(path: Path, kind: str = "ed25519") -> Path:
 
 def free_port_on(*hosts: str) -> int:
     """A TCP port that is currently free to bind on every one of ``hosts`` (default 127.0.0.1)."""
-    hosts = hosts or ("127.0.0.1",)
-    for _ in range(200):
-        with socket.socket() as first:
-            first.bind((hosts[0], 0))
-            port: int = first.getsockname()[1]
-        ok = True
-        for host in hosts:
-            with socket.socket() as s:
-                try:
-                    s.bind((host, port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return port
-    raise RuntimeError(f"no port free on all of {hosts}")
+    return free_port(*(hosts or ("127.0.0.1",)))
 
 
 def _public(key: Path) -> Path:

@@ -12,8 +12,9 @@ timeout (``TimeoutError``, as ``recv`` raises). A TLS or SASL socket may hold by
 watcher sees: it is not waited for, and its ``recv`` waits as it always does.
 
 Whatever closes a stream from another greenlet must close the stream, not its socket: :meth:`SocketStream.close`
-cancels the wait first, so a greenlet blocked in ``wait_readable`` is woken with the ``OSError`` a blocked ``recv``
-gets when its socket is closed under it. A shutdown needs nothing of the kind: it makes the socket readable.
+cancels the wait and closes the stream's watcher first, so a greenlet blocked in ``wait_readable`` is woken with
+the ``OSError`` a blocked ``recv`` gets when its socket is closed under it. A shutdown needs nothing of the kind:
+it makes the socket readable.
 """
 
 from __future__ import annotations
@@ -108,7 +109,9 @@ class SocketStream:
         watcher = self._watcher
         if watcher is not None:
             self._watcher = None
-            gevent.socket.cancel_wait(watcher)  # delivered before the socket's own close releases its descriptor
+            # the waiter gets the error first, then the watcher is closed (its native part released), before the
+            # socket's own close releases the descriptor (gevent defers that while a watcher of it is active)
+            self._hub.cancel_wait(watcher, gevent.socket.cancel_wait_ex, True)
         try:
             self.sock.close()
         except OSError:

@@ -34,10 +34,51 @@ def java_executable() -> str:
     return found
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+class _Ports:
+    """Where :func:`free_port` takes ports from: the kernel's ephemeral range, or a range of this process's own.
+
+    The kernel may hand a port it gave one caller to the next as soon as the first caller's probe socket closes,
+    before the component meant to listen on it has bound it; processes that each start components (pytest
+    workers, say) then race for one port, and a metastore that loses finds its port answering, by the other's
+    metastore. A range given with :func:`use_ports` is this process's alone: ports are handed out in turn, each
+    once (until the range wraps) and only when nothing listens on it. Ranges below the kernel's ephemeral ones
+    (32768 and up on Linux) never meet a port the kernel chooses.
+    """
+
+    def __init__(self) -> None:
+        self.span: range | None = None
+        self.next = 0
+
+    def take(self, hosts: tuple[str, ...]) -> int:
+        """A port free on every one of ``hosts``."""
+        if self.span is None:
+            for _ in range(200):
+                with socket.socket() as s:
+                    s.bind((hosts[0], 0))
+                    port = int(s.getsockname()[1])
+                if all(port_taken(port, host) is None for host in hosts[1:]):
+                    return port
+            raise LocalMetastoreError(f"no port free on all of {', '.join(hosts)}")
+        for _ in range(len(self.span)):
+            port = self.span[self.next % len(self.span)]
+            self.next += 1
+            if port_taken(port) is None:  # free on every address, so on each of ``hosts``
+                return port
+        raise LocalMetastoreError(f"no port free in {self.span.start}-{self.span.stop - 1}")
+
+
+_PORTS = _Ports()
+
+
+def use_ports(first: int, last: int) -> None:
+    """From now on :func:`free_port` hands out the ports ``first``..``last`` of this process's own (see
+    :class:`_Ports`); the test suite gives each of its workers one range."""
+    _PORTS.span, _PORTS.next = range(first, last + 1), 0
+
+
+def free_port(host: str = "127.0.0.1", *more_hosts: str) -> int:
+    """A TCP port nothing listens on at ``host`` (and each of ``more_hosts``), for a local component to bind."""
+    return _PORTS.take((host, *more_hosts))
 
 
 def port_taken(port: int, host: str = "0.0.0.0") -> str | None:
