@@ -13,11 +13,11 @@ ruff check waggle tests bench scripts
 echo "== mypy"
 mypy
 echo "== docs site" && NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet  # into site/ (ignored by git)
-# WAGGLE_TEST_WORKERS=2 runs the suite on two pytest-xdist workers, each test file whole on one of them (a file's
-# components start once; each worker starts the session's own metastores, waggle and Spark): about 21 minutes
-# instead of 29 on two cores. One process (0) is the default until the timing-bound tests hold on a machine that
-# busy (docs/development.md says which did not).
-workers="${WAGGLE_TEST_WORKERS:-0}"
+# The suite runs on two pytest-xdist workers, each test file whole on one of them (a file's components start once;
+# each worker starts the session's own metastores, waggle and Spark, and takes its ports from a range of its own):
+# about 21 minutes on two cores, where one process (WAGGLE_TEST_WORKERS=0) takes about 27. The longest files go
+# first (tests/conftest.py), and every JVM compiles with C1 alone (JDK_JAVA_OPTIONS, set there too).
+workers="${WAGGLE_TEST_WORKERS:-2}"
 echo "== pytest ($workers workers; 0: this process), with branch coverage (pyproject.toml's [tool.coverage])"
 pytest -n "$workers" --dist loadfile --cov=waggle --cov-report=term:skip-covered "$@"
 # The pure rooms are held to their floor on a run of the whole suite; a run of some tests only says how they stand.

@@ -81,10 +81,14 @@ def free_port(host: str = "127.0.0.1", *more_hosts: str) -> int:
     return _PORTS.take((host, *more_hosts))
 
 
-def port_taken(port: int, host: str = "0.0.0.0") -> str | None:
+def port_taken(port: int, host: str = "0.0.0.0", *, reuse_address: bool = False) -> str | None:
     """Why ``port`` cannot be listened on (another process has it), or None when it is free. A metastore started
-    on a taken port would find its own port answering: the other process's."""
+    on a taken port would find its own port answering: the other process's. With ``reuse_address`` the port is
+    asked for as a JVM's server socket asks (``SO_REUSEADDR``): only a listener makes it taken, not connections
+    still closing from a process that had it (a metastore killed and started again on its port)."""
     with socket.socket() as s:
+        if reuse_address:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as exc:

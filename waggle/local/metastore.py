@@ -28,7 +28,14 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from waggle.config.model import ProtocolKind, TransportKind, WireFormat
-from waggle.local.jvm import LocalMetastoreError, cache_dir, free_port, java_executable, pyspark_jars_dir
+from waggle.local.jvm import (
+    LocalMetastoreError,
+    cache_dir,
+    free_port,
+    java_executable,
+    port_taken,
+    pyspark_jars_dir,
+)
 from waggle.local.listener import CLEANER_INTERVAL_KEY, LISTENER_CLASS, LISTENERS_KEY, TTL_KEY, listener_jar
 
 METASTORE_MAIN = "org.apache.hadoop.hive.metastore.HiveMetaStore"
@@ -188,7 +195,11 @@ class LocalMetastore:
         return self.workdir / "metastore.log"
 
     def start(self) -> LocalMetastore:
-        """Start the JVM without waiting for it; call :meth:`wait_ready` next."""
+        """Start the JVM without waiting for it; call :meth:`wait_ready` next. A port another process listens on
+        is refused here: the readiness check would find that process answering."""
+        busy = port_taken(self.port, reuse_address=True)
+        if busy:
+            raise LocalMetastoreError(f"port {self.port} is taken ({busy}): another process listens on it")
         conf = self.workdir / "conf"
         conf.mkdir(parents=True, exist_ok=True)
         self.warehouse.mkdir(parents=True, exist_ok=True)

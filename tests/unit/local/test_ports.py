@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +58,31 @@ def test_without_a_range_the_kernel_chooses_a_port_free_on_every_host_asked() ->
             assert jvm.port_taken(port, host) is None
     finally:
         jvm._PORTS.span = saved
+
+
+def test_a_metastore_is_not_started_on_a_port_another_process_listens_on(tmp_path: Path) -> None:
+    """Its readiness check would find the other process answering (a restart on its old port, say)."""
+    from waggle.local.metastore import LocalMetastore
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        store = LocalMetastore(tmp_path / "hms", port=port)
+        with pytest.raises(jvm.LocalMetastoreError, match=f"port {port} is taken"):
+            store.start()
+        assert store.process is None
+
+
+def test_connections_still_closing_on_a_port_do_not_make_it_taken_for_a_server() -> None:
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        accepted.close()  # the server's side closes first: its end lingers in TIME_WAIT on the port
+        client.close()
+    assert jvm.port_taken(port, "127.0.0.1") is not None  # a plain bind is refused while it lingers
+    assert jvm.port_taken(port, "127.0.0.1", reuse_address=True) is None
