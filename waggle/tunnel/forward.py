@@ -191,6 +191,16 @@ def _connect_hop(spec: TunnelSpec, chain: Chain, i: int, hop: Hop, where: str, k
     transport.set_keepalive(TUNNEL_KEEPALIVE_SECONDS)
 
 
+def close_channel(channel: Any) -> None:
+    """Close an SSH channel whose session may be gone: paramiko sends the close over the transport, and a
+    transport whose socket has closed raises ``EOFError`` (or an ``OSError``, an ``SSHException``). The channel is
+    over either way; the caller must still close the client's side."""
+    try:
+        channel.close()
+    except (EOFError, OSError, paramiko.SSHException):
+        pass
+
+
 class Forwarder:
     """A local listening port whose connections reach the metastore through the shared chain."""
 
@@ -293,7 +303,7 @@ class Forwarder:
             pass
         finally:
             if channel is not None:
-                channel.close()
+                close_channel(channel)
             conn.close()
 
     def _pump(self, conn: socket.socket, channel: paramiko.Channel, chain: Chain) -> str | bool | None:
@@ -322,7 +332,7 @@ class Forwarder:
                 if not channel.closed or channel.eof_received:
                     return False  # the local side failed
             finally:
-                channel.close()
+                close_channel(channel)
         if channel.eof_received:
             return None
         # The channel ended without an EOF from the metastore side: an SSH session may have broken. The
