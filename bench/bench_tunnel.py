@@ -39,9 +39,10 @@ from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
 from thrift.transport.TSocket import TSocket
 from thrift.transport.TTransport import TBufferedTransport
 
-from tests.support.sshd import Sshd, free_port_on, keygen, write_known_hosts
+from tests.support.sshd import Sshd, keygen, write_known_hosts
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.local.client import hms_client
+from waggle.local.jvm import free_port
 from waggle.local.metastore import LocalMetastore
 from waggle.tunnel.forward import connect_chain
 from waggle.tunnel.spec import Hop, TunnelSpec
@@ -82,7 +83,7 @@ def main() -> int:
     try:
         seed("127.0.0.1", store.port, args.partitions, work / "warehouse")
         key = keygen(work / "id_bench")
-        ssh_port = free_port_on("127.0.0.2", "127.0.0.3")
+        ssh_port = free_port("127.0.0.2", "127.0.0.3")
         servers = [Sshd(work / f"hop{i}", addr, ssh_port, [key]).start()
                    for i, addr in enumerate(("127.0.0.2", "127.0.0.3"), 1)]
         known = write_known_hosts(work / "known_hosts", *servers)

@@ -33,10 +33,10 @@ JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 def pytest_configure(config: pytest.Config) -> None:
     """The JVMs' options (:data:`JVM_OPTIONS`), and the ports: each pytest worker takes its components' ports from
-    a range of its own (``waggle.local.jvm.use_ports``):
-    two workers asking the kernel for a free port can be handed the same one, and a metastore started on a port
-    the other worker's metastore took would find it answering, by the other. The ranges lie below the kernel's
-    own (32768 and up), so no port the kernel hands a process (a ``waggle demo``'s, say) lands in one."""
+    a range of its own (``waggle.local.jvm.use_ports``). Two workers asking the kernel for a free port can be
+    handed the same one, and a metastore started on a port the other worker's metastore took would find that one
+    answering. The ranges lie below the kernel's own (32768 and up), so no port the kernel hands a process (a
+    ``waggle demo``'s, say) lands in one."""
     from waggle.local.jvm import use_ports
 
     os.environ.setdefault("JDK_JAVA_OPTIONS", JVM_OPTIONS)

@@ -207,5 +207,6 @@ def test_waggle_metastore_on_a_taken_port_says_so_and_starts_nothing(tmp_path: P
         port = taken.getsockname()[1]
         out = run("metastore", "--port", str(port), "--dir", str(tmp_path / "ms"))
     assert out.returncode == 1
-    assert out.stderr.startswith(f"error: port {port} is taken (Address already in use): choose another with --port")
+    assert out.stderr.startswith(f"error: port {port} is taken (Address already in use): another process listens on "
+                                 "it: choose another with --port")
     assert "serving" not in out.stdout and "Exception" not in out.stderr and not (tmp_path / "ms").exists()

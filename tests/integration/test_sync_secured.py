@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 
 from tests.support.env import ROOT, java_available, require
-from tests.support.sshd import Sshd, free_port_on, keygen, sshd_available, write_known_hosts
+from tests.support.sshd import Sshd, keygen, sshd_available, write_known_hosts
 from tests.support.tls_certs import Certs, make_certs
 from waggle.config.loader import load
+from waggle.local.jvm import free_port
 from waggle.local.metastore import KerberosSetup, LocalMetastore, TlsSetup
 from waggle.local.seed import ensure_database, ensure_partitioned_table, ensure_table
 from waggle.upstream.blocking import client, kerberos_identity
@@ -123,7 +124,7 @@ def estate(kdc: Any, kerberized_metastore: Any, tmp_path_factory: pytest.TempPat
     primary = LocalMetastore(work / "home", kerberos=setup)
     tls = LocalMetastore(work / "tlsm", tls=TlsSetup(certs.keystore, certs.password, certs.ca))
     key = keygen(work / "id_waggle")
-    port = free_port_on("127.0.0.2")
+    port = free_port("127.0.0.2")
     hop = Sshd(work / "hop", "127.0.0.2", port, [key]).start()
     try:
         primary.start()
@@ -298,7 +299,6 @@ def test_the_follower_follows_a_kerberized_member_through_a_hop_and_a_tls_member
     from a keytab through the SSH hop, and TLS; a partition added at each source reaches the Kerberized primary."""
     from tests.support.follower import FollowerProcess, sync_file
     from waggle.hms.gen.hive_metastore import ttypes
-    from waggle.local.jvm import free_port
     from waggle.local.seed import text_sd
 
     with client(estate.member("tlsm"), None, 120) as c:

@@ -35,8 +35,9 @@ from tests.support.env import ROOT, java_available, require
 from tests.support.faults import BlackHole, SlowLink
 from tests.support.federation import federation_yaml
 from tests.support.proxy import WaggleProcess, owner
-from tests.support.sshd import Sshd, free_port_on, keygen, sshd_available, write_known_hosts
+from tests.support.sshd import Sshd, keygen, sshd_available, write_known_hosts
 from tests.support.waits import wait_for
+from waggle.local.jvm import free_port
 
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).resolve().parent
@@ -63,7 +64,7 @@ def start_hops(work: Path, addresses: tuple[str, ...]) -> Hops:
     work.mkdir(parents=True, exist_ok=True)
     key = keygen(work / "id_waggle")
     wrong = keygen(work / "id_wrong")
-    port = free_port_on(*addresses)
+    port = free_port(*addresses)
     servers = [Sshd(work / f"hop{i + 1}", addr, port, [key]).start() for i, addr in enumerate(addresses)]
     known = write_known_hosts(work / "known_hosts", *servers)
     impostor = keygen(work / "impostor_host_key")
@@ -420,7 +421,7 @@ def test_local_forward_runs_the_same_tunnel_in_process(hops: Hops, analytics: An
             local_forward(dataclasses.replace(spec, private_keys=(str(hops.wrong_key),))):
         pass
     # the last hop tries the metastore's addresses in order
-    dead = free_port_on("127.0.0.1")
+    dead = free_port("127.0.0.1")
     failover = dataclasses.replace(spec, targets=(("127.0.0.1", dead), *spec.targets))
     with local_forward(failover) as (host, port), hms_client(host, port) as c:
         assert c.get_database("sales").name == "sales"

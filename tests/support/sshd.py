@@ -22,8 +22,6 @@ import subprocess
 import time
 from pathlib import Path
 
-from waggle.local.jvm import free_port
-
 SSHD = "/usr/sbin/sshd"
 PRIVSEP_DIR = Path("/run/sshd")
 
@@ -68,11 +66,6 @@ def keygen(path: Path, kind: str = "ed25519") -> Path:
         capture_output=True,
     )
     return path
-
-
-def free_port_on(*hosts: str) -> int:
-    """A TCP port that is currently free to bind on every one of ``hosts`` (default 127.0.0.1)."""
-    return free_port(*(hosts or ("127.0.0.1",)))
 
 
 def _public(key: Path) -> Path:

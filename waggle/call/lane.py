@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from waggle.call.plan import member_args, send_plan
 from waggle.call.values import Call, Kind, MemberHealth, Send
 from waggle.config.model import CopyReads, MetastoreConfig, WireFormat
-from waggle.copies.catalog import serving
 from waggle.hms.fields import catalog_field
 from waggle.hms.methods import Access, MethodSpec, Route
 from waggle.hms.names import parse
@@ -113,7 +112,7 @@ class Lane:
         if decision.refusal is not None or decision.link is not None:
             return None
         member = decision.member
-        if member.read_from_copies is CopyReads.PREFER and serving(member, routes.copies) and \
+        if member.read_from_copies is CopyReads.PREFER and routes.copies.serve(member) and \
                 _copied(routes, member, names):
             return None  # its reads may be answered from copies: planned in full
         caps = routes.caps.get(member.name)

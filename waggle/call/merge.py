@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from thrift.Thrift import TMessageType
 
 from waggle.call.values import Answer, Call, Encoder, FanOut, NeedCatalogs, Outcome
-from waggle.copies.catalog import serving
 from waggle.hms.bridges import DEFAULT_CATALOG
 from waggle.hms.gen.hive_metastore.ttypes import GetAllFunctionsResponse
 from waggle.hms.methods import Merge, MethodSpec, NameForm
@@ -60,7 +59,7 @@ def plan(call: Call, spec: MethodSpec, routes: Routes, asked: Set[str]) -> FanOu
             return NeedCatalogs(unknown, bounded=True)
     now = time.time()
     copied = {m.name: routes.copies.member_databases(m, now) for m in planner.federation.federated
-              if routes.copies and serving(m, routes.copies)} if spec.merge is Merge.DATABASE_NAMES else {}
+              if routes.copies.serve(m)} if spec.merge is Merge.DATABASE_NAMES else {}
     facts = _Facts(spec.merge, qualified.db if qualified is not None else None, catalog, routes.memo.shown, copied)
     owner = _owner(routes, spec.merge, facts.pattern)
     jobs = []

@@ -80,6 +80,10 @@ class Copies:
     def held_for(self, member: str) -> bool:
         return member in self.counts
 
+    def serve(self, member: MetastoreConfig) -> bool:
+        """Whether reads of ``member`` may be answered from copies at all (its setting, and copies to read)."""
+        return member.read_from_copies is not CopyReads.NEVER and self.held_for(member.name)
+
     def table(self, member: str, db: str, table: str) -> Copy | None:
         return self.tables.get((member, db.lower(), table.lower()))
 
@@ -93,11 +97,6 @@ class Copies:
 
 
 NONE = Copies()
-
-
-def serving(member: MetastoreConfig, copies: Copies) -> bool:
-    """Whether reads of ``member`` may be answered from copies at all (its setting, and copies to read)."""
-    return member.read_from_copies is not CopyReads.NEVER and copies.held_for(member.name)
 
 
 def copy_of(copy_db: str, table: Any, coverages: Iterable[Coverage], members: Mapping[str, Any]) -> Copy | None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from waggle.config.model import CopyReads, MetastoreConfig, PartialCopies
-from waggle.copies.catalog import Copies, Copy, serving
+from waggle.copies.catalog import Copies, Copy
 from waggle.copies.serve import Served, carries, objects_in
 from waggle.hms.fields import catalog_named, copied_along, replaced, table_refs, value_at
 from waggle.hms.gen.hive_metastore.ttypes import LockType, Partition, PartitionWithoutSD, Table
@@ -96,7 +96,7 @@ class Facts:
 
 def serves(member: MetastoreConfig, copies: Copies) -> bool:
     """Whether reads of ``member`` may be answered from copies at all (asked before anything else)."""
-    return serving(member, copies)
+    return copies.serve(member)
 
 
 def planned(spec: MethodSpec, io: MethodIO | None, args: Any, names: Sequence[str], naming: Naming, facts: Facts,

@@ -13,6 +13,10 @@ class LocalMetastoreError(RuntimeError):
     """A local metastore could not be started."""
 
 
+class PortTaken(LocalMetastoreError):
+    """A local metastore's port is one another process listens on."""
+
+
 def pyspark_jars_dir() -> Path:
     try:
         import pyspark

@@ -30,6 +30,7 @@ from xml.sax.saxutils import escape
 from waggle.config.model import ProtocolKind, TransportKind, WireFormat
 from waggle.local.jvm import (
     LocalMetastoreError,
+    PortTaken,
     cache_dir,
     free_port,
     java_executable,
@@ -199,7 +200,7 @@ class LocalMetastore:
         is refused here: the readiness check would find that process answering."""
         busy = port_taken(self.port, reuse_address=True)
         if busy:
-            raise LocalMetastoreError(f"port {self.port} is taken ({busy}): another process listens on it")
+            raise PortTaken(f"port {self.port} is taken ({busy}): another process listens on it")
         conf = self.workdir / "conf"
         conf.mkdir(parents=True, exist_ok=True)
         self.warehouse.mkdir(parents=True, exist_ok=True)

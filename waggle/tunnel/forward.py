@@ -191,7 +191,7 @@ def _connect_hop(spec: TunnelSpec, chain: Chain, i: int, hop: Hop, where: str, k
     transport.set_keepalive(TUNNEL_KEEPALIVE_SECONDS)
 
 
-def close_channel(channel: Any) -> None:
+def close_channel(channel: paramiko.Channel) -> None:
     """Close an SSH channel whose session may be gone: paramiko sends the close over the transport, and a
     transport whose socket has closed raises ``EOFError`` (or an ``OSError``, an ``SSHException``). The channel is
     over either way; the caller must still close the client's side."""

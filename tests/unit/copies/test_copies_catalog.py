@@ -13,7 +13,7 @@ import yaml
 
 from waggle.config.loader import load
 from waggle.config.model import CopyReads, MetastoreConfig, PartialCopies, WaggleConfig
-from waggle.copies.catalog import NONE, Copies, Copy, copy_of, serving, synced_at
+from waggle.copies.catalog import NONE, Copies, Copy, copy_of, synced_at
 from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.synced import coverage
 from waggle.synced import objects as o
@@ -207,8 +207,8 @@ def test_reads_are_served_from_copies_only_when_the_member_says_so_and_copies_ex
     copies = Copies.of([_copy()])
     for mode in ("when-down", "prefer"):
         (tmp_path / mode).mkdir()
-        assert serving(_lake(tmp_path / mode, **{"read-from-copies": mode}), copies)
-        assert not serving(_lake(tmp_path / mode, **{"read-from-copies": mode}), NONE)
-    assert not serving(_lake(tmp_path), copies)  # never (the default)
+        assert copies.serve(_lake(tmp_path / mode, **{"read-from-copies": mode}))
+        assert not NONE.serve(_lake(tmp_path / mode, **{"read-from-copies": mode}))
+    assert not copies.serve(_lake(tmp_path))  # never (the default)
     only_sea = Copies.of([_copy(member="sea")])
-    assert not serving(_lake(tmp_path / "prefer", **{"read-from-copies": "prefer"}), only_sea)  # none of its tables
+    assert not only_sea.serve(_lake(tmp_path / "prefer", **{"read-from-copies": "prefer"}))  # none of its tables

@@ -190,8 +190,11 @@ def test_the_driver_is_narrow_and_knows_nothing_of_copies(graph: dict[str, dict[
 
 
 def test_the_call_core_asks_copies_one_question(graph: dict[str, dict[str, set[str]]]) -> None:
-    """The plan asks copies/planning once; the finish reads a copy's reply through the plan (its Served)."""
-    assert not [m for m in graph["waggle.call.finish"] if _in(m, "waggle.copies")]
+    """The plan asks copies/planning once; the finish reads a copy's reply through the plan (its Served); no other
+    module of the call core imports copies/ (a lane or a merge asks the routes' ``Copies`` value itself)."""
+    others = {name: [m for m in imports if _in(m, "waggle.copies")] for name, imports in graph.items()
+              if _in(name, "waggle.call") and name not in ("waggle.call.plan", "waggle.call.values")}
+    assert not {name: found for name, found in others.items() if found}
     asked = {m: names for m, names in graph["waggle.call.plan"].items() if _in(m, "waggle.copies")}
     assert asked == {"waggle.copies.planning": {"planning"}, "waggle.copies.serve": {"Served"}}
 
