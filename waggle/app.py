@@ -16,7 +16,7 @@ from waggle.config.loader import ConfigError, load
 from waggle.config.model import WaggleConfig
 from waggle.endpoint import HttpEndpoint
 from waggle.reload import Reloader, digest_of
-from waggle.runtime import Runtime
+from waggle.runtime import CacheLogError, Runtime
 from waggle.security.sasl import SaslError
 from waggle.server.server import WaggleServer
 from waggle.workers.count import resolve as worker_count
@@ -74,6 +74,10 @@ def serve(server_file: str | None, federation_file: str, workers: int | None = N
         log.error("server.cannot_start", error=str(exc))
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except CacheLogError as exc:
+        log.error("cache.cannot_start", error=str(exc))
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except SaslError as exc:
         log.error("kerberos.cannot_start", error=str(exc))
         print(f"error: {exc}", file=sys.stderr)

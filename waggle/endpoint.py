@@ -7,8 +7,12 @@
 - ``GET /metrics``: Prometheus text from :mod:`waggle.common.metrics` (several workers: added up, see
   :mod:`waggle.workers.podmetrics`).
 - ``GET /api/admin/federations``: the live federation, read-only, with each member's status.
-- ``POST /api/admin/reload``: reload the configuration files. Like anything that changes state over HTTP, it
-  needs ``Authorization: Bearer <token>`` with the token from ``admin.token-file``; without that key it is off.
+- ``POST /api/admin/reload``: reload the configuration files.
+- ``POST /api/admin/cache/drop?metastore=NAME``: forget every reply remembered of one metastore (``cache``), in
+  every worker.
+
+Like anything that changes state over HTTP, the ``POST`` calls need ``Authorization: Bearer <token>`` with the
+token from ``admin.token-file``; without that key they are off.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import parse_qs
 
 from gevent.pywsgi import WSGIServer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -40,6 +45,8 @@ class Pod(Protocol):
     def metrics_text(self) -> bytes: ...
 
     def ready(self) -> tuple[bool, str]: ...
+
+    def forget_cache(self, member: str) -> None: ...
 _JSON = [("Content-Type", "application/json")]
 
 
@@ -121,10 +128,13 @@ class HttpEndpoint:
     def app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         method = environ.get("REQUEST_METHOD", "GET")
-        if path == "/api/admin/reload":
-            if method == "POST":
-                return self._reload(environ, start_response)
-            return _answer(start_response, "405 Method Not Allowed", {"error": "use POST /api/admin/reload"})
+        if path in _POSTS:
+            if method != "POST":
+                return _answer(start_response, "405 Method Not Allowed", {"error": f"use POST {path}"})
+            refused = self._refused(environ, start_response)
+            if refused is not None:
+                return refused
+            return _POSTS[path](self, environ, start_response)
         if method not in ("GET", "HEAD"):
             return _answer(start_response, "405 Method Not Allowed", {"error": f"{method} {path} is not served"})
         pod = self.pod
@@ -152,7 +162,8 @@ class HttpEndpoint:
         return _answer(start_response, "404 Not Found",
                        {"error": "not found: try /healthz, /readyz, /metrics or /api/admin/federations"})
 
-    def _reload(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+    def _refused(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes] | None:
+        """The answer to a state-changing call without the admin token, or None when it has it."""
         token = self.reloader.admin_token if self.reloader is not None else None
         if token is None:
             return _answer(start_response, "403 Forbidden",
@@ -162,16 +173,39 @@ class HttpEndpoint:
         if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode(), token.encode()):
             start_response("401 Unauthorized", [*_JSON, ("WWW-Authenticate", "Bearer")])
             return [json.dumps({"error": "a valid 'Authorization: Bearer <token>' header is required"}).encode()]
+        return None
+
+    def _reload(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         assert self.reloader is not None
         ok = self.reloader.reload("POST /api/admin/reload")
         body = {"reloaded": ok, "generation": self.runtime.routes.generation, "problems": self.reloader.last_error}
         return _answer(start_response, "200 OK" if ok else "422 Unprocessable Entity", body)
+
+    def _drop_cache(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        member = parse_qs(environ.get("QUERY_STRING", "")).get("metastore", [""])[0]
+        replies = self.runtime.replies
+        if member not in replies.members:
+            cached = sorted(replies.members)
+            return _answer(start_response, "404 Not Found",
+                           {"error": f"no metastore {member!r} with cache on; those with it: {cached}"})
+        dropped = replies.forget(member, "admin")
+        if self.pod is not None:
+            self.pod.forget_cache(member)
+        return _answer(start_response, "200 OK", {"metastore": member, "dropped": dropped if self.pod is None else
+                                                  "in every worker"})
 
     def start(self) -> None:
         self._server.start()
 
     def stop(self) -> None:
         self._server.stop(timeout=ENDPOINT_STOP_SECONDS)
+
+
+#: the state-changing calls, each answered once the admin token is checked
+_POSTS: dict[str, Callable[[HttpEndpoint, dict[str, Any], StartResponse], Iterable[bytes]]] = {
+    "/api/admin/reload": HttpEndpoint._reload,
+    "/api/admin/cache/drop": HttpEndpoint._drop_cache,
+}
 
 
 def _answer(start_response: StartResponse, status: str, body: dict[str, Any]) -> Iterable[bytes]:

@@ -6,6 +6,7 @@
 - waggle's own security: login, tokens, front door (:mod:`waggle.server.guard`);
 - remote databases: the links service (:mod:`waggle.routes.links`) and data connectors;
 - copies of members' tables: the copies service (:mod:`waggle.routes.copies`);
+- the replies remembered for members with ``cache`` on, and the readers of their logs (:mod:`waggle.cache`);
 - serving, stopping, draining and readiness (:mod:`waggle.lifecycle`);
 - the background loops (:mod:`waggle.loops`).
 
@@ -18,14 +19,20 @@ flight finishes on the configuration it started with, and the next call uses the
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import gevent
 import gevent.lock
 
+from waggle.cache.events import Drop
+from waggle.cache.reader import LogReaders, log_readable
+from waggle.cache.replies import Replies
 from waggle.common import metrics
 from waggle.common.limiter import Limiter
-from waggle.config.model import DatabaseResolution, WaggleConfig
+from waggle.config.model import CacheMode, DatabaseResolution, MetastoreConfig, WaggleConfig
+from waggle.hms.methods import MethodSpec
 from waggle.lifecycle import Lifecycle
 from waggle.loops import Loop, Loops
 from waggle.metastores import Metastores, ReloadPlan, TunnelFactory, plan_reload, restart_only
@@ -37,18 +44,26 @@ from waggle.routes.planners import PlannerBuilder
 from waggle.routes.snapshot import Routes
 from waggle.server.guard import Guard
 from waggle.server.limits import CallLimits
-from waggle.upstream.client import Connector, connect
-from waggle.upstream.health import Health
+from waggle.upstream.client import Connector, UpstreamConnection, UpstreamError, connect
+from waggle.upstream.health import Health, MemberStatus
 from waggle.upstream.token_store import MetastoreTokenStore
 from waggle.upstream.tunnel import Tunnel
+
+#: who hears a write's drops besides this process (a worker's supervisor, passing them to the other workers)
+Written = Callable[[str, tuple[Drop, ...]], None]
+
+
+class CacheLogError(Exception):
+    """A member with ``cache: events`` whose notification log cannot be read: it cannot be served so."""
 
 
 class Runtime:
     def __init__(self, config: WaggleConfig, connector: Connector = connect, tunnel: TunnelFactory = Tunnel,
-                 health: type[Health] = Health, token_key: bytes | None = None) -> None:
+                 health: type[Health] = Health, token_key: bytes | None = None, read_logs: bool = True) -> None:
         """``tunnel`` and ``health`` make the SSH tunnels and the health checks: a worker's follow its
         supervisor's (waggle.workers.shared); ``token_key``: the random key of waggle's delegation tokens when
-        no signing-key file is set (one for all of a supervisor's workers)."""
+        no signing-key file is set (one for all of a supervisor's workers); ``read_logs``: whether this process
+        reads the notification logs of ``cache: events`` members (a worker hears its supervisor's reads)."""
         #: waggle's records in the primary's key-value (token) store: data connectors, token renewals
         self.records = MetastoreTokenStore(lambda: self.routes.primary)
         #: waggle's login, tokens, front door and security watch
@@ -83,6 +98,15 @@ class Runtime:
             Loop("copies.refresh_failed", self.copies.refresh, self.copies.refresh_seconds, wait_first=True),
             Loop("copies.watch_failed", self.copies.watch, lambda: 1.0, wait_first=True),
         ])
+        #: the replies remembered for members with cache on, and the readers of their logs (one per replica)
+        self.replies = Replies(config.server.cache_max_bytes)
+        self.replies.configure(config.federation.members, config.server.cache_max_bytes)
+        metrics.watch_cache(self.replies.rows)
+        self.read_logs = read_logs
+        self.log_readers = LogReaders(self._log_connection, _log_timeout, [self.replies])
+        #: who else hears what a write through this process forgot
+        self.written: list[Written] = []
+        self.health.listeners.append(self._member_changed)
         #: the rate limits of limits.rates (this process's buckets)
         self.call_limits = CallLimits(config.server.rates)
         metrics.watch_limits(lambda: self.call_limits.levels(time.monotonic()))
@@ -103,6 +127,43 @@ class Runtime:
     def log_calls(self) -> bool:
         """One debug line per successful call is built only when it will be written."""
         return self.config.server.log_level == "debug"
+
+    # -- the cache ------------------------------------------------------------------------------------------------
+    def forget_written(self, member: str, spec: MethodSpec, args: Any) -> None:
+        drops = self.replies.wrote(member, spec, args)
+        if drops:
+            for listener in self.written:
+                listener(member, drops)
+
+    def _member_changed(self, status: MemberStatus) -> None:
+        """A member found down: what is remembered of it cannot be known true (it may come back changed)."""
+        if not status.up:
+            self.replies.unreadable(status.name, "down")
+
+    def _log_connection(self, member: MetastoreConfig) -> UpstreamConnection:
+        ms = self.metastores
+        return ms.connector(member, self.config.server.upstream_limits, ms.deadlines,
+                            tunnel=ms.tunnels.get(member.name))
+
+    def check_logs(self) -> None:
+        """Every reachable ``cache: events`` member's log can be read; raises :class:`CacheLogError` naming each
+        that cannot (one that is down is read once it is up)."""
+        problems = []
+        for member in self.config.federation.members:
+            if member.cache is not CacheMode.EVENTS or not self.health.is_up(member.name):
+                continue
+            try:
+                conn = self._log_connection(member)
+            except UpstreamError:
+                continue  # unreachable now: its reader keeps trying, and nothing is remembered meanwhile
+            try:
+                why = log_readable(conn, _log_timeout(member))
+            finally:
+                conn.close()
+            if why is not None:
+                problems.append(f"metastore '{member.name}' has cache: events, but {why}")
+        if problems:
+            raise CacheLogError("; ".join(problems))
 
     # -- MANUAL: which member owns each database ------------------------------------------------------------
     def refresh_databases(self) -> None:
@@ -154,6 +215,9 @@ class Runtime:
                 if name not in members:
                     self.created.pop(name, None)
                     self.builder.listings.pop(name, None)
+            self.replies.configure(config.federation.members, server.cache_max_bytes)
+            if self.read_logs:
+                self.log_readers.update(config.federation.members)
             if self.lifecycle.serving and _copy_readers(old.config) != _copy_readers(config):
                 gevent.spawn(self.copies.refresh_quietly)  # read-from-copies changed: the copies now, not later
             return plan
@@ -166,6 +230,10 @@ class Runtime:
         self.lifecycle.serving = serving
         self.guard.start(self.config)
         self.metastores.start()
+        if self.read_logs:
+            self.check_logs()
+            self.log_readers.update(self.config.federation.members)
+            self.log_readers.start()
         if not serving:
             return
         if self.manual:
@@ -174,9 +242,15 @@ class Runtime:
         self.loops.start()
 
     def close(self) -> None:
+        self.log_readers.close()
         self.loops.close()
         self.guard.close()
         self.metastores.close(self.routes.pools)
+
+
+def _log_timeout(member: MetastoreConfig) -> float:
+    """How long a log read waits on its member: its read timeout, at most 10 s (two small calls)."""
+    return (min(member.read_timeout_ms, 10_000) + member.latency_ms) / 1000.0
 
 
 def _copy_readers(config: WaggleConfig) -> set[tuple[str, str]]:

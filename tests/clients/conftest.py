@@ -2,8 +2,8 @@
 primary and analytics metastores, plus stub Hive 3.1 / 4 metastores around the same two (the "direct" side of
 the Hive 3.1 and Hive 4 sequences), started once for the suite.
 
-* primary: the real primary, unprefixed, read-write.
-* ``an_``: the real analytics metastore, writable for databases ``cs_*`` (the suite's own).
+* primary: the real primary, unprefixed, read-write, ``cache: events``.
+* ``an_``: the real analytics metastore, writable for databases ``cs_*`` (the suite's own), ``cache: events``.
 * ``gone_``: a member whose port has nothing listening (a metastore that is down).
 * links: ``remote-databases`` enabled for member ``an``, read-only (the default).
 """
@@ -86,8 +86,10 @@ def clients_fed(primary: Any, analytics: Any, tmp_path_factory: pytest.TempPathF
     from tests.support.hive_stubs import Hive4StubMetastore, Hive31StubMetastore
     from waggle.local.jvm import free_port
 
-    members = ("federated-meta-stores:\n"
+    members = ("  cache: events\n"  # every sequence runs with the cache on: its replies must still be direct's
+               "federated-meta-stores:\n"
                f"- name: an\n  remote-meta-store-uris: {analytics.uri}\n  database-prefix: an_\n"
+               "  cache: events\n"
                "  access-control-type: READ_AND_WRITE_ON_DATABASE_WHITELIST\n"
                "  writable-database-white-list: ['cs_.*']\n"
                f"- name: gone\n  remote-meta-store-uris: thrift://127.0.0.1:{free_port()}\n"

@@ -12,7 +12,7 @@ from thrift.Thrift import TMessageType
 from waggle.config.model import MetastoreConfig, WireFormat
 from waggle.hms.client_release import FRESH, ClientRelease
 from waggle.hms.client_release import learn as learn_release
-from waggle.hms.methods import METHODS, MethodSpec
+from waggle.hms.methods import METHODS, Access, MethodSpec, Txn
 from waggle.hms.service import METHOD_IO, MethodIO
 from waggle.hms.wire import Header
 from waggle.routing.federation import Decision, Naming, Refused
@@ -56,6 +56,10 @@ class Session:
     #: what its calls say about the client's Hive release: where it reads the errors waggle writes
     #: (:func:`waggle.hms.client_release.learn`, before each call is planned)
     release: ClientRelease = FRESH
+    #: locks the connection was granted and has not released, and whether a transaction of its is open: then its
+    #: reads are not answered from waggle's cache (a committer reads what it checks under its lock)
+    locks_held: int = 0
+    in_transaction: bool = False
 
     @classmethod
     def of(cls, who: Authenticated | None) -> Session:
@@ -66,6 +70,27 @@ class Session:
             session.authenticated = who
             session.identity = (who.user, ())
         return session
+
+    @property
+    def may_remember(self) -> bool:
+        """Whether the connection's reads may be answered from waggle's cache: no lock held, no transaction open,
+        no link's cascade under way."""
+        return not self.locks_held and not self.in_transaction and self.cascading is None
+
+    def hold(self, spec: MethodSpec | None) -> None:
+        """What a successful call leaves the connection holding: a lock until it is released, a transaction (and
+        its locks) until it is committed or aborted."""
+        if spec is None:
+            return
+        if spec.access is Access.LOCK:
+            self.locks_held += 1
+        elif spec.releases_lock:
+            self.locks_held = max(0, self.locks_held - 1)
+        if spec.txn is Txn.OPEN:
+            self.in_transaction = True
+        elif spec.txn is Txn.END:
+            self.in_transaction = False
+            self.locks_held = 0
 
     def learn(self, spec: MethodSpec | None, args: Any) -> None:
         """Learn what a call says about the client's release (where it reads waggle's errors)."""

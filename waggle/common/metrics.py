@@ -9,7 +9,8 @@ measured as 2-3 us a call, a tenth of a relayed call's whole cost.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -125,6 +126,70 @@ REGISTRY.register(_limit_levels)  # type: ignore[arg-type]
 def watch_limits(source: Callable[[], Iterable[tuple[str, int, float]]]) -> None:
     """Where the rate limits' gauges are read from when scraped: (rule, buckets, tokens) per rule."""
     _limit_levels.source = source
+
+
+class CacheRow(NamedTuple):
+    """One member's cache, as the metrics read it when scraped."""
+
+    member: str
+    hits: int
+    misses: int
+    evictions: int
+    bytes: int
+    #: cause -> times it made entries go (write, event, gap, restart, down, reload, admin, unreadable)
+    invalidations: Mapping[str, int]
+    #: seconds between the newest event applied being written at the member and its being applied, or None
+    lag: float | None
+
+
+class _CacheCounts:
+    """``waggle_cache_*``: read from the process's cache when scraped (:func:`watch_cache`)."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Iterable[CacheRow]] | None = None
+
+    def describe(self) -> list[Metric]:
+        return list(self._families())
+
+    @staticmethod
+    def _families() -> tuple[Metric, ...]:
+        member = ("metastore",)
+        return (
+            CounterMetricFamily("waggle_cache_hits", "Reads answered from waggle's cache.", labels=member),
+            CounterMetricFamily("waggle_cache_misses", "Cacheable reads that went to the metastore (not held, or "
+                                "held by none yet).", labels=member),
+            CounterMetricFamily("waggle_cache_evictions", "Replies dropped to stay within cache.max-bytes.",
+                                labels=member),
+            CounterMetricFamily("waggle_cache_invalidations", "Times the cache was told to forget a table, a database "
+                                "or all of the metastore (held or not), by "
+                                "cause: write (through waggle), event (its notification log), gap, restart, down, "
+                                "unreadable, reload, admin.", labels=("metastore", "cause")),
+            GaugeMetricFamily("waggle_cache_bytes", "Bytes of replies held now.", labels=member),
+            GaugeMetricFamily("waggle_cache_lag_seconds", "cache: events -- seconds between the newest event "
+                              "applied being written at the metastore and its being applied.", labels=member),
+        )
+
+    def collect(self) -> Iterator[Metric]:
+        hits, misses, evictions, invalidations, held, lag = families = self._families()
+        for row in (self.source() if self.source is not None else ()):
+            hits.add_metric((row.member,), row.hits)  # type: ignore[attr-defined]
+            misses.add_metric((row.member,), row.misses)  # type: ignore[attr-defined]
+            evictions.add_metric((row.member,), row.evictions)  # type: ignore[attr-defined]
+            for cause, count in sorted(row.invalidations.items()):
+                invalidations.add_metric((row.member, cause), count)  # type: ignore[attr-defined]
+            held.add_metric((row.member,), row.bytes)  # type: ignore[attr-defined]
+            if row.lag is not None:
+                lag.add_metric((row.member,), row.lag)  # type: ignore[attr-defined]
+        yield from families
+
+
+_cache_counts = _CacheCounts()
+REGISTRY.register(_cache_counts)  # type: ignore[arg-type]
+
+
+def watch_cache(source: Callable[[], Iterable[CacheRow]]) -> None:
+    """Where the cache's series are read from when scraped: a row per member with cache on."""
+    _cache_counts.source = source
 
 
 FANOUT_OMISSIONS = Counter("waggle_fanout_omissions", "Metastores left out of a merged call's answer (down, "

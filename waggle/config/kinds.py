@@ -30,6 +30,14 @@ class CopyReads(enum.Enum):
     PREFER = "prefer"
 
 
+class CacheMode(enum.Enum):
+    """How waggle keeps the replies it remembers of a member true (``cache``)."""
+
+    OFF = "off"  # nothing remembered: every read reaches the member
+    TTL = "ttl"  # remembered for cache-ttl; writes through this waggle process drop what they name
+    EVENTS = "events"  # remembered while the member's notification log says nothing changed
+
+
 class PartialCopies(enum.Enum):
     """What a ``prefer`` read does with partitions its copy lacks or holds stale (``partial``)."""
 

@@ -19,6 +19,7 @@ from waggle.config.hive_properties import HiveMetastore as HM
 from waggle.config.hive_properties import HiveServer as HS
 from waggle.config.kinds import TIME_UNITS
 from waggle.config.kinds import AccessControlType as AccessControlType
+from waggle.config.kinds import CacheMode as CacheMode
 from waggle.config.kinds import CopyReads as CopyReads
 from waggle.config.kinds import DatabaseResolution as DatabaseResolution
 from waggle.config.kinds import Family as Family
@@ -59,6 +60,11 @@ class WireFormat:
 
     def describe(self) -> str:
         return f"{self.transport.value}/{self.protocol.value}"
+
+    @property
+    def compact(self) -> bool:
+        """Whether messages are encoded in the compact protocol (else binary)."""
+        return self.protocol is ProtocolKind.COMPACT
 
     @property
     def buffered(self) -> bool:
@@ -240,6 +246,9 @@ class MetastoreConfig:
     read_from_copies: CopyReads = setting_field(M.READ_FROM_COPIES)
     max_staleness_seconds: int | None = setting_field(M.MAX_STALENESS)
     partial: PartialCopies = setting_field(M.PARTIAL)
+    cache: CacheMode = setting_field(M.CACHE)
+    cache_ttl_seconds: int | None = setting_field(M.CACHE_TTL)
+    cache_shared_across_users: bool = setting_field(M.CACHE_SHARED)
     security: MetastoreSecurity = MetastoreSecurity()
 
     def upstream_key(self) -> tuple[object, ...]:
@@ -285,6 +294,7 @@ class ServerConfig:
     hung_check_seconds: float = setting_field(S.HUNG_MEMBER_CHECK_AFTER)
     database_refresh_seconds: float = setting_field(S.DATABASE_RESOLUTION_REFRESH, float)
     copies_refresh_seconds: float = setting_field(S.COPIES_REFRESH, float)
+    cache_max_bytes: int = setting_field(S.CACHE_MAX_BYTES)
     endpoint_port: int = setting_field(S.ENDPOINT_PORT)
     log_level: str = setting_field(S.LOG_LEVEL)
     log_format: str = setting_field(S.LOG_FORMAT)

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from waggle.config.kinds import (
     TIME_UNITS,
     AccessControlType,
+    CacheMode,
     CopyReads,
     DatabaseResolution,
     Family,
@@ -262,6 +263,11 @@ class Server:
         "How often waggle rereads the primary's links. A new link is seen at once (a name waggle does not "
         "know is looked up in the primary); a dropped one within this time on other replicas.",
     )
+    CACHE_MAX_BYTES = SERVER.add(
+        "cache.max-bytes", 64 * 1024 * 1024, integer(0),
+        "The most bytes of replies each waggle process keeps for members with `cache` on; over it, the replies "
+        "used longest ago are dropped. `0` keeps none (waggle addition).",
+    )
     COPIES_REFRESH = SERVER.add(
         "copies-refresh-seconds", 30, integer(1),
         "How often waggle rereads which tables of the primary are copies made by `waggle sync` (see "
@@ -423,6 +429,23 @@ class Metastore:
         "max-staleness", None, age_seconds(),
         "A copy not confirmed in sync with its source for longer than this (`600`, `600s`, `15m`, `2h`, `1d`) "
         "is not read (waggle addition).", "none (no limit)",
+    )
+    CACHE = METASTORE.add(
+        "cache", CacheMode.OFF, choice(CacheMode),
+        "Answer the reads clients repeat (databases, tables, table listings, partitions, partition names) from "
+        "waggle's memory: `off`; `ttl`, each reply kept for `cache-ttl`; `events`, kept while the member's "
+        "notification log says nothing it names changed (read twice a second; a change made at the member "
+        "directly is seen within a second). Writes through waggle drop what they name before they are answered. "
+        "See \"Caching\" (waggle addition).",
+    )
+    CACHE_TTL = METASTORE.add(
+        "cache-ttl", 60, age_seconds(),
+        "`cache: ttl`: how long a reply is kept (`60`, `60s`, `5m`) (waggle addition).",
+    )
+    CACHE_SHARED = METASTORE.add(
+        "cache-shared-across-users", False, boolean(),
+        "With `impersonation-enabled`, replies are kept per user (the member may authorize each caller), unless "
+        "this says the member does no per-user authorization (waggle addition).",
     )
     PARTIAL = METASTORE.add(
         "partial", PartialCopies.SOURCE, choice(PartialCopies),

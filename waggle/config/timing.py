@@ -72,3 +72,6 @@ WORKER_START_SECONDS = 60.0
 WORKER_POLL_SECONDS = 10.0
 #: How long ``/metrics``, ``/healthz`` and the admin API wait for each worker's status.
 WORKER_STATUS_SECONDS = 2.0
+#: how long a write through one worker waits for the other workers to forget what it names (cache), before it is
+#: answered anyway (the notification log then makes them forget within a second)
+WRITE_SPREAD_SECONDS = 1.0

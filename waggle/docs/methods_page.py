@@ -100,7 +100,9 @@ Columns:
 - **Handling**: what dispatch does besides routing, all read from the table entry: how a fan-out is merged,
   where lock ids and lock components travel and whether a success grants or releases a lock id for the
   connection, calls that are never shed, the version bridge, the (database, table) pairs `mapped-tables`
-  checks, and where a request struct names a catalog.
+  checks, and where a request struct names a catalog. `cached` marks the reads whose replies a member with
+  `cache` on answers from memory (see [Caching](guides/caching.md)): `per table`, forgotten when that table or
+  its database changes; `per database`, when anything in the database changes. A write forgets what it names.
 - **Note**: why anything non-obvious is the way it is.
 - **Limits**: the method family the rate limits of `limits.rates` count the call in (`reads`, `writes`,
   `listings`, `partitions`), or `never` for the calls that keep a client going, which are never limited.
@@ -212,6 +214,10 @@ def _handling(spec: MethodSpec) -> str:
         parts.append("forgets the lock id")
     if spec.never_shed:
         parts.append("never shed")
+    if spec.cached is not None:
+        parts.append(f"cached ({'per table' if spec.cached.value == 'table' else 'per database'})")
+    if spec.txn is not None:
+        parts.append(f"{'opens' if spec.txn.value == 'open' else 'ends'} the connection's transaction (no cache)")
     if spec.bridge is not None:
         parts.append(f"bridge: {spec.bridge.via}")
     if spec.table_refs:

@@ -45,6 +45,10 @@ LABELS: dict[str | tuple[str, str], str] = {
             "connection closed under the call), `released` (found down while the call waited)",
     ("waggle_sync_bootstraps", "reason"): "the reason's first words: `first_run`, `gap`, `policy_changed`, "
                                           "`requested`",
+    ("waggle_cache_invalidations", "cause"): "why entries were forgotten: `write` (a write through waggle), "
+                                             "`event` (the metastore's notification log), `gap` (events purged or "
+                                             "the log started again), `restart` (the log read again from scratch), "
+                                             "`down`, `unreadable`, `reload`, `admin`",
     "policy": "the sync policy's `name` in the sync file",
     "source": "the federation member the policy reads from",
     "type": "the notification event's type, such as `ADD_PARTITION`",

@@ -51,6 +51,7 @@ __all__ = [
     "NOT_DB_FIELDS",
     "STRUCT_DB_FIELDS",
     "Access",
+    "Cached",
     "ConnectorCall",
     "ConnectorOp",
     "DbField",
@@ -64,7 +65,9 @@ __all__ = [
     "TableRef",
     "TokenCall",
     "TokenOp",
+    "Txn",
     "database_of",
+    "databases_of",
 ]
 
 
@@ -144,6 +147,21 @@ class Merge(enum.Enum):
     FUNCTIONS = "functions"  # success.functions; only the primary's unless query-functions-across-all-metastores
 
 
+class Cached(enum.Enum):
+    """Whether a read's reply may be remembered (:mod:`waggle.cache`), and which change forgets it. A write
+    forgets what it names (the databases and tables in its arguments) in any case."""
+
+    TABLE = "table"  # about one table: forgotten when that table (or its database) changes
+    DATABASE = "database"  # about a database or its tables as a whole: forgotten when any of them changes
+
+
+class Txn(enum.Enum):
+    """A call that opens or ends a client's transaction: while one is open, its reads skip the cache."""
+
+    OPEN = "open"
+    END = "end"
+
+
 class NameForm(enum.Enum):
     """How a database name is spelled inside a field."""
 
@@ -185,9 +203,12 @@ class MethodSpec:
     merge: Merge | None = None  # Route.FANOUT: how the members' answers are merged
     never_shed: bool = False  # answered even when limits.max-in-flight-calls are taken
     never_limited: bool = False  # never counted by the rate limits (limits.rates): keeps what a client holds
+    #: the reply may be remembered by waggle's cache, and what forgets it (see :class:`Cached`)
+    cached: Cached | None = None
     #: the method family rate limits count the call in; None in an entry: derived (see _family)
     family: Family | None = None
     releases_lock: bool = False  # a success releases the lock id it names (the connection forgets its owner)
+    txn: Txn | None = None  # a success opens or ends the connection's transaction
     #: with a Kerberos front door, waggle answers this call itself (see :class:`TokenOp`); else the route applies
     token: TokenCall | None = None
     #: the call creates or drops a link when it names one (see :class:`LinkOp`)
@@ -243,9 +264,20 @@ def _write(name: str, *db_args: DbField, note: str = "") -> MethodSpec:
     return MethodSpec(name, Access.WRITE, Route.DATABASE, db_args, note=note)
 
 
-def _listing(name: str, *db_args: DbField, note: str = "") -> MethodSpec:
+def _listing(name: str, *db_args: DbField, note: str = "", cached: Cached | None = None) -> MethodSpec:
     """A read of one database's table names (``mapped-tables`` filters them)."""
-    return MethodSpec(name, Access.READ, Route.DATABASE, db_args, note=note, lists_tables=True)
+    return MethodSpec(name, Access.READ, Route.DATABASE, db_args, note=note, lists_tables=True, cached=cached)
+
+
+def _table_read(name: str, *db_args: DbField, note: str = "") -> MethodSpec:
+    """A read about one table that clients repeat: its reply may be remembered until that table changes."""
+    return MethodSpec(name, Access.READ, Route.DATABASE, db_args, note=note, cached=Cached.TABLE)
+
+
+def _database_read(name: str, *db_args: DbField, note: str = "") -> MethodSpec:
+    """A read about a database as a whole that clients repeat: remembered until the database or any of its
+    tables changes."""
+    return MethodSpec(name, Access.READ, Route.DATABASE, db_args, note=note, cached=Cached.DATABASE)
 
 
 _TOKENS_NOTE = "with a Kerberos front door (hive.metastore.sasl.enabled), answered by waggle's own token service"
@@ -356,8 +388,8 @@ _SPECS: tuple[MethodSpec, ...] = (
     replace(_create("create_database_req", "Hive 4; always the primary; CreateDatabaseRequest.databaseName is "
                                            "the new database; a REMOTE one (or waggle.remote.* parameters) is a link"),
             link=LinkCall(LinkOp.CREATE, ("createDatabaseRequest",))),
-    _read("get_database", db("name")),
-    _read("get_database_req", note="Hive 4; GetDatabaseRequest.name"),
+    _database_read("get_database", db("name")),
+    _database_read("get_database_req", note="Hive 4; GetDatabaseRequest.name"),
     replace(_write("drop_database", db("name"), note="a link's name drops the link only, in the primary"),
             link=LinkCall(LinkOp.DROP, ("name",))),
     replace(_write("drop_database_req", note="Hive 4; DropDatabaseRequest.name; a link's name drops the link only, "
@@ -392,12 +424,12 @@ _SPECS: tuple[MethodSpec, ...] = (
     _primary_write("drop_type"),
     _primary_read("get_type_all"),
     # ---- tables ----------------------------------------------------------------------------------------------
-    _read("get_fields", db("db_name")),
-    _read("get_fields_with_environment_context", db("db_name")),
-    _read("get_fields_req", note="Hive 4"),
-    _read("get_schema", db("db_name"), note="table columns, not the schema registry"),
-    _read("get_schema_with_environment_context", db("db_name")),
-    _read("get_schema_req", note="Hive 4"),
+    _table_read("get_fields", db("db_name")),
+    _table_read("get_fields_with_environment_context", db("db_name")),
+    _table_read("get_fields_req", note="Hive 4"),
+    _table_read("get_schema", db("db_name"), note="table columns, not the schema registry"),
+    _table_read("get_schema_with_environment_context", db("db_name")),
+    _table_read("get_schema_req", note="Hive 4"),
     replace(_write("create_table", note="Table.dbName; waggle.remote.table makes a remote table"),
             link=LinkCall(LinkOp.CREATE_TABLE, ("tbl",))),
     replace(_write("create_table_with_environment_context",
@@ -416,27 +448,27 @@ _SPECS: tuple[MethodSpec, ...] = (
     _write("drop_table_req", note="Hive 4"),
     _write("truncate_table", db("dbName")),
     _write("truncate_table_req", note="Hive 4"),
-    _listing("get_tables", db("db_name")),
-    _listing("get_tables_by_type", db("db_name")),
+    _listing("get_tables", db("db_name"), cached=Cached.DATABASE),
+    _listing("get_tables_by_type", db("db_name"), cached=Cached.DATABASE),
     _primary_read("get_all_materialized_view_objects_for_rewriting",
                   "no database argument: only the primary's materialized views are offered for rewriting"),
     _listing("get_materialized_views_for_rewriting", db("db_name")),
     _fanout("get_table_meta", Merge.TABLE_METAS, db_pattern("db_patterns"),
             note="db_patterns may be '@cat#pattern'; TableMeta.dbName rewritten per member"),
-    _listing("get_all_tables", db("db_name")),
+    _listing("get_all_tables", db("db_name"), cached=Cached.DATABASE),
     _read("get_tables_ext", note="Hive 4; GetTablesExtRequest.database is an exact name"),
-    _read("get_table_req"),
-    _read("get_table_objects_by_name_req"),
+    _table_read("get_table_req"),
+    _database_read("get_table_objects_by_name_req"),
     _read("get_materialization_invalidation_info",
           note="CreationMetadata.dbName routes; tablesUsed are 'db.table' names"),
     _write("update_creation_metadata", db("dbname")),
-    _listing("get_table_names_by_filter", db("dbname")),
+    _listing("get_table_names_by_filter", db("dbname"), cached=Cached.DATABASE),
     _write("alter_table", db("dbname"), note="also new_tbl.dbName (rename target)"),
     _write("alter_table_with_environment_context", db("dbname"), note="also new_tbl.dbName (rename target)"),
     _write("alter_table_with_cascade", db("dbname"), note="also new_tbl.dbName (rename target)"),
     _write("alter_table_req", note="Hive 4; AlterTableRequest.dbName and table.dbName (rename target)"),
-    _read("get_table", db("dbname"), note="removed in Hive 4.0.1 (HIVE-26537); still sent by Spark's Hive 2.3"),
-    _read("get_table_objects_by_name", db("dbname")),
+    _table_read("get_table", db("dbname"), note="removed in Hive 4.0.1 (HIVE-26537); still sent by Spark's Hive 2.3"),
+    _database_read("get_table_objects_by_name", db("dbname")),
     # ---- constraints -----------------------------------------------------------------------------------------
     _write("drop_constraint"),
     _write("add_primary_key"),
@@ -470,31 +502,31 @@ _SPECS: tuple[MethodSpec, ...] = (
     _write("drop_partition_by_name", db("db_name")),
     _write("drop_partition_by_name_with_environment_context", db("db_name")),
     _write("drop_partitions_req"),
-    _read("get_partition", db("db_name")),
-    _read("get_partition_req", note="Hive 4"),
+    _table_read("get_partition", db("db_name")),
+    _table_read("get_partition_req", note="Hive 4"),
     _read("get_partition_with_auth", db("db_name")),
-    _read("get_partition_by_name", db("db_name")),
-    _read("get_partitions", db("db_name")),
-    _read("get_partitions_req", note="Hive 4"),
+    _table_read("get_partition_by_name", db("db_name")),
+    _table_read("get_partitions", db("db_name")),
+    _table_read("get_partitions_req", note="Hive 4"),
     _read("get_partitions_with_auth", db("db_name")),
     _read("get_partitions_pspec", db("db_name")),
-    _read("get_partition_names", db("db_name")),
-    _read("fetch_partition_names_req", note="Hive 4"),
+    _table_read("get_partition_names", db("db_name")),
+    _table_read("fetch_partition_names_req", note="Hive 4"),
     _read("get_partition_values"),
-    _read("get_partitions_ps", db("db_name")),
+    _table_read("get_partitions_ps", db("db_name")),
     _read("get_partitions_ps_with_auth", db("db_name")),
     _read("get_partitions_ps_with_auth_req", note="Hive 4"),
-    _read("get_partition_names_ps", db("db_name")),
+    _table_read("get_partition_names_ps", db("db_name")),
     _read("get_partition_names_ps_req", note="Hive 4"),
-    _read("get_partition_names_req", note="Hive 4"),
-    _read("get_partitions_by_filter", db("db_name")),
+    _table_read("get_partition_names_req", note="Hive 4"),
+    _table_read("get_partitions_by_filter", db("db_name")),
     _read("get_partitions_by_filter_req", note="Hive 4"),
     _read("get_part_specs_by_filter", db("db_name")),
-    _read("get_partitions_by_expr"),
+    _table_read("get_partitions_by_expr"),
     _read("get_partitions_spec_by_expr", note="Hive 4"),
-    _read("get_num_partitions_by_filter", db("db_name")),
-    _read("get_partitions_by_names", db("db_name")),
-    _read("get_partitions_by_names_req", note="Hive 4"),
+    _table_read("get_num_partitions_by_filter", db("db_name")),
+    _table_read("get_partitions_by_names", db("db_name")),
+    _table_read("get_partitions_by_names_req", note="Hive 4"),
     _read("get_partitions_with_specs", note="Hive 4"),
     _write("exchange_partition", db("source_db"), db("dest_db"),
            note="moves partitions between two tables: both databases must live in one member and be writable"),
@@ -566,10 +598,10 @@ _SPECS: tuple[MethodSpec, ...] = (
     # ---- transactions and write ids --------------------------------------------------------------------------
     _primary_read("get_open_txns"),
     _primary_read("get_open_txns_info"),
-    _primary_write("open_txns", "readers open transactions too"),
-    _primary_write("abort_txn"),
-    _primary_write("abort_txns"),
-    MethodSpec("commit_txn", Access.WRITE, Route.PRIMARY,
+    replace(_primary_write("open_txns", "readers open transactions too"), txn=Txn.OPEN),
+    replace(_primary_write("abort_txn"), txn=Txn.END),
+    replace(_primary_write("abort_txns"), txn=Txn.END),
+    MethodSpec("commit_txn", Access.WRITE, Route.PRIMARY, txn=Txn.END,
                note=f"{_TXN_SCOPED}; usually names no database, so {_NO_DB}; writeEventInfos[].database and "
                     "replLastIdInfo.database (replication only) are rewritten and checked but do not route"),
     _primary_read("get_latest_txnid_in_conflict"),
@@ -1096,3 +1128,30 @@ def database_of(args: object) -> str | None:
             if name is not None:
                 return name
     return None
+
+
+def databases_of(args: object) -> set[str]:
+    """Every database name in a decoded ``<method>_args`` object, as the client wrote it: the fields
+    :func:`database_of` reads, every element of a list (a rename's target, each partition of a batch)."""
+    found: set[str] = set()
+    for path in _ARGS_PATHS.get(type(args), ()):
+        _collect(args, path, 0, None, found)
+    return found
+
+
+def _collect(value: Any, path: _Path, depth: int, parent: Any, found: set[str]) -> None:
+    if depth == len(path.attrs):
+        values = value if path.field.is_list and isinstance(value, (list, set, tuple)) else (value,)
+        for one in values:
+            name = _name_in(one, replace(path.field, is_list=False), parent)
+            if name is not None:
+                found.add(name)
+        return
+    inner = getattr(value, path.attrs[depth], None)
+    if inner is None:
+        return
+    if depth < len(path.attrs) - 1 and isinstance(inner, (list, tuple)):
+        for item in inner:
+            _collect(item, path, depth + 1, value, found)
+    else:
+        _collect(inner, path, depth + 1, value, found)

@@ -472,3 +472,33 @@ def _compact_header(name: str, mtype: int, seqid: int) -> bytes:
         + _uvarint(len(encoded))
         + encoded
     )
+
+
+def header(name: str, mtype: int, seqid: int, compact: bool) -> bytes:
+    """A message's header as waggle writes it (strict binary, or compact)."""
+    return _compact_header(name, mtype, seqid) if compact else HEADERS[(name, mtype)] + _I32.pack(seqid)
+
+
+def body_start(raw: bytes, compact: bool) -> int:
+    """Where the struct of a whole message (``raw``, unframed) begins: the length of its header, in any of the
+    headers Thrift writes (strict or old binary, compact). Raises :class:`WireError` for a message too short."""
+    try:
+        if compact:
+            pos = 2
+            for _ in range(2):  # the sequence id, then the name's length
+                shift = size = 0
+                while True:
+                    b = raw[pos]
+                    pos += 1
+                    size |= (b & 0x7F) << shift
+                    shift += 7
+                    if not b & 0x80:
+                        break
+            return pos + size
+        first: int = _I32.unpack_from(raw, 0)[0]
+        if first < 0:  # strict: version and type, name length, name, seqid
+            length: int = _I32.unpack_from(raw, 4)[0]
+            return 8 + length + 4
+        return 4 + first + 1 + 4  # old: name length, name, type, seqid
+    except (IndexError, struct.error) as exc:
+        raise WireError("message shorter than its header") from exc

@@ -47,10 +47,12 @@ def write_configs(workdir: Path, port: int, primary: LocalMetastore, federated: 
         "  name: primary\n"
         f"  remote-meta-store-uris: {primary.uri}\n"
         "  access-control-type: READ_AND_WRITE_AND_CREATE\n"
+        "  cache: events\n"
         "federated-meta-stores:\n"
         "- name: analytics\n"
         f"  remote-meta-store-uris: {federated.uri}\n"
         "  database-prefix: analytics_\n"
+        "  cache: events\n"
     )
     return server, federation
 

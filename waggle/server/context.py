@@ -9,11 +9,13 @@ routes snapshot, a metastore's pool) are named here too, for the driver.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from waggle.cache.replies import Replies
     from waggle.common.limiter import Limiter
     from waggle.config.model import WaggleConfig
+    from waggle.hms.methods import MethodSpec
     from waggle.lifecycle import Lifecycle
     from waggle.remotes.connectors import ConnectorService
     from waggle.remotes.registry import LinkRegistry
@@ -86,6 +88,16 @@ class ServerContext(Protocol):
     @property
     def connectors(self) -> ConnectorService:
         """Hive 4 data connectors, answered from the primary."""
+        ...
+
+    @property
+    def replies(self) -> Replies:
+        """The replies remembered for members with ``cache`` on."""
+        ...
+
+    def forget_written(self, member: str, spec: MethodSpec, args: Any) -> None:
+        """A call went to ``member``: if it writes, forget what it names, here and in the replica's other
+        processes, before it is answered."""
         ...
 
     def close(self) -> None:

@@ -275,11 +275,32 @@ class ClientDriver:
         recorded (None is returned); any other reply, and any failure, is answered from the call's plan.
         ``replied`` is called once the metastore replied."""
         wire = self.wire
+        spec = step.call.spec if step is not None else relay[0].spec if relay is not None else None
+        replies = self.context.replies
+        cached = spec is not None and pool.name in replies.members  # its reads remembered, its writes forget
         try:
-            reply = pool.forward(self.session.identity, header, args=args, raw=raw, protocol=wire.format.protocol,
-                                 sink=self._sink if (wire.format.buffered if step is None else step.stream) else None,
-                                 stream_after=routes.config.server.stream_after_bytes,
-                                 known=step is None or step.call.io is not None)
+            stream = not cached and (wire.format.buffered if step is None else step.stream)
+
+            def send() -> Reply | None:
+                return pool.forward(self.session.identity, header, args=args, raw=raw, protocol=wire.format.protocol,
+                                    sink=self._sink if stream else None,
+                                    stream_after=routes.config.server.stream_after_bytes,
+                                    known=step is None or step.call.io is not None)
+
+            try:
+                if cached and spec is not None and spec.cached is not None and self.session.may_remember:
+                    request = raw if raw is not None else wire.encode(header.name, header.mtype, header.seqid, args)
+                    identity = self.session.identity
+                    reply = replies.fetch(pool.name, spec, args, request, header.seqid,
+                                          client_compact=wire.format.compact,
+                                          upstream_compact=pool.config.wire.compact,
+                                          user=identity[0] if identity is not None else "",
+                                          wait=pool.config.read_timeout_ms / 1000.0, send=send)
+                else:
+                    reply = send()
+            finally:
+                if cached and spec is not None:  # a write forgets what it names before anything is answered
+                    self.context.forget_written(pool.name, spec, args)
         except ClientGone:
             # the client hung up while its reply streamed to it: counted as the client's, never the metastore's
             record.cut_short(header.name, pool.name, started, "client")
@@ -291,6 +312,8 @@ class ClientDriver:
                 return self.lost(Call(header, lane.spec, lane.io, args, raw, self.session, wire.format), pool,
                                  exc, started)
             return self.lost(step.call, pool, exc, started)
+        if reply is not None and reply.header.mtype == TMessageType.REPLY and reply.first_field <= 0:
+            self.session.hold(spec)
         if step is None:
             assert relay is not None and reply is not None and raw is not None  # not oneway; the call's bytes
             if reply.header.mtype == TMessageType.REPLY and reply.first_field <= 0:

@@ -61,6 +61,15 @@ def declared_layout(step: Send, reply: Reply | None, pool: UpstreamPool, identit
 def bridge(desk: Desk, step: Send, pool: UpstreamPool) -> Answer:
     """Answer a method the member lacks (or cannot take as it is) through its bridge."""
     call = step.call
+    assert call.spec is not None
+    try:
+        return _bridged(desk, step, pool)
+    finally:  # a write forgets what it names before it is answered, however it reached the member
+        desk.context.forget_written(pool.name, call.spec, step.args)
+
+
+def _bridged(desk: Desk, step: Send, pool: UpstreamPool) -> Answer:
+    call = step.call
     assert call.spec is not None and call.spec.bridge is not None and call.io is not None
     via = call.spec.bridge
     identity = desk.session.identity

@@ -22,8 +22,10 @@ from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
 from thrift.protocol.TCompactProtocol import TCompactProtocolAccelerated
 from thrift.transport.TTransport import TBufferedTransport, TFramedTransport, TTransportBase, TTransportException
 
-from waggle.config.model import HostPort, KerberosServer, MetastoreConfig, ProtocolKind, TransportKind
+from waggle.config.model import CacheMode, HostPort, KerberosServer, MetastoreConfig, ProtocolKind, TransportKind
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
+from waggle.hms.gen.hive_metastore.ttypes import NotificationEventRequest
+from waggle.hms.notification_log import LISTENER_KEYS, missing_listener
 from waggle.security.gss import KerberosLogin, TicketCacheLogin
 from waggle.security.sasl import SaslError
 from waggle.upstream.handshake import SecurityFailed, Unreachable, UpstreamCredentials, dial, handshake
@@ -200,4 +202,32 @@ def reach(member: MetastoreConfig, credentials: UpstreamCredentials | None, time
     words (``waggle check --connect``). Raises :class:`MetastoreUnavailable` or the call's own error."""
     with clients(member, 1, credentials, timeout) as (conn,):
         count = len(conn.client.get_all_databases())
-        return f"{conn.describe()}; {count} database(s)"
+        said = f"{conn.describe()}; {count} database(s)"
+        if member.cache is CacheMode.EVENTS:
+            said += f"; {_log(member, conn.client)}"
+        return said
+
+
+class LogUnreadable(Exception):
+    """A member with ``cache: events`` whose notification log cannot be read."""
+
+
+def _log(member: MetastoreConfig, client: Any) -> str:
+    """How a ``cache: events`` member's notification log reads; raises :class:`LogUnreadable` when it cannot."""
+    try:
+        newest = int(client.get_current_notificationEventId().eventId or 0)
+        client.get_next_notification(NotificationEventRequest(lastEvent=max(0, newest - 1), maxEvents=1))
+    except Exception as exc:
+        raise LogUnreadable(f"metastore '{member.name}' has cache: events, but its notification log cannot be read "
+                            f"({type(exc).__name__}: {getattr(exc, 'message', None) or exc})") from exc
+    why = missing_listener(_setting(client, key) for key in LISTENER_KEYS)
+    if why is not None:
+        raise LogUnreadable(f"metastore '{member.name}' has cache: events, but {why}")
+    return f"notification log readable (newest event {newest})"
+
+
+def _setting(client: Any, key: str) -> str | None:
+    try:
+        return str(client.get_config_value(key, "") or "")
+    except Exception:  # it will not say (a setting it keeps hidden): nothing known against it
+        return None

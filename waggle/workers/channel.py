@@ -4,10 +4,14 @@ A message is a kind and a body, pickled, behind a 4-byte length. Both ends are w
 together from one installation, so pickle is safe here and carries the frozen configuration objects whole.
 
 Supervisor to worker: ``start`` (:class:`Start`), ``config`` (a reload), ``health`` and ``tunnel`` (what the
-supervisor's checks and tunnels learned), ``status`` (a question, answered with a ``status`` of the same id),
-``stop`` (drain: delay and grace seconds). Worker to supervisor: ``ready``, ``failed`` (it cannot serve: the
-reason), ``check`` (a call to a metastore failed, or waits long on it: check it now), ``down`` (a call found a
-metastore gone: name and reason), ``status``.
+supervisor's checks and tunnels learned), ``log`` (what a read of a ``cache: events`` member's notification log
+says: member, when the read began or None when it could not read, what to forget), ``wrote`` (what a write
+through another worker forgot: forget it too, and say ``forgot``), ``forgot`` (every other worker forgot what a
+write through this one named), ``forget`` (an admin call: a member's cached replies), ``status`` (a question,
+answered with a ``status`` of the same id), ``stop`` (drain: delay and grace seconds). Worker to supervisor:
+``ready``, ``failed`` (it cannot serve: the reason), ``check`` (a call to a metastore failed, or waits long on it:
+check it now), ``down`` (a call found a metastore gone: name and reason), ``wrote`` (a write through it: its ask,
+the member and what it forgot), ``forgot``, ``status``.
 """
 
 from __future__ import annotations

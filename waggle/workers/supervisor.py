@@ -16,6 +16,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ import gevent
 import gevent.event
 from gevent import subprocess
 
+from waggle.cache.events import Drop
 from waggle.common import metrics
 from waggle.common.logging import get_logger
 from waggle.config.model import WaggleConfig
@@ -94,8 +96,11 @@ class Supervisor:
         self.workers: list[WorkerHandle | None] = [None] * count
         self.restarts = [0] * count
         self._asks = itertools.count(1)
+        #: (worker index, its ask) of a write through it -> the workers yet to forget what it names
+        self._spreading: dict[tuple[int, int], set[int]] = {}
         self._stopped = gevent.event.Event()
         self.runtime.health.listeners.append(self._send_health)
+        self.runtime.log_readers.sinks.append(_LogToWorkers(self._broadcast))
         self._hooked: set[int] = set()
         self._hook_tunnels()
 
@@ -172,6 +177,10 @@ class Supervisor:
             elif kind == "down":
                 name, reason = body
                 self.runtime.health.found_down(str(name), str(reason))
+            elif kind == "wrote":  # a write through one worker: the others forget what it names before it answers
+                self._spread(handle, *body)
+            elif kind == "forgot":
+                self._spread_done(handle, body)
             elif kind == "status":
                 ask, status = body
                 handle.metrics = status.pop("metrics", None) or handle.metrics
@@ -251,12 +260,45 @@ class Supervisor:
     def _live(self) -> list[WorkerHandle]:
         return [h for h in self.workers if h is not None and h.alive()]
 
-    def _broadcast(self, kind: str, body: object) -> None:
+    def _broadcast(self, kind: str, body: object, but: WorkerHandle | None = None) -> None:
         for handle in self._live():
+            if handle is but:
+                continue
             try:
                 handle.channel.send(kind, body)
             except ChannelClosed:
                 pass  # it is exiting: its replacement starts from the supervisor's state
+
+    def _spread(self, origin: WorkerHandle, ask: int, member: str, drops: tuple[Drop, ...]) -> None:
+        others = [h for h in self._live() if h is not origin]
+        key = (origin.index, ask)
+        self._spreading[key] = {h.index for h in others}
+        for handle in others:
+            try:
+                handle.channel.send("wrote", (key, member, drops))
+            except ChannelClosed:
+                self._spreading[key].discard(handle.index)
+        self._spread_done(None, key)
+
+    def _spread_done(self, handle: WorkerHandle | None, key: tuple[int, int]) -> None:
+        """A worker forgot what a write named (None: no one else had to): the write's worker hears once all did."""
+        waiting = self._spreading.get(key)
+        if waiting is None:
+            return
+        if handle is not None:
+            waiting.discard(handle.index)
+        if not waiting:
+            del self._spreading[key]
+            origin = self.workers[key[0]]
+            if origin is not None:
+                try:
+                    origin.channel.send("forgot", key[1])
+                except ChannelClosed:
+                    pass
+
+    def forget_cache(self, member: str) -> None:
+        """Every worker forgets the replies it remembers of ``member`` (an admin call)."""
+        self._broadcast("forget", member)
 
     def _send_health(self, st: MemberStatus) -> None:
         self._broadcast("health", (st.name, *status_of(st)))
@@ -310,3 +352,18 @@ class Supervisor:
         if not any(h.ready.is_set() and not h.failed for h in self._live()):
             return False, "no worker is serving"
         return True, "ok"
+
+
+class _LogToWorkers:
+    """What the supervisor's reads of the members' notification logs say, passed to every worker (each keeps
+    its own cache: one reader per replica, not one per worker)."""
+
+    def __init__(self, broadcast: Callable[[str, object], None]) -> None:
+        self._broadcast = broadcast
+
+    def read_through(self, member: str, as_of: float, drops: Iterable[Drop], newest_event: float | None = None
+                     ) -> None:
+        self._broadcast("log", (member, as_of, tuple(drops), newest_event))
+
+    def unreadable(self, member: str, cause: str) -> None:
+        self._broadcast("log", (member, None, cause, None))

@@ -10,6 +10,7 @@ supervisor is gone (its channel closes), so no worker outlives its pod.
 from __future__ import annotations
 
 import gc
+import itertools
 import math
 import os
 import signal
@@ -18,11 +19,14 @@ from dataclasses import replace
 from typing import Any
 
 import gevent
+import gevent.event
 from prometheus_client import generate_latest
 
+from waggle.cache.events import Drop
 from waggle.common import metrics
 from waggle.common.logging import configure, get_logger
 from waggle.config.model import WaggleConfig
+from waggle.config.timing import WRITE_SPREAD_SECONDS
 from waggle.runtime import Runtime
 from waggle.server.budget import PodBudget
 from waggle.server.server import WaggleServer
@@ -60,7 +64,12 @@ class Worker:
         self.index, self.workers = start.index, start.workers
         self.generation = start.generation
         config = for_worker(start.config, start.workers)
-        self.runtime = Runtime(config, tunnel=FollowedTunnel, health=FollowedHealth, token_key=start.token_key)
+        self.runtime = Runtime(config, tunnel=FollowedTunnel, health=FollowedHealth, token_key=start.token_key,
+                               read_logs=False)
+        self.runtime.written.append(self._tell_written)
+        self._asks = itertools.count(1)
+        #: this worker's writes whose drops the other workers are forgetting
+        self._spreading: dict[int, gevent.event.Event] = {}
         health = self.runtime.health
         assert isinstance(health, FollowedHealth)
         health.ask = self._ask_check
@@ -87,6 +96,20 @@ class Worker:
             self.channel.send("down", (name, reason))
         except ChannelClosed:
             pass
+
+    def _tell_written(self, member: str, drops: tuple[Drop, ...]) -> None:
+        """A write through this worker forgot what it names here: the other workers forget it too, before it is
+        answered (at most WRITE_SPREAD_SECONDS: a worker that does not say so in time forgets through the log)."""
+        ask = next(self._asks)
+        done = self._spreading[ask] = gevent.event.Event()
+        try:
+            self.channel.send("wrote", (ask, member, drops))
+            if not done.wait(WRITE_SPREAD_SECONDS):
+                log.warning("cache.write_not_spread", member=member, waited=WRITE_SPREAD_SECONDS)
+        except ChannelClosed:
+            pass
+        finally:
+            self._spreading.pop(ask, None)
 
     def _tunnel_event(self, name: str, event: dict[str, Any]) -> None:
         tunnel = self.runtime.metastores.tunnels.get(name)
@@ -132,6 +155,22 @@ class Worker:
             health.follow(name, up, since, reason)
         elif kind == "tunnel":
             self._tunnel_event(*body)
+        elif kind == "log":  # what the supervisor's read of a member's notification log says
+            member, as_of, drops, newest = body
+            if as_of is None:
+                self.runtime.replies.unreadable(member, drops)
+            else:
+                self.runtime.replies.read_through(member, as_of, drops, newest)
+        elif kind == "forget":
+            self.runtime.replies.forget(body, "admin")
+        elif kind == "wrote":  # a write through another worker
+            key, member, drops = body
+            self.runtime.replies.apply(member, drops, "write")
+            self.channel.send("forgot", key)
+        elif kind == "forgot":  # every other worker forgot what a write through this one named
+            done = self._spreading.get(body)
+            if done is not None:
+                done.set()
         elif kind == "status":
             ask, with_metrics = body
             self.channel.send("status", (ask, self.status(with_metrics)))

@@ -78,6 +78,7 @@ SERVER_VALUES: dict[str, Callable[[ServerConfig], object]] = {
     "remote-databases.max-links": lambda s: s.remotes.max_links,
     "remote-databases.refresh-seconds": lambda s: s.remotes.refresh_seconds,
     "copies-refresh-seconds": lambda s: s.copies_refresh_seconds,
+    "cache.max-bytes": lambda s: s.cache_max_bytes,
 }
 
 METASTORE_VALUES: dict[str, Callable[[MetastoreConfig], object]] = {
@@ -97,6 +98,9 @@ METASTORE_VALUES: dict[str, Callable[[MetastoreConfig], object]] = {
     "read-from-copies": lambda m: m.read_from_copies,
     "max-staleness": lambda m: m.max_staleness_seconds,
     "partial": lambda m: m.partial,
+    "cache": lambda m: m.cache,
+    "cache-ttl": lambda m: m.cache_ttl_seconds,
+    "cache-shared-across-users": lambda m: m.cache_shared_across_users,
     "impersonation-enabled": lambda m: m.security.impersonation,
     "tls.enabled": lambda m: m.security.tls is not None,
     "tls.ca-file": lambda m: m.security.tls.ca_file if m.security.tls else None,
