@@ -4,13 +4,16 @@ One argument: a JSON file holding ``uri``, ``warehouse`` and ``steps`` (pairs of
 ``jars``. With ``jars`` (Apache Iceberg's runtime; run under ``.venv-iceberg-spark``'s Python by
 ``tests/support/iceberg_spark.py``) the metastore is Iceberg's catalog ``lake``; without, it is Spark's own Hive
 catalog (``tests/support/spark_steps.py``). Prints ``RESULT`` and a JSON object: per step, its rows (as strings) or
-its error (the exception and its Java causes), and its duration. A failed step does not stop the others. It
-imports nothing but pyspark: it runs under either environment's Python.
+its error (the exception and its Java causes), and its duration. A failed step does not stop the others. With
+``gates`` (step name -> a file path), it prints ``GATE <name>`` before that step and waits (at most 120 s) for the
+file, so that a test can act between two steps of one session. It imports nothing but pyspark: it runs under either
+environment's Python.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -56,7 +59,13 @@ def main(spec_file: str) -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     results: dict[str, object] = {}
+    gates = spec.get("gates") or {}
     for name, sql in spec["steps"]:
+        if name in gates:  # the test acts (outside Spark) before this step: it says so by making the file
+            print(f"GATE {name}", flush=True)
+            deadline = time.monotonic() + 120
+            while not os.path.exists(gates[name]) and time.monotonic() < deadline:
+                time.sleep(0.05)
         started = time.monotonic()
         try:
             rows = spark.sql(sql).collect()

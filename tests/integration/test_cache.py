@@ -333,3 +333,50 @@ def test_cache_events_on_a_member_without_a_notification_log_is_an_error_at_chec
         assert "error: metastore 'silent' has cache: events, but its notification log is not written" in serve.stderr
     finally:
         silent.stop()
+
+
+# -- Spark ------------------------------------------------------------------------------------------------------
+def test_spark_queries_twenty_tables_mostly_from_memory_and_sees_a_column_added_at_the_member(
+        cached: WaggleProcess, ops: Any, tmp_path: Any) -> None:
+    from tests.support.env import java_available, require
+    from tests.support.spark_steps import run_gated
+    from waggle.local.seed import ensure_database, ensure_table
+
+    require(java_available(), "Java 17 is needed for Spark")
+    db = f"sp_{uuid.uuid4().hex[:8]}"
+    root = f"file://{ops.warehouse}/{db}.db"
+    with hms_client("127.0.0.1", ops.port) as direct:
+        ensure_database(direct, db, root)
+        for i in range(20):
+            ensure_table(direct, db, f"t{i}", f"{root}/t{i}", [("id", "int"), ("name", "string")],
+                         rows=[f"{j},n{j}" for j in range(i + 1)])
+    query = "SELECT count(*), sum(id) FROM ops_{db}.t{i}"
+    steps = [(f"r{r}t{i}", query.format(db=db, i=i)) for r in range(4) for i in range(20)]
+    steps.append(("after", f"SELECT * FROM ops_{db}.t0"))
+    seen: dict[str, tuple[float, float]] = {}
+
+    def counts() -> tuple[float, float]:
+        return _hits(cached, "ops"), cached.metric("waggle_cache_misses_total", metastore="ops") or 0.0
+
+    def warmed() -> None:  # the first round is over: each table was asked once
+        seen["warm"] = counts()
+
+    def add_column() -> None:
+        seen["loop"] = counts()
+        with hms_client("127.0.0.1", ops.port) as direct:
+            table = direct.get_table(db, "t0")
+            table.sd.cols.append(ttypes.FieldSchema("extra", "string", None))  # type: ignore[attr-defined]
+            direct.alter_table(db, "t0", table)
+        time.sleep(1.1)  # a change made at the member is seen through waggle within a second
+
+    result = run_gated({"uri": f"thrift://127.0.0.1:{cached.port}", "warehouse": str(tmp_path / "wh"),
+                        "steps": steps}, {"r1t0": warmed, "after": add_column})
+    for r in range(4):
+        for i in range(20):
+            step = result[f"r{r}t{i}"]
+            assert step.get("rows") == [[str(i + 1), str(i * (i + 1) // 2)]], (r, i, step)  # the rows written
+    assert result["after"].get("rows") == [["0", "n0", None]], result["after"]  # the new column, read as null
+    hits = seen["loop"][0] - seen["warm"][0]
+    asked = hits + seen["loop"][1] - seen["warm"][1]
+    print(f"spark loop: {hits:g} of {asked:g} cacheable reads answered from memory")
+    assert asked > 0 and hits / asked >= 0.9, f"{hits:g} of {asked:g} cacheable reads answered from memory"
