@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import gevent.event
 from thrift.Thrift import TMessageType
@@ -35,6 +35,8 @@ from waggle.hms.wire import Header, body_start, header
 from waggle.upstream.client import Reply
 
 __all__ = ["TRUE_FOR", "Replies", "scope_of", "written"]
+
+T = TypeVar("T")
 
 #: seconds after the start of a log read that entries are still known true without a newer one
 TRUE_FOR = 1.0
@@ -168,9 +170,26 @@ class Replies:
     # -- answering ----------------------------------------------------------------------------------------------
     def fetch(self, member: str, spec: MethodSpec, args: Any, request: bytes, seqid: int, *, client_compact: bool,
               upstream_compact: bool, user: str, wait: float, send: Callable[[], Reply | None]) -> Reply | None:
-        """The reply to a read: from memory when it is there and true, else ``send()``'s (the metastore's), kept
-        when it is a success. ``request`` is the call as the client's protocol encodes it, ``seqid`` its sequence
-        id (the reply's); ``wait`` bounds how long an identical call in flight is waited for."""
+        """The metastore's reply to a read: from memory when it is there and true, else ``send()``'s, kept when it
+        is a success. ``request`` is the call as the client's protocol encodes it, ``seqid`` its sequence id (the
+        reply's); ``wait`` bounds how long an identical call in flight is waited for. The reply is the member's, in
+        its names: the caller finishes it as it finishes any reply."""
+        kind = f"{'c' if client_compact else 'b'}{'c' if upstream_compact else 'b'}"
+
+        def kept(reply: Reply | None) -> bytes | None:
+            if reply is None or reply.streamed or reply.first_field != 0 or reply.header.mtype != TMessageType.REPLY:
+                return None
+            return reply.raw[body_start(reply.raw, upstream_compact):]
+
+        return self.remember(member, spec, args, request, client_compact, kind, user, wait, send, kept,
+                             lambda body: _reply(spec.name, seqid, body, upstream_compact))
+
+    def remember(self, member: str, spec: MethodSpec, args: Any, request: bytes, compact: bool, kind: str,
+                 user: str, wait: float, send: Callable[[], T], kept: Callable[[T], bytes | None],
+                 made: Callable[[bytes], T]) -> T:
+        """What ``send()`` returns for a read, or ``made(body)`` from the body ``kept`` took of an earlier result
+        of the same call (``request``, encoded in the client's protocol: ``compact``; ``kind``: what the body is,
+        in which layout). ``args`` name what the read is about, in the member's names."""
         config = self.members.get(member)
         if config is None or spec.cached is None or not self.true(member):
             return send()
@@ -178,32 +197,28 @@ class Replies:
         if scope is None:
             return send()
         shared = config.cache_shared_across_users or not config.security.impersonation
-        key = Key(member, "" if shared else user, f"{'c' if client_compact else 'b'}{'c' if upstream_compact else 'b'}",
-                  spec.name, request[body_start(request, client_compact):])
+        key = Key(member, "" if shared else user, kind, spec.name, request[body_start(request, compact):])
         body = self.store.get(key, self.clock())
         if body is not None:
-            return _reply(spec.name, seqid, body, upstream_compact)
+            return made(body)
         token = self.store.token(scope)
         flight = self._flights.get((key, token))
-        if flight is not None:  # the same call is on its way: its reply is this one's
+        if flight is not None:  # the same call is on its way: its result is this one's
             try:
                 body = flight.get(timeout=wait)
             except gevent.Timeout:
                 body = None
-            if body is not None:
-                return _reply(spec.name, seqid, body, upstream_compact)
-            return send()
+            return made(body) if body is not None else send()
         flight = self._flights[(key, token)] = gevent.event.AsyncResult()
         body = None
         try:
-            reply = send()
-            if reply is not None and not reply.streamed and reply.first_field == 0 and \
-                    reply.header.mtype == TMessageType.REPLY:
-                body = reply.raw[body_start(reply.raw, upstream_compact):]
+            result = send()
+            body = kept(result)
+            if body is not None:
                 expires = self.clock() + (config.cache_ttl_seconds or 0) if config.cache is CacheMode.TTL else None
                 if config.cache is CacheMode.TTL or self.true(member):
                     self.store.put(key, scope, body, token, expires)
-            return reply
+            return result
         finally:
             del self._flights[(key, token)]
             flight.set(body)

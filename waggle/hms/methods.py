@@ -223,6 +223,11 @@ class MethodSpec:
     catalog_fields: tuple[Path, ...] = ()  # args paths to catalog names inside request structs
     bridge: Bridge | None = None  # how an upstream of another Hive release answers it (waggle.hms.bridges)
 
+    @property
+    def changes(self) -> bool:
+        """Whether the call may change what a metastore holds (anything but a plain read)."""
+        return self.access is not Access.READ
+
 
 # --------------------------------------------------------------------------------------------------------------
 # Small constructors: they only fill in fields, they never guess.

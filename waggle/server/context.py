@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from waggle.cache.replies import Replies
     from waggle.common.limiter import Limiter
     from waggle.config.model import WaggleConfig
-    from waggle.hms.methods import MethodSpec
+    from waggle.hms.methods import MethodSpec as MethodSpec
     from waggle.lifecycle import Lifecycle
     from waggle.remotes.connectors import ConnectorService
     from waggle.remotes.registry import LinkRegistry

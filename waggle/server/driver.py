@@ -42,13 +42,14 @@ from waggle.call.values import (
     Session,
     Settled,
 )
-from waggle.hms.wire import Channel, Header, PeerClosed, Wire, WireError
+from waggle.hms.wire import Channel, Header, PeerClosed, Wire, WireError, body_start
+from waggle.hms.wire import header as message
 from waggle.server import admission, plan_io, record
 from waggle.server.own import HANDLERS
 from waggle.upstream.client import Reply, UpstreamError
 
 if TYPE_CHECKING:
-    from waggle.server.context import Routes, ServerContext, UpstreamPool
+    from waggle.server.context import MethodSpec, Routes, ServerContext, UpstreamPool
 
 _ids = itertools.count(1)
 
@@ -262,10 +263,42 @@ class ClientDriver:
 
     def _sent(self, step: Send, started: float, routes: Routes, replied: Callable[[], None] | None = None) -> Answer:
         """A planned call sent to its metastore, and its answer."""
-        answer = self._send(routes.pools[step.metastore], step.call.header, step.args, step.raw, started, routes,
-                            step=step, replied=replied)
-        assert answer is not None
-        return answer
+        pool = routes.pools[step.metastore]
+
+        def send() -> Answer:
+            answer = self._send(pool, step.call.header, step.args, step.raw, started, routes, step=step,
+                                replied=replied)
+            assert answer is not None
+            return answer
+
+        spec, session = step.call.spec, self.session
+        if replied is None and step.rewrite_reply and spec is not None and spec.cached is not None and \
+                pool.name in self.context.replies.members and session.may_remember:
+            return self._answer_remembered(step, spec, routes, send)
+        return send()
+
+    def _answer_remembered(self, step: Send, spec: MethodSpec, routes: Routes, send: Callable[[], Answer]
+                           ) -> Answer:
+        """A renamed read of a member with ``cache`` on: its answer as this client reads it (renamed for the names
+        it asked by, in its protocol) is what is remembered, so a repeat is answered with no decoding at all. Only
+        successes are kept, whose layout no Hive release reads differently (releases differ in where they read
+        exceptions), so the client's release is not part of the key. The routes' generation is: a reload renames
+        afresh."""
+        call, compact = step.call, self.wire.format.compact
+        identity = self.session.identity
+        name, seqid, metastore = call.name, call.header.seqid, step.metastore
+
+        def kept(answer: Answer) -> bytes | None:
+            if answer.outcome != Outcome.OK or answer.raw is None or answer.settled is not None:
+                return None
+            return answer.raw[body_start(answer.raw, compact):]
+
+        return self.context.replies.remember(
+            metastore, spec, step.args, call.raw, compact,
+            f"answer {'c' if compact else 'b'} {routes.generation}",
+            identity[0] if identity is not None else "", routes.pools[metastore].config.read_timeout_ms / 1000.0,
+            send, kept, lambda body: Answer(message(name, TMessageType.REPLY, seqid, compact) + body, Outcome.OK,
+                                            metastore))
 
     def _send(self, pool: UpstreamPool, header: Header, args: Any, raw: bytes | None, started: float,
               routes: Routes, *, step: Send | None = None, relay: tuple[Lane, Pick] | None = None,
@@ -276,31 +309,14 @@ class ClientDriver:
         ``replied`` is called once the metastore replied."""
         wire = self.wire
         spec = step.call.spec if step is not None else relay[0].spec if relay is not None else None
-        replies = self.context.replies
-        cached = spec is not None and pool.name in replies.members  # its reads remembered, its writes forget
         try:
-            stream = not cached and (wire.format.buffered if step is None else step.stream)
-
-            def send() -> Reply | None:
-                return pool.forward(self.session.identity, header, args=args, raw=raw, protocol=wire.format.protocol,
-                                    sink=self._sink if stream else None,
-                                    stream_after=routes.config.server.stream_after_bytes,
-                                    known=step is None or step.call.io is not None)
-
-            try:
-                if cached and spec is not None and spec.cached is not None and self.session.may_remember:
-                    request = raw if raw is not None else wire.encode(header.name, header.mtype, header.seqid, args)
-                    identity = self.session.identity
-                    reply = replies.fetch(pool.name, spec, args, request, header.seqid,
-                                          client_compact=wire.format.compact,
-                                          upstream_compact=pool.config.wire.compact,
-                                          user=identity[0] if identity is not None else "",
-                                          wait=pool.config.read_timeout_ms / 1000.0, send=send)
-                else:
-                    reply = send()
-            finally:
-                if cached and spec is not None:  # a write forgets what it names before anything is answered
-                    self.context.forget_written(pool.name, spec, args)
+            if spec is None or pool.name not in self.context.replies.members:
+                reply = pool.forward(self.session.identity, header, args=args, raw=raw, protocol=wire.format.protocol,
+                                     sink=self._sink if (wire.format.buffered if step is None else step.stream)
+                                     else None, stream_after=routes.config.server.stream_after_bytes,
+                                     known=step is None or step.call.io is not None)
+            else:  # a member with cache on: its reads may be remembered, its writes forget
+                reply = self._through_cache(pool, spec, header, args, raw, routes, step)
         except ClientGone:
             # the client hung up while its reply streamed to it: counted as the client's, never the metastore's
             record.cut_short(header.name, pool.name, started, "client")
@@ -330,6 +346,36 @@ class ClientDriver:
         elif replied is not None:
             replied()
         return self._replied(step, reply, pool)
+
+    def _through_cache(self, pool: UpstreamPool, spec: MethodSpec, header: Header, args: Any, raw: bytes | None,
+                       routes: Routes, step: Send | None) -> Reply | None:
+        """A call to a member with ``cache`` on: a read it repeats is answered from memory when it is held and
+        true (the whole reply is read, never streamed: it is kept); a write forgets what it names before it is
+        answered, whatever the metastore said."""
+        wire, session = self.wire, self.session
+        # a renamed read is remembered as its answer, not as the member's reply (see _answer_remembered)
+        remember = spec.cached is not None and session.may_remember and (step is None or not step.rewrite_reply)
+        stream = not remember and not spec.changes and (wire.format.buffered if step is None else step.stream)
+
+        def send() -> Reply | None:
+            return pool.forward(session.identity, header, args=args, raw=raw, protocol=wire.format.protocol,
+                                sink=self._sink if stream else None,
+                                stream_after=routes.config.server.stream_after_bytes,
+                                known=step is None or step.call.io is not None)
+
+        try:
+            if not remember:
+                return send()
+            request = raw if raw is not None else wire.encode(header.name, header.mtype, header.seqid, args)
+            identity = session.identity
+            return self.context.replies.fetch(pool.name, spec, args, request, header.seqid,
+                                              client_compact=wire.format.compact,
+                                              upstream_compact=pool.config.wire.compact,
+                                              user=identity[0] if identity is not None else "",
+                                              wait=pool.config.read_timeout_ms / 1000.0, send=send)
+        finally:
+            if spec.changes:
+                self.context.forget_written(pool.name, spec, args)
 
     def lost(self, call: Call, pool: UpstreamPool, exc: UpstreamError, started: float, **fields: Any) -> Answer:
         """The answer to a call whose metastore failed it: planned again when the failure says the metastore is
