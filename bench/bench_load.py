@@ -474,17 +474,24 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
     logging.getLogger("thrift.transport.TSocket").setLevel(logging.CRITICAL)  # refusals while waggle starts
-    workdir = Path(tempfile.mkdtemp(prefix="waggle-bench-load-"))
+    return run_bench("waggle-bench-load-", run_all, args,
+                     {"seconds": args.seconds, "warmup": args.warmup, "cores": os.cpu_count()})
+
+
+def run_bench(prefix: str, run: Callable[[argparse.Namespace, Path, Processes, dict[str, Any]], None],
+              args: argparse.Namespace, report: dict[str, Any]) -> int:
+    """Run a bench in a work folder of its own, stop every process it started whatever happens, say how long it
+    took, and write its report as JSON when ``--json`` asks."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
     procs = Processes()
-    report: dict[str, Any] = {"seconds": args.seconds, "warmup": args.warmup, "cores": os.cpu_count()}
     started = time.monotonic()
     try:
-        run_all(args, workdir, procs, report)
+        run(args, workdir, procs, report)
     finally:
         procs.stop_all()
     print(f"\n(whole run {time.monotonic() - started:.0f} s; work files in {workdir})")
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps(report, indent=2, default=str) + "\n")
     return 0
 
 

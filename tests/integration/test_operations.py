@@ -9,8 +9,6 @@ import signal
 import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -93,14 +91,7 @@ def wait_generation(proxy: WaggleProcess, generation: int, within: float = 20) -
 
 
 def request(proxy: WaggleProcess, path: str, method: str = "GET", token: str | None = None) -> tuple[int, Any]:
-    req = urllib.request.Request(f"http://127.0.0.1:{proxy.http_port}{path}", method=method)
-    if token is not None:
-        req.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    return proxy.request(path, method, token)
 
 
 def test_hot_reload_adds_renames_and_removes_members_while_clients_call(primary, analytics, ops, federation_data,

@@ -111,6 +111,21 @@ class WaggleProcess:
     def client(self, timeout: float = 30.0) -> Any:
         return hive2_client(self.port, timeout)
 
+    def request(self, path: str, method: str = "GET", token: str | None = None) -> tuple[int, Any]:
+        """A call of waggle's HTTP endpoint (with the admin token, if given): its status and JSON body."""
+        import json
+        import urllib.error
+        import urllib.request
+
+        req = urllib.request.Request(f"http://127.0.0.1:{self.http_port}{path}", method=method)
+        if token is not None:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
     def http(self, path: str) -> str:
         """GET a path of waggle's HTTP endpoint (``/healthz``, ``/metrics``)."""
         from urllib.request import urlopen

@@ -24,11 +24,11 @@ import gevent
 import structlog
 
 from waggle.cache.events import Cursor, Drop, drops
+from waggle.common import metrics
 from waggle.config.model import CacheMode, MetastoreConfig
-from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
-from waggle.hms.gen.hive_metastore.ttypes import NotificationEventRequest
 from waggle.hms.notification_log import LISTENER_KEYS, missing_listener
 from waggle.upstream.client import UpstreamConnection, UpstreamError
+from waggle.upstream.log_calls import PAGE, current_id, next_events, setting
 
 __all__ = ["PAGE", "POLL_SECONDS", "LogReader", "LogReaders", "LogSink", "log_readable"]
 
@@ -36,8 +36,6 @@ log = structlog.get_logger("waggle.cache")
 
 #: seconds between two reads of a log
 POLL_SECONDS = 0.5
-#: events asked for at once
-PAGE = 1000
 #: seconds between attempts to reach a member whose log could not be read
 RETRY_SECONDS = 1.0
 
@@ -51,19 +49,6 @@ class LogSink(Protocol):
     def unreadable(self, member: str, cause: str) -> None: ...
 
 
-def current_id(conn: UpstreamConnection, timeout: float) -> int:
-    result = conn.invoke("get_current_notificationEventId", T.get_current_notificationEventId_args(),
-                         T.get_current_notificationEventId_result, timeout=timeout)
-    return int(result.success.eventId or 0)
-
-
-def next_events(conn: UpstreamConnection, after: int, timeout: float, most: int = PAGE) -> list[Any]:
-    result = conn.invoke("get_next_notification",
-                         T.get_next_notification_args(NotificationEventRequest(lastEvent=after, maxEvents=most)),
-                         T.get_next_notification_result, timeout=timeout)
-    return sorted(result.success.events or [], key=lambda e: e.eventId)
-
-
 def log_readable(conn: UpstreamConnection, timeout: float) -> str | None:
     """Why a member's notification log cannot keep a cache true, or None when it can: it must answer for its
     newest event id and for the events after it, and a notification listener must write it."""
@@ -72,17 +57,7 @@ def log_readable(conn: UpstreamConnection, timeout: float) -> str | None:
         next_events(conn, last, timeout)
     except UpstreamError as exc:
         return f"its notification log cannot be read ({exc.detail})"
-    return missing_listener(_setting(conn, key, timeout) for key in LISTENER_KEYS)
-
-
-def _setting(conn: UpstreamConnection, key: str, timeout: float) -> str | None:
-    """A setting as the metastore reports it, or None when it will not say."""
-    try:
-        result = conn.invoke("get_config_value", T.get_config_value_args(name=key, defaultValue=""),
-                             T.get_config_value_result, timeout=timeout)
-    except UpstreamError:
-        return None
-    return str(result.success or "")
+    return missing_listener(setting(conn, key, timeout) for key in LISTENER_KEYS)
 
 
 class LogReader:
@@ -147,6 +122,8 @@ class LogReader:
         if self._conn is None:
             self._conn = self._connect()
         conn = self._conn
+        calls = metrics.CACHE_LOG_CALLS.labels(name)
+        calls.inc()
         current = current_id(conn, self._timeout)
         if self._cursor is None:  # a first read, or a reconnection: whatever was remembered cannot be known true
             self._cursor = Cursor(current)
@@ -155,12 +132,16 @@ class LogReader:
             page: list[Any] = []
         else:
             cursor = self._cursor
-            page = next_events(conn, cursor.last, self._timeout) if current > cursor.last or cursor.ahead else []
+            page = []
+            if current > cursor.last or cursor.ahead:
+                calls.inc()
+                page = next_events(conn, cursor.last, self._timeout)
         cursor = self._cursor
         purged = False
         if page and page[0].eventId > cursor.last + 1 and cursor.last > 0 and not cursor.ahead:
             # a hole right after the last event read: not committed yet, or purged? the last one read is still
             # held unless the log was purged past it
+            calls.inc()
             held = next_events(conn, cursor.last - 1, self._timeout, most=1)
             purged = not held or held[0].eventId != cursor.last
         read = cursor.take(current, page, self._clock(), purged=purged)

@@ -191,16 +191,19 @@ class Replies:
         of the same call (``request``, encoded in the client's protocol: ``compact``; ``kind``: what the body is,
         in which layout). ``args`` name what the read is about, in the member's names."""
         config = self.members.get(member)
-        if config is None or spec.cached is None or not self.true(member):
+        if config is None or spec.cached is None:
             return send()
         scope = scope_of(spec, args, member)
         if scope is None:
             return send()
         shared = config.cache_shared_across_users or not config.security.impersonation
         key = Key(member, "" if shared else user, kind, spec.name, request[body_start(request, compact):])
-        body = self.store.get(key, self.clock())
-        if body is not None:
-            return made(body)
+        if self.true(member):
+            body = self.store.get(key, self.clock())
+            if body is not None:
+                return made(body)
+        # not held (or not known true now): an identical call already on its way answers this one too, since it
+        # left after anything this process forgot (the token), as a call sent now would
         token = self.store.token(scope)
         flight = self._flights.get((key, token))
         if flight is not None:  # the same call is on its way: its result is this one's

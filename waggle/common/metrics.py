@@ -192,6 +192,8 @@ def watch_cache(source: Callable[[], Iterable[CacheRow]]) -> None:
     _cache_counts.source = source
 
 
+CACHE_LOG_CALLS = Counter("waggle_cache_log_calls", "Calls made to read a cache: events metastore's notification log "
+                          "(one a poll while nothing changes).", ["metastore"], registry=REGISTRY)
 FANOUT_OMISSIONS = Counter("waggle_fanout_omissions", "Metastores left out of a merged call's answer (down, "
                            "failed or late).", ["method", "metastore"], registry=REGISTRY)
 CALLS_PLANNED_AGAIN = Counter("waggle_calls_planned_again", "Reads planned again in the same call after their "

@@ -267,11 +267,12 @@ def test_table_and_catalog_facts_come_from_the_idl() -> None:
     assert METHODS["get_table"].bridge is not None and METHODS["get_database"].bridge is None
 
 
-_DISPATCH_ROOMS = ("waggle/server", "waggle/routing", "waggle/call")
+_DISPATCH_ROOMS = ("waggle/server", "waggle/routing", "waggle/call", "waggle/cache")
 
 
 def test_dispatch_and_routing_name_no_hms_method() -> None:
-    """Dispatch reads the method table; a method name written into it would be a rule the table cannot see."""
+    """Dispatch (and the cache) read the method table; a method name written into them would be a rule the table
+    cannot see."""
     import ast
     from pathlib import Path
 
