@@ -55,6 +55,7 @@ FIRST_PORT, PORTS_EACH, PORT_RANGES = 20000, 2000, 6
 #: ``--dist loadfile`` is the order of collection). The rest keep their order.
 LONGEST_FIRST = (
     "tests/integration/test_sync.py",  # 380 s
+    "tests/integration/test_cache.py",  # 230 s
     "tests/integration/test_follow_process.py",  # 200 s
     "tests/integration/test_copies.py",  # 160 s
     "tests/integration/test_failover.py",  # 150 s
