@@ -45,6 +45,7 @@ from waggle.routes.snapshot import Routes
 from waggle.server.guard import Guard
 from waggle.server.limits import CallLimits
 from waggle.upstream.client import Connector, UpstreamConnection, UpstreamError, connect
+from waggle.upstream.deadlines import Deadlines
 from waggle.upstream.health import Health, MemberStatus
 from waggle.upstream.token_store import MetastoreTokenStore
 from waggle.upstream.tunnel import Tunnel
@@ -103,6 +104,9 @@ class Runtime:
         self.replies.configure(config.federation.members, config.server.cache_max_bytes)
         metrics.watch_cache(self.replies.rows)
         self.read_logs = read_logs
+        #: the log readers' own deadlines: a read waiting on a hung member neither has it checked nor counts
+        #: among the calls let go when it is found down (those are the clients')
+        self._log_deadlines = Deadlines()
         self.log_readers = LogReaders(self._log_connection, _log_timeout, [self.replies])
         #: who else hears what a write through this process forgot
         self.written: list[Written] = []
@@ -142,7 +146,7 @@ class Runtime:
 
     def _log_connection(self, member: MetastoreConfig) -> UpstreamConnection:
         ms = self.metastores
-        return ms.connector(member, self.config.server.upstream_limits, ms.deadlines,
+        return ms.connector(member, self.config.server.upstream_limits, self._log_deadlines,
                             tunnel=ms.tunnels.get(member.name))
 
     def check_logs(self) -> None:
@@ -243,6 +247,7 @@ class Runtime:
 
     def close(self) -> None:
         self.log_readers.close()
+        self._log_deadlines.close()
         self.loops.close()
         self.guard.close()
         self.metastores.close(self.routes.pools)

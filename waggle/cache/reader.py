@@ -73,6 +73,8 @@ class LogReader:
         self._conn: UpstreamConnection | None = None
         self._cursor: Cursor | None = None
         self._greenlet: gevent.Greenlet | None = None
+        #: the last read failed (the outage has been logged)
+        self._failing = False
         #: reads that read the log through, and events applied (for tests and status)
         self.reads = 0
         self.events = 0
@@ -110,7 +112,8 @@ class LogReader:
                 gevent.sleep(max(0.0, began + POLL_SECONDS - self._clock()))
 
     def _lost(self, reason: str) -> None:
-        if self._cursor is not None or self._conn is not None:
+        if not self._failing:  # said once an outage; cache.log_readable says when it is read again
+            self._failing = True
             log.warning("cache.log_unreadable", member=self.member.name, reason=reason)
         self._close()
         for sink in self._sinks:
@@ -161,6 +164,9 @@ class LogReader:
                 sink.read_through(name, began, found, newest)
         if not full:
             self.reads += 1
+        if self._failing:
+            self._failing = False
+            log.info("cache.log_readable", member=name)
         return not full
 
 
