@@ -134,6 +134,15 @@ def manual_waggle(primary: Any, analytics: Any, ops: Any, federation_data: dict[
     proc.stop()
 
 
+@pytest.fixture(scope="session")
+def event_check(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """Hive's MessageDeserializer as a command (tests.support.event_check), compiled once per session."""
+    from tests.support.event_check import CHECKER
+    from tests.support.java import compiled
+
+    return compiled(CHECKER, tmp_path_factory.mktemp("event-check"))
+
+
 @pytest.fixture
 def unique_db(primary: Any) -> Iterator[str]:
     """A fresh database name, dropped (cascade) afterwards."""

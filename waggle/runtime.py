@@ -7,6 +7,7 @@
 - remote databases: the links service (:mod:`waggle.routes.links`) and data connectors;
 - copies of members' tables: the copies service (:mod:`waggle.routes.copies`);
 - the replies remembered for members with ``cache`` on, and the readers of their logs (:mod:`waggle.cache`);
+- the federation's merged notification log, and its merger (:mod:`waggle.events`);
 - serving, stopping, draining and readiness (:mod:`waggle.lifecycle`);
 - the background loops (:mod:`waggle.loops`).
 
@@ -31,7 +32,11 @@ from waggle.cache.reader import LogReaders, log_readable
 from waggle.cache.replies import Replies
 from waggle.common import metrics
 from waggle.common.limiter import Limiter
-from waggle.config.model import CacheMode, DatabaseResolution, MetastoreConfig, WaggleConfig
+from waggle.config.model import CacheMode, DatabaseResolution, MetastoreConfig, NotificationLog, WaggleConfig
+from waggle.events.merger import Merger
+from waggle.events.served import MergedLog
+from waggle.events.shown import Shown
+from waggle.events.store import JournalStore
 from waggle.hms.methods import MethodSpec
 from waggle.lifecycle import Lifecycle
 from waggle.loops import Loop, Loops
@@ -108,6 +113,14 @@ class Runtime:
         #: among the calls let go when it is found down (those are the clients')
         self._log_deadlines = Deadlines()
         self.log_readers = LogReaders(self._log_connection, _log_timeout, [self.replies])
+        #: the federation's merged notification log: served by every process, merged by one process of the
+        #: federation (the holder of its lease) among those that read logs
+        self.journal = JournalStore(lambda: self.routes.primary)
+        self._shown: tuple[object, Shown] | None = None
+        self.notification_log = MergedLog(self.journal, self.routes.pools.get, self._events_shown)
+        self.merger = Merger(self.journal, self._merged_members, lambda m, e: self._events_shown().event(m, e),
+                             self.notification_log.publish, self._retention)
+        self._merging = False
         #: who else hears what a write through this process forgot
         self.written: list[Written] = []
         self.health.listeners.append(self._member_changed)
@@ -169,6 +182,31 @@ class Runtime:
         if problems:
             raise CacheLogError("; ".join(problems))
 
+    # -- the merged notification log -----------------------------------------------------------------------------
+    def _events_shown(self) -> Shown:
+        """The names clients see now (made again when the planner changes)."""
+        routes = self.routes
+        if self._shown is None or self._shown[0] is not routes.planner:
+            self._shown = (routes.planner, Shown(routes.planner, {m.name: m for m in routes.config.federation.members}))
+        return self._shown[1]
+
+    def _retention(self) -> float:
+        kept = self.config.server.notification_log_retention
+        return float("inf") if kept is None else float(kept)
+
+    def _merged_members(self) -> list[tuple[str, Any]]:
+        routes = self.routes
+        return [(m.name, routes.pools[m.name]) for m in routes.config.federation.members if m.name in routes.pools]
+
+    def _merge(self) -> None:
+        """Merge the members' logs while ``notification-log`` is federated (in a process that reads logs)."""
+        wanted = self.read_logs and self.config.server.notification_log is NotificationLog.FEDERATED
+        if wanted and not self._merging:
+            self.merger.start()
+        elif self._merging and not wanted:
+            self.merger.stop()
+        self._merging = wanted
+
     # -- MANUAL: which member owns each database ------------------------------------------------------------
     def refresh_databases(self) -> None:
         """List every member's databases (in parallel, bounded) and swap in a new map."""
@@ -222,6 +260,7 @@ class Runtime:
             self.replies.configure(config.federation.members, server.cache_max_bytes)
             if self.read_logs:
                 self.log_readers.update(config.federation.members)
+            self._merge()
             if self.lifecycle.serving and _copy_readers(old.config) != _copy_readers(config):
                 gevent.spawn(self.copies.refresh_quietly)  # read-from-copies changed: the copies now, not later
             return plan
@@ -238,6 +277,7 @@ class Runtime:
             self.check_logs()
             self.log_readers.update(self.config.federation.members)
             self.log_readers.start()
+        self._merge()
         if not serving:
             return
         if self.manual:
@@ -246,6 +286,9 @@ class Runtime:
         self.loops.start()
 
     def close(self) -> None:
+        if self._merging:
+            self._merging = False
+            self.merger.stop()
         self.log_readers.close()
         self._log_deadlines.close()
         self.loops.close()

@@ -219,6 +219,29 @@ def _get_table_objects_by_name(x: Ctx) -> None:
     assert sorted((t.dbName, t.tableName) for t in tables) == [(x.db, "parts"), (x.db, "plain")]
 
 
+def _fire_listener_event(x: Ctx) -> None:
+    """The files of an INSERT event reach the metastore's log (the real 2.3 one, under a stub too)."""
+    import json
+
+    from hmsclient.genthrift.hive_metastore.ttypes import NotificationEventRequest
+
+    store = x.fed.metastores[x.upstream]
+    with hive2_client(store.port) as direct:
+        after = direct.get_current_notificationEventId().eventId
+    files = [f"file:/tmp/fired/{uuid.uuid4().hex}/part-0"]
+    request = x.T.FireEventRequest(successful=True, dbName=x.db, tableName="plain", data=x.T.FireEventRequestData(
+        insertData=x.T.InsertEventRequestData(filesAdded=files)))
+    if x.client != "2.3":
+        request.catName = "hive"
+    x.c.fire_listener_event(request)
+    if x.stub is not None:  # what the newer metastore reads
+        assert x.stub.received("fire_listener_event")[-1].args.rqst.data.insertData.filesAdded == files
+    with hive2_client(store.port) as direct:
+        events = direct.get_next_notification(NotificationEventRequest(lastEvent=after, maxEvents=100)).events
+    assert [json.loads(e.message)["files"] for e in events or () if e.eventType == "INSERT" and
+            (e.dbName, e.tableName) == (x.member_db, "plain")] == [files]
+
+
 RECIPES: dict[str, Callable[[Ctx], None]] = {
     "get_databases_all": _get_databases_all,
     "get_table_meta_pattern": _get_table_meta_pattern,
@@ -241,6 +264,7 @@ RECIPES: dict[str, Callable[[Ctx], None]] = {
     "get_schema_req": _get_schema_req,
     "get_table": _get_table,
     "get_table_objects_by_name": _get_table_objects_by_name,
+    "fire_listener_event": _fire_listener_event,
 }
 
 

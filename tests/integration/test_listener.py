@@ -5,33 +5,16 @@ deserializer reads them (``java/EventCheck.java``, compiled once per session aga
 from __future__ import annotations
 
 import copy
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.clients import hive2_client
-from tests.support.java import compiled
+from tests.support.event_check import hive_reads
 from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.integration
-
-CHECKER = Path(__file__).parent / "java" / "EventCheck.java"
-
-
-@pytest.fixture(scope="session")
-def event_check(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    return compiled(CHECKER, tmp_path_factory.mktemp("event-check"))
-
-
-def hive_reads(event_check: list[str], events: list[Any]) -> list[dict[str, Any]]:
-    """Each event's message as Hive's MessageDeserializer reads it."""
-    lines = "".join(f"{e.eventType}\t{e.message}\n" for e in events)
-    done = subprocess.run(event_check, input=lines, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return [json.loads(line) for line in done.stdout.splitlines()]
 
 
 def events_after(client: Any, after: int) -> list[Any]:

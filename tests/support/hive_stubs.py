@@ -14,6 +14,8 @@ and changes only what the modelled version does differently on the wire:
   ``hive``) and catalog-qualified names (``@hive#db``, ``@hive#`` for all, ``@hive#!`` for empty) in top-level
   string and list<string> arguments are rewritten to what Hive 2.3 understands.
 * ``getVersion`` answers the modelled version.
+* ``fire_listener_event``'s insert data reaches the Hive 2.3 metastore in Hive 2.3's field ids (``filesAdded`` is
+  field 1 there, field 2 in Hive 3+), as the modelled server's own reading would have it.
 
 What they do NOT model: any other behaviour difference of the newer servers (semantics, validation, default
 values, new response fields, stats, transactions), methods newer than Hive 2.3 that are not answered locally
@@ -121,6 +123,22 @@ def _emulate_catalogs(args: Any) -> None:
             setattr(args, field, uncatalog(value))
         elif ttype == TType.LIST and isinstance(value, list) and elem and elem[0] == TType.STRING:
             setattr(args, field, [uncatalog(v) if isinstance(v, str) else v for v in value])
+
+
+def _for_hive2(name: str, args: Any) -> Any:
+    """The arguments as the Hive 2.3 metastore underneath reads them: ``fire_listener_event``'s insert data in
+    Hive 2.3's field ids (hmsclient's generated code); any other call as it is."""
+    insert = getattr(getattr(getattr(args, "rqst", None), "data", None), "insertData", None)
+    if name != "fire_listener_event" or insert is None:
+        return args
+    from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore as Hive2
+    from hmsclient.genthrift.hive_metastore import ttypes as h2
+
+    r = args.rqst
+    return Hive2.fire_listener_event_args(rqst=h2.FireEventRequest(
+        successful=r.successful, dbName=r.dbName, tableName=r.tableName, partitionVals=r.partitionVals,
+        data=h2.FireEventRequestData(insertData=h2.InsertEventRequestData(
+            filesAdded=insert.filesAdded, filesAddedChecksum=insert.filesAddedChecksum))))
 
 
 def _result_with_exception(result: Any, exc: Exception) -> bool:
@@ -341,7 +359,7 @@ class HiveStubMetastore:
             self._reply(oprot, name, seqid, result)
             return
         uprot.writeMessageBegin(name, mtype, seqid)
-        args.write(uprot)
+        _for_hive2(name, args).write(uprot)
         uprot.writeMessageEnd()
         uprot.trans.flush()
         if oneway:

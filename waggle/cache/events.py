@@ -11,13 +11,10 @@ be read, makes the member's entries all go: waggle cannot tell what changed.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import gzip
-import json
-import zlib
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+from waggle.hms.notification_log import read_message
 
 __all__ = ["Cursor", "Drop", "Read", "drops"]
 
@@ -66,25 +63,12 @@ def drops(event_type: str, db: str | None, table: str | None, message: str | Non
 
 def _message_names(message: str | None, message_format: str | None) -> tuple[str | None, str | None] | None:
     """The ``db`` and ``table`` a message names, or None when it cannot be read."""
-    body = _json(message or "", message_format or "")
+    body = read_message(message, message_format)
     if not isinstance(body, dict):
         return None
     db, table = body.get("db"), body.get("table")
     return (db.lower() if isinstance(db, str) and db else None,
             table.lower() if isinstance(table, str) and table else None)
-
-
-def _json(message: str, message_format: str) -> Any:
-    text = message
-    if message_format.startswith("gzip") or not message.lstrip().startswith("{"):
-        try:
-            text = gzip.decompress(base64.b64decode(message, validate=False)).decode("utf-8")
-        except (binascii.Error, OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError):
-            return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 # -- how far a log has been read ----------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from waggle.call.plan import member_args, send_plan
 from waggle.call.values import Call, Kind, MemberHealth, Send
-from waggle.config.model import CopyReads, MetastoreConfig, WireFormat
+from waggle.config.model import CopyReads, MetastoreConfig, NotificationLog, WireFormat
 from waggle.hms.fields import catalog_field
 from waggle.hms.methods import Access, MethodSpec, Route
 from waggle.hms.names import parse
@@ -158,6 +158,8 @@ def lane_of(routes: Routes, spec: MethodSpec | None, io: MethodIO | None) -> Lan
         return None  # tables hidden, or links, remote tables and data connectors that may stand for any name
     if spec.token is not None and routes.config.server.security.answers_tokens:
         return None  # waggle's token service answers it
+    if spec.log is not None and routes.config.server.notification_log is NotificationLog.FEDERATED:
+        return None  # waggle answers it from the merged log
     return Lane(routes, spec, io)
 
 

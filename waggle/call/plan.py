@@ -27,7 +27,7 @@ from waggle.call.values import (
     Refusal,
     Send,
 )
-from waggle.config.model import MetastoreConfig, TransportKind
+from waggle.config.model import MetastoreConfig, NotificationLog, TransportKind
 from waggle.copies import planning as copies
 from waggle.hms.bridges import DEFAULT_CATALOG, strip_catalog
 from waggle.hms.catalogs import carries_catalog
@@ -63,6 +63,8 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
         return Send(Kind.TOKENS, call, primary.name, primary, call.args)
     if spec.connector is not None and routes.registry is not None:
         return Send(Kind.CONNECTORS, call, primary.name, primary, call.args)
+    if spec.log is not None and routes.config.server.notification_log is NotificationLog.FEDERATED:
+        return Send(Kind.LOG, call, primary.name, primary, call.args)
     if spec.link is not None and routes.registry is not None:
         linked = remotes.link_call(call.name, spec, call.args, call.session.identity, routes, learned.connectors)
         if linked is not None:

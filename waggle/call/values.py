@@ -99,7 +99,9 @@ class Session:
 
 @dataclass(slots=True)
 class Call:
-    """One client call as it arrived. ``args`` is None for a method waggle's IDL does not have."""
+    """One client call as it arrived, in waggle's IDL. ``args`` is None for a method waggle's IDL does not have. A
+    call that a release numbers apart from waggle's IDL is made waggle's, ``args`` and ``raw`` (see
+    :attr:`~waggle.hms.service.MethodIO.arrives`)."""
 
     header: Header
     spec: MethodSpec | None
@@ -111,6 +113,11 @@ class Call:
     wire: WireFormat
     #: how many times the call was planned again because its metastore was lost (waggle.call.lost)
     attempt: int = 0
+
+    def __post_init__(self) -> None:
+        io = self.io
+        if io is not None and io.arrives is not None and self.args is not None:
+            self.args, self.raw = io.arrives(self.args, self.raw, self.wire.protocol)
 
     @property
     def name(self) -> str:
@@ -137,6 +144,7 @@ class Kind(enum.Enum):
     COPY = "copy"  # sent to the primary about a copy (read-from-copies), its reply made the source's
     PAIRED = "paired"  # the member and the primary's copy are asked at once; the source's partitions get the
     # copy's storage (read-from-copies: prefer)
+    LOG = "log"  # waggle answers a notification-log call from the merged log (notification-log: federated)
 
 
 class Outcome(enum.StrEnum):

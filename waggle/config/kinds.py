@@ -38,6 +38,13 @@ class CacheMode(enum.Enum):
     EVENTS = "events"  # remembered while the member's notification log says nothing changed
 
 
+class NotificationLog(enum.Enum):
+    """Which notification log clients read through waggle (``notification-log``)."""
+
+    PRIMARY = "primary"  # the primary's own: its events and ids, as they are
+    FEDERATED = "federated"  # every member's, merged, renamed, with ids of the merged log (waggle.events)
+
+
 class PartialCopies(enum.Enum):
     """What a ``prefer`` read does with partitions its copy lacks or holds stale (``partial``)."""
 

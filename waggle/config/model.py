@@ -23,6 +23,7 @@ from waggle.config.kinds import CacheMode as CacheMode
 from waggle.config.kinds import CopyReads as CopyReads
 from waggle.config.kinds import DatabaseResolution as DatabaseResolution
 from waggle.config.kinds import Family as Family
+from waggle.config.kinds import NotificationLog as NotificationLog
 from waggle.config.kinds import PartialCopies as PartialCopies
 from waggle.config.kinds import Per as Per
 from waggle.config.kinds import ProtocolKind as ProtocolKind
@@ -295,6 +296,8 @@ class ServerConfig:
     database_refresh_seconds: float = setting_field(S.DATABASE_RESOLUTION_REFRESH, float)
     copies_refresh_seconds: float = setting_field(S.COPIES_REFRESH, float)
     cache_max_bytes: int = setting_field(S.CACHE_MAX_BYTES)
+    notification_log: NotificationLog = setting_field(S.NOTIFICATION_LOG)
+    notification_log_retention: int | None = setting_field(S.NOTIFICATION_LOG_RETENTION)
     endpoint_port: int = setting_field(S.ENDPOINT_PORT)
     log_level: str = setting_field(S.LOG_LEVEL)
     log_format: str = setting_field(S.LOG_FORMAT)

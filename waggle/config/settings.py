@@ -23,6 +23,7 @@ from waggle.config.kinds import (
     CopyReads,
     DatabaseResolution,
     Family,
+    NotificationLog,
     PartialCopies,
     Per,
     ProtocolKind,
@@ -267,6 +268,19 @@ class Server:
         "cache.max-bytes", 64 * 1024 * 1024, integer(0),
         "The most bytes of replies each waggle process keeps for members with `cache` on; over it, the replies "
         "used longest ago are dropped. `0` keeps none (waggle addition).",
+    )
+    NOTIFICATION_LOG = SERVER.add(
+        "notification-log", NotificationLog.PRIMARY, choice(NotificationLog),
+        "Which notification log clients read (`get_next_notification`, `get_current_notificationEventId`, "
+        "`get_notification_events_count`): `primary`, the primary's own, as Waggle Dance serves it (its ids are "
+        "the primary's); `federated`, one log merging every member's, with waggle's names and ids of its own "
+        "(see the event consumers guide) (waggle addition).",
+    )
+    NOTIFICATION_LOG_RETENTION = SERVER.add(
+        "notification-log-retention", 86400, age_seconds(),
+        "`notification-log: federated`: how long the merged log keeps which member event each id stands for "
+        "(`86400`, `24h`); as long as the members keep their events (Hive's "
+        "`hive.metastore.event.db.listener.timetolive`, a day by default); null keeps it all (waggle addition).",
     )
     COPIES_REFRESH = SERVER.add(
         "copies-refresh-seconds", 30, integer(1),

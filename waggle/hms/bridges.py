@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from thrift.Thrift import TApplicationException
 
 from waggle.config.hive_values import OLDEST, Version
-from waggle.hms import specs
+from waggle.hms import insert_event, specs
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
 from waggle.hms.gen.hive_metastore.ttypes import MetaException
@@ -378,6 +378,11 @@ def _get_table_objects_by_name(args: Any, up: Upstream) -> Any:
     return carry(old, "get_table_objects_by_name", lambda res: list(res.tables or ()))
 
 
+def _fire_listener_event(args: Any, up: Upstream) -> Any:
+    """Insert data in the numbering the metastore reads: Hive 2.3's for one without catalogs (asked once)."""
+    return up.call("fire_listener_event", insert_event.as_hive2(args) if up.catalogs is False else args)
+
+
 _ALL = (
     Bridge("get_database_req", "get_database", HIVE_4, _get_database_req),
     Bridge("get_table_objects_by_name_req", "get_tables, then get_table_objects_by_name_req with the names",
@@ -414,6 +419,11 @@ _ALL = (
     Bridge("get_table", "get_table_req", OLDEST, _get_table, removed=HIVE_4_0_1),
     Bridge("get_table_objects_by_name", "get_table_objects_by_name_req", OLDEST, _get_table_objects_by_name,
            removed=HIVE_4_0_1),
+    Bridge("fire_listener_event", "fire_listener_event with Hive 2.3's field ids", OLDEST, _fire_listener_event,
+           applies=insert_event.inserts, field_since=HIVE_3,
+           note="InsertEventRequestData is numbered apart in Hive 2.3 (`filesAdded` is field 1, not 2): a call is "
+                "renumbered for a metastore without catalogs, and a Hive 2.3 client's call for any other "
+                "(waggle.hms.insert_event)"),
 )
 
 #: method -> its bridge

@@ -57,6 +57,7 @@ __all__ = [
     "DbField",
     "LinkCall",
     "LinkOp",
+    "LogOp",
     "Merge",
     "MethodSpec",
     "NameForm",
@@ -139,6 +140,15 @@ class ConnectorCall:
     paths: tuple[tuple[str, ...], ...] = ()
 
 
+class LogOp(enum.Enum):
+    """A notification-log call, answered by waggle from the federation's merged log when the server's
+    ``notification-log`` is ``federated`` (:mod:`waggle.events`); else it follows the method's route."""
+
+    CURRENT = "current"  # success: the newest merged event id
+    NEXT = "next"  # success: the events after the request's lastEvent
+    COUNT = "count"  # success: how many events from the request's fromEventId
+
+
 class Merge(enum.Enum):
     """How the answers of a fan-out are merged (members in federation order, the primary first)."""
 
@@ -215,6 +225,8 @@ class MethodSpec:
     link: LinkCall | None = None
     #: with remote databases enabled, waggle answers this data-connector call itself
     connector: ConnectorCall | None = None
+    #: with ``notification-log: federated``, waggle answers this log call from the merged log (see :class:`LogOp`)
+    log: LogOp | None = None
     # -- derived from the IDL when the table is built (see _derive); never written by hand ------------------
     lock_id: Path = ()  # args path to the lock id (Route.LOCK_ID)
     lock_components: Path = ()  # args path to the list of LockComponent (Access.LOCK)
@@ -660,13 +672,14 @@ _SPECS: tuple[MethodSpec, ...] = (
     _primary_write("set_hadoop_jobid", "compaction id only"),
     _read("get_latest_committed_compaction_info"),
     # ---- notifications and replication -----------------------------------------------------------------------
-    MethodSpec("get_next_notification", Access.READ, Route.PRIMARY,
-               note="event ids are one sequence per metastore, so a cursor can only follow the primary's log; "
-                    "the dbName filter (Hive 4) is rewritten but does not route; message JSON is not rewritten"),
-    _primary_read("get_current_notificationEventId", "the primary's event sequence"),
-    MethodSpec("get_notification_events_count", Access.READ, Route.PRIMARY,
-               note="counts in the primary's event sequence (like get_next_notification); dbName is rewritten "
-                    "but does not route"),
+    MethodSpec("get_next_notification", Access.READ, Route.PRIMARY, log=LogOp.NEXT,
+               note="the primary's log, or the federation's merged log (notification-log: federated) with each "
+                    "event's names rewritten; the request's dbName (Hive 4) filters"),
+    MethodSpec("get_current_notificationEventId", Access.READ, Route.PRIMARY, log=LogOp.CURRENT,
+               note="the primary's event sequence, or the merged log's (notification-log: federated)"),
+    MethodSpec("get_notification_events_count", Access.READ, Route.PRIMARY, log=LogOp.COUNT,
+               note="counts in the primary's log, or the merged log's (notification-log: federated); dbName "
+                    "filters"),
     _write("fire_listener_event", note="fires the listeners of the metastore owning the table"),
     _write("add_write_notification_log", note="WriteNotificationLogRequest.db"),
     _write("add_write_notification_log_in_batch", note="Hive 4; db and every requestList[].db"),

@@ -1,15 +1,52 @@
-"""Whether a metastore writes its notification log, from the settings it reports (``get_config_value``).
+"""A metastore's notification log: whether it is written, and its messages' text.
 
 A Hive metastore writes the log only when a notification listener is configured (Hive's
-``org.apache.hive.hcatalog.listener.DbNotificationListener``, or one like it) in one of these settings. Without
-one, the log calls still answer, with no events ever: a cache kept true by such a log would never forget.
+``org.apache.hive.hcatalog.listener.DbNotificationListener``, or one like it) in one of :data:`LISTENER_KEYS`.
+Without one, the log calls still answer, with no events ever: a cache kept true by such a log would never forget.
+
+Messages come in two formats: ``json-0.2`` (Hive 2 and 3: JSON) and Hive 4's ``gzip(json-2.0)`` (base64 of the
+gzipped JSON, the same keys). :func:`read_message` reads both; :func:`write_message` writes JSON back in the
+form a message came in.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import gzip
+import json
+import zlib
 from collections.abc import Iterable
+from typing import Any
 
-__all__ = ["LISTENER_KEYS", "missing_listener"]
+__all__ = ["LISTENER_KEYS", "missing_listener", "read_message", "write_message"]
+
+
+def _gzipped(message: str, message_format: str | None) -> bool:
+    return (message_format or "").startswith("gzip") or not message.lstrip().startswith("{")
+
+
+def read_message(message: str | None, message_format: str | None) -> Any:
+    """A message's JSON (plain, or base64 of gzip whatever its format says), or None when it cannot be read."""
+    text = message or ""
+    if _gzipped(text, message_format):
+        try:
+            text = gzip.decompress(base64.b64decode(text, validate=False)).decode("utf-8")
+        except (binascii.Error, OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError):
+            return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def write_message(body: Any, like: str, message_format: str | None) -> str:
+    """``body`` as a message in the form of ``like`` (compact JSON; gzipped with a fixed time, and base64, when
+    ``like`` was)."""
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    if not _gzipped(like, message_format):
+        return text
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), mtime=0)).decode("ascii")
 
 #: the settings that name a metastore's event listeners (transactional ones write in the change's own transaction)
 LISTENER_KEYS = ("hive.metastore.transactional.event.listeners", "hive.metastore.event.listeners")

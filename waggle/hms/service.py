@@ -6,19 +6,24 @@ Derived from ``waggle.hms.gen`` once, at import. The routing semantics of each m
 An error waggle writes itself is put where the client's release reads it (:mod:`waggle.hms.layouts`): for the
 few methods whose exceptions a release declares unlike waggle's IDL, a result class declaring that release's
 fields is made once, here.
+
+A call whose arguments a release numbers unlike waggle's IDL is read again as it arrives (:attr:`MethodIO.arrives`):
+``fire_listener_event``'s insert data from a Hive 2.3 client (:mod:`waggle.hms.insert_event`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 from thrift.Thrift import TType
 
-from waggle.hms import specs
+from waggle.config.model import ProtocolKind
+from waggle.hms import insert_event, specs
 from waggle.hms.gen.fb303 import FacebookService
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore, ttypes
 from waggle.hms.gen.hive_metastore.ttypes import MetaException
@@ -38,6 +43,9 @@ class MethodIO:
                                                                                    compare=False)
     #: the layouts whose metastores put an exception at a field id where waggle's IDL has another class
     misread: frozenset[Layout] = frozenset()
+    #: (arguments decoded in waggle's IDL, the whole message, its protocol) -> the same call in waggle's numbering,
+    #: for a method some release numbers its arguments apart (None for the others: they arrive as they are)
+    arrives: Callable[[Any, bytes, ProtocolKind], tuple[Any, bytes]] | None = None
 
     def meta_exception_result(self, message: str) -> object | None:
         """A result struct carrying ``MetaException(message)``, or None when the method declares none."""
@@ -156,8 +164,13 @@ def _methods(module: ModuleType, service: str) -> dict[str, MethodIO]:
         result = getattr(module, f"{name}_result", None)
         declared = _declared(name, result) if result else {}
         out[name] = MethodIO(name, args, result, _meta_field(result) if result else None, service, declared,
-                             frozenset(layout for layout, (cls, _) in declared.items() if _misread(cls, result)))
+                             frozenset(layout for layout, (cls, _) in declared.items() if _misread(cls, result)),
+                             _ARRIVES.get(name))
     return out
+
+
+#: the methods whose arguments a release numbers apart from waggle's IDL, and how such a call is read again
+_ARRIVES = {"fire_listener_event": insert_event.arrived}
 
 
 METHOD_IO: dict[str, MethodIO] = {

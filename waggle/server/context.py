@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from waggle.cache.replies import Replies
     from waggle.common.limiter import Limiter
     from waggle.config.model import WaggleConfig
+    from waggle.events.served import MergedLog
     from waggle.hms.methods import MethodSpec as MethodSpec
     from waggle.lifecycle import Lifecycle
     from waggle.remotes.connectors import ConnectorService
@@ -93,6 +94,11 @@ class ServerContext(Protocol):
     @property
     def replies(self) -> Replies:
         """The replies remembered for members with ``cache`` on."""
+        ...
+
+    @property
+    def notification_log(self) -> MergedLog:
+        """The federation's merged notification log (``notification-log: federated``)."""
         ...
 
     def forget_written(self, member: str, spec: MethodSpec, args: Any) -> None:

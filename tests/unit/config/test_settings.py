@@ -79,6 +79,8 @@ SERVER_VALUES: dict[str, Callable[[ServerConfig], object]] = {
     "remote-databases.refresh-seconds": lambda s: s.remotes.refresh_seconds,
     "copies-refresh-seconds": lambda s: s.copies_refresh_seconds,
     "cache.max-bytes": lambda s: s.cache_max_bytes,
+    "notification-log": lambda s: s.notification_log,
+    "notification-log-retention": lambda s: s.notification_log_retention,
 }
 
 METASTORE_VALUES: dict[str, Callable[[MetastoreConfig], object]] = {

@@ -222,8 +222,9 @@ FLOORS: list[tuple[str, ...]] = [
     # connections to metastores; the checks of files a configuration names
     ("upstream", "checks"),
     # remote databases (registry, planning); copies (catalog, planning); the metastores' side of the runtime;
-    # the sync, a program of its own; the replies remembered and the readers of the logs that keep them true
-    ("remotes", "copies", "metastores", "sync", "cache"),
+    # the sync, a program of its own; the replies remembered and the readers of the logs that keep them true; the
+    # federation's merged notification log
+    ("remotes", "copies", "metastores", "sync", "cache", "events"),
     # the routes snapshot every call reads, and the services that keep it current
     ("routes",),
     # the call core: pure, planned from a snapshot

@@ -1,0 +1,182 @@
+"""The federation's merged notification log (``notification-log: federated``) over real Hive 2.3 metastores that
+write their logs as production ones do: the session's primary and ``ops`` (prefix ``ops_``).
+
+Each test changes databases and tables of its own straight at the members, then reads the log through waggle as
+event consumers do (ids saved and asked after), and checks what it sees by its own names only: other files use
+the same metastores, and their events are in the log too.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.clients import hive2_client, release_client
+from tests.support.event_check import hive_reads
+from tests.support.federation import federation_yaml
+from tests.support.proxy import WaggleProcess
+from tests.support.waits import wait_for
+
+pytestmark = pytest.mark.integration
+
+SERVER = "database-resolution: PREFIXED\nnotification-log: federated\n"
+
+
+def _members(ops: Any) -> str:
+    return (f"federated-meta-stores:\n- name: ops\n  remote-meta-store-uris: {ops.uri}\n  database-prefix: ops_\n"
+            "  access-control-type: READ_AND_WRITE_ON_DATABASE_WHITELIST\n  writable-database-white-list: [scratch]\n")
+
+
+@pytest.fixture(scope="module")
+def merged(primary: Any, ops: Any, federation_data: dict[str, Any],
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[WaggleProcess]:
+    proc = WaggleProcess(tmp_path_factory.mktemp("merged"), federation_yaml(primary.uri, _members(ops)),
+                         SERVER).start()
+    _merging(proc)
+    yield proc
+    proc.stop()
+
+
+def _merging(proc: WaggleProcess) -> None:
+    """Wait until the merger reads both members (their events from then on are merged), or another process
+    does (the journal holds both members)."""
+    wait_for(lambda: proc.events("events.members_joined") or _current(proc.port) > 0, timeout=30,
+             message=lambda: proc.log()[-3000:])
+
+
+def _table(name: str, db: str, partitioned: bool = False) -> Any:
+    from hmsclient.genthrift.hive_metastore.ttypes import FieldSchema, SerDeInfo, StorageDescriptor, Table
+
+    sd = StorageDescriptor(cols=[FieldSchema("id", "string", None)], location=None,
+                           inputFormat="org.apache.hadoop.mapred.TextInputFormat",
+                           outputFormat="org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
+                           serdeInfo=SerDeInfo(serializationLib="org.apache.hadoop.hive.serde2.lazy."
+                                                                "LazySimpleSerDe", parameters={}),
+                           parameters={})
+    return Table(tableName=name, dbName=db, owner="test", sd=sd, parameters={}, tableType="MANAGED_TABLE",
+                 partitionKeys=[FieldSchema("dt", "string", None)] if partitioned else [])
+
+
+def _name() -> str:
+    return f"m_{uuid.uuid4().hex[:10]}"
+
+
+def _events(port: int, after: int, most: int = 1000) -> list[Any]:
+    from hmsclient.genthrift.hive_metastore.ttypes import NotificationEventRequest
+
+    with hive2_client(port) as c:
+        return list(c.get_next_notification(NotificationEventRequest(lastEvent=after, maxEvents=most)).events or [])
+
+
+def _current(port: int) -> int:
+    with hive2_client(port) as c:
+        return int(c.get_current_notificationEventId().eventId)
+
+
+def _mine(events: list[Any], tables: set[str]) -> list[Any]:
+    return [e for e in events if (e.tableName or "").lower() in tables]
+
+
+def _changes(primary: Any, ops: Any, db: str, names: tuple[str, str]) -> None:
+    """A table created, partitioned and altered in the primary's ``db``; one created, altered and dropped in ops'
+    ``scratch``."""
+    from hmsclient.genthrift.hive_metastore.ttypes import Partition
+
+    ours, theirs = names
+    with hive2_client(primary.port) as p, hive2_client(ops.port) as o:
+        p.create_table(_table(ours, db, partitioned=True))
+        o.create_table(_table(theirs, "scratch"))
+        table = p.get_table(db, ours)
+        part = Partition(values=["1"], dbName=db, tableName=ours, sd=table.sd, parameters={})
+        p.add_partitions([part])
+        changed = o.get_table("scratch", theirs)
+        changed.parameters = {**(changed.parameters or {}), "touched": "yes"}
+        o.alter_table("scratch", theirs, changed)
+        o.drop_table("scratch", theirs, True)
+
+
+def test_both_members_changes_arrive_under_waggles_names_in_order_with_ids_of_their_own(
+        merged: WaggleProcess, primary: Any, ops: Any, unique_db: str, event_check: list[str]) -> None:
+    from hmsclient.genthrift.hive_metastore.ttypes import Database
+
+    with hive2_client(primary.port) as p:
+        p.create_database(Database(name=unique_db, description="", parameters={}))
+    start = _current(merged.port)
+    names = (_name(), _name())
+    _changes(primary, ops, unique_db, names)
+    wanted = {names[0], names[1]}
+
+    seen = wait_for(lambda: (lambda found: found if len(found) == 5 else None)(
+        _mine(_events(merged.port, start), wanted)), timeout=20, message=lambda: merged.log()[-4000:])
+    ours = [(e.eventType, e.dbName, e.tableName) for e in seen if e.tableName == names[0]]
+    theirs = [(e.eventType, e.dbName, e.tableName) for e in seen if e.tableName == names[1]]
+    assert ours == [("CREATE_TABLE", unique_db, names[0]), ("ADD_PARTITION", unique_db, names[0])]
+    assert theirs == [("CREATE_TABLE", "ops_scratch", names[1]), ("ALTER_TABLE", "ops_scratch", names[1]),
+                      ("DROP_TABLE", "ops_scratch", names[1])]
+    everything = _events(merged.port, start)
+    ids = [e.eventId for e in everything]
+    assert ids == sorted(set(ids)) and ids[0] > start  # one increasing id space, no id twice
+    assert _current(merged.port) >= ids[-1]
+
+    read = hive_reads(event_check, seen)  # Hive's own deserializer names waggle's databases
+    assert [r["db"] for r in read] == [e.dbName for e in seen]
+    created = next(r for r, e in zip(read, seen, strict=True) if e.tableName == names[1])
+    assert created["object"]["db"] == "ops_scratch"
+
+
+def test_a_saved_id_asked_again_through_another_waggle_gets_the_same_events(
+        merged: WaggleProcess, primary: Any, ops: Any, unique_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from hmsclient.genthrift.hive_metastore.ttypes import Database
+
+    with hive2_client(primary.port) as p:
+        p.create_database(Database(name=unique_db, description="", parameters={}))
+    start = _current(merged.port)
+    names = (_name(), _name())
+    _changes(primary, ops, unique_db, names)
+    wait_for(lambda: len(_mine(_events(merged.port, start), set(names))) == 5, timeout=20)
+    first = [(e.eventId, e.eventType, e.dbName, e.tableName, e.message) for e in _events(merged.port, start)]
+
+    other = WaggleProcess(tmp_path_factory.mktemp("merged-other"), federation_yaml(primary.uri, _members(ops)),
+                          SERVER).start()
+    try:
+        again = [(e.eventId, e.eventType, e.dbName, e.tableName, e.message) for e in _events(other.port, start)]
+        assert again[:len(first)] == first
+        merged.stop()  # the merger goes: the other takes the lease, and the ids go on
+        try:
+            later = (_name(), _name())
+            _changes(primary, ops, unique_db, later)
+            after = first[-1][0]
+            found = wait_for(lambda: (lambda f: f if len(f) == 5 else None)(
+                _mine(_events(other.port, after), set(later))), timeout=60, message="events after the switch")
+            everything = _events(other.port, start)
+            ids = [e.eventId for e in everything]
+            assert ids == sorted(set(ids))
+            assert all(e.eventId > after for e in found)
+        finally:
+            merged.start()
+    finally:
+        other.stop()
+
+
+def test_the_requests_filters_apply_to_waggles_names(merged: WaggleProcess, primary: Any, ops: Any,
+                                                      unique_db: str) -> None:
+    from hmsclient.genthrift.hive_metastore.ttypes import Database
+
+    with hive2_client(primary.port) as p:
+        p.create_database(Database(name=unique_db, description="", parameters={}))
+    start = _current(merged.port)
+    names = (_name(), _name())
+    _changes(primary, ops, unique_db, names)
+    wait_for(lambda: len(_mine(_events(merged.port, start), set(names))) == 5, timeout=20)
+    with release_client("4.x", merged.port) as (client, types):
+        request = types.NotificationEventRequest(lastEvent=start, maxEvents=1000, dbName="ops_scratch",
+                                                 eventTypeSkipList=["ALTER_TABLE"])
+        found = _mine(list(client.get_next_notification(request).events or []), set(names))
+        count = client.get_notification_events_count(types.NotificationEventsCountRequest(
+            fromEventId=start, dbName="ops_scratch", catName="hive")).eventsCount
+    assert [(e.eventType, e.tableName) for e in found] == [("CREATE_TABLE", names[1]), ("DROP_TABLE", names[1])]
+    assert count >= 3

@@ -1,0 +1,235 @@
+"""The merged log's journal: which member's event each merged id stands for. Pure: the values and their text.
+
+The merger (:mod:`waggle.events.merger`) reads every member's log, then writes one **round**: merged ids, one after
+another, for the new events of each member in turn, in each member's order. A round is one line of text::
+
+    <epoch seconds> <member>@<epoch>:<runs>;<member>@<epoch>:<runs>
+
+``runs`` are ascending ranges of the member's event ids (``5-9``, ``12``); a run ``~N`` holds N ids for events
+that are lost (purged from the member, or its log started again before the merger read them): a consumer sees
+no event under those ids, so its next id jumps, the way Hive shows a gap. A member's ``epoch`` grows each time
+its log starts again (its ids mean other events then).
+
+Rounds are kept in **blocks** (:class:`Block`): the parameters of one view of the primary's ``waggle_sys``
+database (a view has no files), named ``merged_log_<first id>``: the rounds in pages of text (``page.<n>``) and
+the **tail** (``tail``, JSON): the next merged id and each member's position (epoch, last event id read, its
+time). A block is written whole with each round, so the rounds and the positions they leave never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+from urllib.parse import quote, unquote
+
+__all__ = ["BLOCK_PREFIX", "Block", "Position", "Ref", "Round", "Span", "Tail", "block_first", "block_name",
+           "refs_after", "runs_of"]
+
+#: the names of the blocks' views (the root view ``merged_log`` holds the merger's lease)
+BLOCK_PREFIX = "merged_log_"
+#: characters a page of rounds holds at most (a metastore keeps parameter values of 4000 characters)
+PAGE_CHARS = 3500
+#: pages a block holds before the next round starts a new block
+BLOCK_PAGES = 24
+
+Run = tuple[int, int]  # first and last member event id, inclusive; first 0 and last -N: N lost ids
+
+
+class Ref(NamedTuple):
+    """One merged id and the member event it stands for (``event`` 0: a lost one)."""
+
+    merged: int
+    member: str
+    epoch: int
+    event: int
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One member's events in a round."""
+
+    member: str
+    epoch: int
+    runs: tuple[Run, ...]
+
+    @property
+    def count(self) -> int:
+        return sum(-last if first == 0 else last - first + 1 for first, last in self.runs)
+
+    def events(self) -> Iterator[int]:
+        """The member's event ids, one per merged id (0 for a lost one)."""
+        for first, last in self.runs:
+            if first == 0:
+                yield from (0 for _ in range(-last))
+            else:
+                yield from range(first, last + 1)
+
+    def text(self) -> str:
+        runs = ",".join(f"~{-b}" if a == 0 else (str(a) if a == b else f"{a}-{b}") for a, b in self.runs)
+        return f"{quote(self.member, safe='')}@{self.epoch}:{runs}"
+
+    @classmethod
+    def parse(cls, text: str) -> Span:
+        who, _, runs = text.partition(":")
+        member, _, epoch = who.rpartition("@")
+        parsed: list[Run] = []
+        for run in runs.split(","):
+            if run.startswith("~"):
+                parsed.append((0, -int(run[1:])))
+            else:
+                a, _, b = run.partition("-")
+                parsed.append((int(a), int(b or a)))
+        return cls(unquote(member), int(epoch), tuple(parsed))
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """The merged ids ``start`` .. ``end - 1``, given at ``time`` (epoch seconds) to ``spans`` in order."""
+
+    start: int
+    time: int
+    spans: tuple[Span, ...]
+
+    @property
+    def end(self) -> int:
+        return self.start + sum(s.count for s in self.spans)
+
+    def refs(self) -> Iterator[Ref]:
+        merged = self.start
+        for span in self.spans:
+            for event in span.events():
+                yield Ref(merged, span.member, span.epoch, event)
+                merged += 1
+
+    def text(self) -> str:
+        return f"{self.time} " + ";".join(s.text() for s in self.spans)
+
+    @classmethod
+    def parse(cls, start: int, text: str) -> Round:
+        when, _, spans = text.partition(" ")
+        return cls(start, int(when), tuple(Span.parse(s) for s in spans.split(";") if s))
+
+
+class Position(NamedTuple):
+    """How far the merger has read one member's log."""
+
+    epoch: int
+    last: int  # the last event id read (0: none yet in this epoch)
+    time: int  # that event's time (epoch seconds), 0 when unknown
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """What a block leaves: the next merged id, and each member's position."""
+
+    next: int
+    positions: Mapping[str, Position] = field(default_factory=dict)
+
+    def text(self) -> str:
+        return json.dumps({"next": self.next, "positions": {m: list(p) for m, p in sorted(self.positions.items())}},
+                          separators=(",", ":"))
+
+    @classmethod
+    def parse(cls, text: str) -> Tail:
+        data = json.loads(text)
+        return cls(int(data["next"]), {str(m): Position(*(int(v) for v in p))
+                                       for m, p in (data.get("positions") or {}).items()})
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Rounds from merged id ``first`` on, and the tail they leave."""
+
+    first: int
+    rounds: tuple[Round, ...]
+    tail: Tail
+    #: the pages' text as written (a round is appended to the last page that has room)
+    pages: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return block_name(self.first)
+
+    @property
+    def full(self) -> bool:
+        return len(self.pages) >= BLOCK_PAGES and len(self.pages[-1]) >= PAGE_CHARS // 2
+
+    @classmethod
+    def empty(cls, tail: Tail) -> Block:
+        return cls(tail.next, (), tail)
+
+    def with_round(self, added: Round, tail: Tail) -> Block:
+        """This block with one more round (starting at its tail's next id), leaving ``tail``."""
+        if added.start != self.tail.next:
+            raise ValueError(f"a round from id {added.start} does not follow the block's next id {self.tail.next}")
+        line = added.text()
+        pages = list(self.pages)
+        if pages and len(pages[-1]) + 1 + len(line) <= PAGE_CHARS:
+            pages[-1] = pages[-1] + "\n" + line
+        else:
+            pages.append(line)
+        return Block(self.first, (*self.rounds, added), tail, tuple(pages))
+
+    def with_tail(self, tail: Tail) -> Block:
+        """This block leaving other positions (a member's events read that no client is shown)."""
+        if tail.next != self.tail.next:
+            raise ValueError("positions alone cannot move the next merged id")
+        return Block(self.first, self.rounds, tail, self.pages)
+
+    def parameters(self) -> dict[str, str]:
+        params = {f"page.{n:03d}": page for n, page in enumerate(self.pages)}
+        params["tail"] = self.tail.text()
+        return params
+
+    @classmethod
+    def parse(cls, first: int, params: Mapping[str, str]) -> Block:
+        pages = tuple(params[k] for k in sorted(k for k in params if k.startswith("page.")))
+        rounds: list[Round] = []
+        start = first
+        for page in pages:
+            for line in page.split("\n"):
+                if line:
+                    found = Round.parse(start, line)
+                    rounds.append(found)
+                    start = found.end
+        tail = Tail.parse(params["tail"]) if "tail" in params else Tail(start)
+        return cls(first, tuple(rounds), tail, pages)
+
+
+def block_name(first: int) -> str:
+    """The name of the view of the block whose first merged id is ``first``."""
+    return f"{BLOCK_PREFIX}{first:019d}"
+
+
+def block_first(name: str) -> int | None:
+    """The first merged id of a block's view, from its name; None for another name."""
+    if not name.startswith(BLOCK_PREFIX):
+        return None
+    digits = name[len(BLOCK_PREFIX):]
+    return int(digits) if digits.isdigit() else None
+
+
+def refs_after(blocks: Sequence[Block], after: int) -> Iterator[Ref]:
+    """Every merged id above ``after`` with its member event, in order (blocks in order of their first id)."""
+    for block in blocks:
+        if block.tail.next <= after + 1:
+            continue
+        for found in block.rounds:
+            if found.end <= after + 1:
+                continue
+            for ref in found.refs():
+                if ref.merged > after:
+                    yield ref
+
+
+def runs_of(ids: Iterable[int]) -> tuple[Run, ...]:
+    """Ascending member event ids as runs."""
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return tuple((a, b) for a, b in runs)

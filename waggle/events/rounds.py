@@ -1,0 +1,95 @@
+"""What one read of a member's log adds to the merged log, and the round that the reads of every member make.
+Pure: the merger (:mod:`waggle.events.merger`) does the reading and the writing.
+
+A member's read starts at its position (the last event id merged). The events taken are those that follow it
+without a hole. A hole right after the position is either an id handed out whose change has not committed yet
+(the event at the position is still held: the hole is waited for, :data:`HOLE_SECONDS` at most, then passed) or
+events purged before the merger read them (the event at the position is gone: one lost id is journaled, and the
+merger goes on). A log whose newest id is below the position, or whose event at the position is another event
+than the one merged (found when the merger connects again), has started again: a new epoch, from id 1, after one
+lost id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from waggle.events.journal import Position, Round, Run, Span, Tail, runs_of
+
+__all__ = ["HOLE_SECONDS", "Probe", "Step", "compose", "step"]
+
+#: how long a hole after a member's position is waited for before it is passed (as the cache's readers wait)
+HOLE_SECONDS = 10.0
+
+
+class Probe(NamedTuple):
+    """The event at a member's position, looked at again: ``time`` is its time, or None when it is no longer
+    held."""
+
+    time: int | None
+
+
+class Step(NamedTuple):
+    """One member's part of the next round."""
+
+    position: Position
+    taken: tuple[Any, ...] = ()  # NotificationEvents, ascending, without holes
+    lost: int = 0  # ids journaled for events lost before them
+    waiting_since: float | None = None  # when a hole right after the position was first seen
+
+
+def step(position: Position | None, current: int, page: Sequence[Any], probe: Probe | None, now: float,
+         waiting_since: float | None = None) -> Step:
+    """One member's step, from its position (None: the member is new to the merged log, which starts at its
+    newest event), the log's newest id, the page of events read after the position, the probe of the event at
+    the position (None: not probed) and when a hole after it was first seen."""
+    if position is None:
+        return Step(Position(0, current, 0))
+    restarted = current < position.last or (
+        probe is not None and probe.time is not None and position.time and probe.time != position.time)
+    if restarted:
+        return Step(Position(position.epoch + 1, 0, 0), lost=1)
+    if not page:
+        return Step(position)
+    first = int(page[0].eventId)
+    lost = 0
+    if first != position.last + 1 and position.last > 0:
+        if probe is None:
+            raise ValueError("a hole after the position needs the event at the position probed")
+        if probe.time is None:
+            lost = 1  # purged past the position
+        elif waiting_since is None:
+            return Step(position, waiting_since=now)
+        elif now - waiting_since < HOLE_SECONDS:
+            return Step(position, waiting_since=waiting_since)
+    taken = [page[0]]
+    for event in page[1:]:
+        if event.eventId != taken[-1].eventId + 1:
+            break
+        taken.append(event)
+    last = taken[-1]
+    return Step(Position(position.epoch, int(last.eventId), int(last.eventTime or 0)), tuple(taken), lost)
+
+
+def needs_probe(position: Position | None, page: Sequence[Any]) -> bool:
+    """Whether the event at the position must be looked at before :func:`step` (a hole right after it)."""
+    return position is not None and position.last > 0 and bool(page) and page[0].eventId != position.last + 1
+
+
+def compose(tail: Tail, steps: Mapping[str, Step], shown: Callable[[str, Any], bool], now: float
+            ) -> tuple[Round | None, Tail]:
+    """The round the members' steps make (members in the order given; only the events ``shown(member, event)``
+    get ids), or None when none has an id to give; and the tail it leaves."""
+    spans: list[Span] = []
+    positions = dict(tail.positions)
+    for member, found in steps.items():
+        positions[member] = found.position
+        runs: list[Run] = [(0, -found.lost)] if found.lost else []
+        runs.extend(runs_of(int(e.eventId) for e in found.taken if shown(member, e)))
+        if runs:
+            spans.append(Span(member, found.position.epoch, tuple(runs)))
+    if not spans:
+        return None, Tail(tail.next, positions)
+    made = Round(tail.next, int(now), tuple(spans))
+    return made, Tail(made.end, positions)
