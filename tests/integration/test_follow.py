@@ -4,7 +4,8 @@ Hive 2.3 metastores that write notification events: the analytics member is the 
 
 Every change a source table goes through reaches the target in mirror and in copy mode, and Spark reads the
 source's rows from it; a gap in the log bootstraps again; bad input fails its table and nothing else; a crash in
-the middle of a page is replayed to the same end; the checkpoint is the last event read.
+the middle of a page is replayed to the same end; the checkpoint is the last event read; databases and functions
+the policy covers are created, altered and dropped as at the source.
 """
 
 from __future__ import annotations
@@ -619,3 +620,166 @@ def test_a_long_log_is_read_a_page_at_a_time_each_checkpointed(env: Env, source_
     assert pages == [(start, start + 2, 2), (start + 2, start + 4, 2), (start + 4, start + 5, 1)]
     assert f.step(threading.Event()) is None
     assert set(partitions(tport, str(policy.target_database), "a")) == {f"day=d{i}" for i in range(5)}
+
+
+# -- databases and functions ------------------------------------------------------------------------------------------
+class AlterDatabaseLog(HiveStubMetastore):
+    """A stub in front of the source that serves the CREATE_DATABASE event of database ``marker`` as the
+    ALTER_DATABASE event of ``db`` a Hive 3 metastore writes (``JSONAlterDatabaseMessage``, the database before and
+    after in Thrift's JSON): Hive 2.3 writes no event when a database is altered (its listener API has no
+    ``onAlterDatabase``), so the change made at the real source is announced as a Hive 3 source announces it."""
+
+    def __init__(self, upstream: Any, marker: str, db: str) -> None:
+        self.upstream, self.marker, self.db = upstream, marker, db
+        super().__init__("127.0.0.1", upstream.port, version="2.3.10",
+                         local={"get_next_notification": self._announce})
+
+    def _announce(self, args: Any) -> Any:
+        from thrift.protocol.TJSONProtocol import TJSONProtocolFactory
+        from thrift.TSerialization import serialize
+
+        with hms_client("127.0.0.1", self.upstream.port) as c:
+            response = c.get_next_notification(args.rqst)
+            for e in response.events or []:
+                if (e.eventType, e.dbName) == ("CREATE_DATABASE", self.marker):
+                    try:  # the database as it is now (read again when the event is, after it was dropped too)
+                        now = c.get_database(self.db)
+                    except Exception:
+                        now = ttypes.Database(name=self.db)
+                    after = serialize(now, TJSONProtocolFactory()).decode()
+                    e.eventType, e.dbName = "ALTER_DATABASE", self.db
+                    e.message = json.dumps({"server": "", "servicePrincipal": "", "db": self.db,
+                                            "dbObjBeforeJson": after, "dbObjAfterJson": after,
+                                            "timestamp": e.eventTime})
+        return response
+
+
+def database(port: int, name: str) -> ttypes.Database | None:
+    with hms_client("127.0.0.1", port) as c:
+        try:
+            return c.get_database(name)
+        except ttypes.NoSuchObjectException:
+            return None
+
+
+def function(port: int, db: str, name: str) -> ttypes.Function | None:
+    with hms_client("127.0.0.1", port) as c:
+        try:
+            return c.get_function(db, name)
+        except ttypes.NoSuchObjectException:
+            return None
+
+
+def test_databases_and_functions_the_policy_covers_reach_the_target(env: Env, primary: Any) -> None:
+    """Databases created, altered and dropped at the source, and functions created and dropped in them, with a
+    policy whose pattern covers databases by their prefix (no ``target-database``: each source database has its
+    own). The real metastores write ``json-0.2`` messages only; Hive 4's ``gzip(json-2.0)`` ones are decoded by the
+    unit tests (tests/unit/sync/test_follow_events.py, test_follow_plan.py). The sync's database and function work
+    is the same in mirror and copy mode (a dropped copy's files go as a dropped table's do: the matrix above)."""
+    p, sport, tport, root = f"fd{uuid.uuid4().hex[:8]}", env.analytics.port, primary.port, env.work / "src"
+    keep, new, user, other, marker = f"{p}_keep", f"{p}_new", f"{p}_user", f"x{p}", f"m{p}"
+    user_type, jar = ttypes.PrincipalType.USER, ttypes.ResourceType.JAR
+
+    def made_at_source(name: str, **fields: Any) -> ttypes.Database:
+        return ttypes.Database(name=name, locationUri=f"file://{root}/{name}.db", **fields)
+
+    stub = AlterDatabaseLog(env.analytics, marker, new).start()
+    try:
+        with hms_client("127.0.0.1", sport) as c:
+            ensure_database(c, keep, f"file://{root}/{keep}.db")
+            ensure_table(c, keep, "t", f"file://{root}/{keep}.db/t", COLS)
+        with hms_client("127.0.0.1", tport) as c:  # the target's own database, which the sync will write into
+            c.create_database(ttypes.Database(name=user, description="mine", locationUri=f"file://{env.work}/{user}",
+                                              parameters={}, ownerName="bob", ownerType=user_type))
+        policy = TableSpec(source="analytics", patterns=(rf"{p}_[a-z]+\..*",), propagate_deletes=True)
+        f = env.follower(policy, members={"analytics": stub.uri})
+        (first,) = catch_up(f)
+        assert (first.phase, first.status) == (BOOTSTRAP, SUCCEEDED), first
+        assert table(tport, keep, "t") is not None
+
+        # CREATE_DATABASE: a covered one is made with the source's description, parameters and owner, at the
+        # target's own location; the target's own database keeps its; one out of scope is not made
+        with hms_client("127.0.0.1", sport) as c:
+            c.create_database(made_at_source(new, description="sales data", parameters={"team": "data"},
+                                             ownerName="alice", ownerType=user_type))
+            c.create_database(made_at_source(user, description="theirs", parameters={"team": "src"},
+                                             ownerName="carol", ownerType=user_type))
+            c.create_database(made_at_source(other, description="out of scope", parameters={}))
+        created = incremental(f)
+        assert created.events == {("CREATE_DATABASE", "applied"): 2, ("CREATE_DATABASE", "skipped"): 1}, created
+        made = database(tport, new)
+        assert made is not None and (made.description, made.ownerName, made.ownerType) == ("sales data", "alice",
+                                                                                           user_type)
+        assert made.parameters == {"team": "data", o.SOURCE: "analytics", o.SOURCE_OBJECT: new}, made.parameters
+        assert made.locationUri.endswith(f"/{new}.db") and str(root) not in made.locationUri, made.locationUri
+        mine = database(tport, user)
+        assert mine is not None and (mine.description, mine.ownerName, mine.parameters.get("team")) == ("mine", "bob",
+                                                                                                        None)
+        assert database(tport, other) is None
+
+        # ALTER_DATABASE (as Hive 3 announces it: AlterDatabaseLog): parameters and owner, not the location
+        with hms_client("127.0.0.1", sport) as c:
+            d = c.get_database(new)
+            d.description, d.parameters, d.ownerName = "sales and returns", {"team": "bi", "tier": "gold"}, "dave"
+            d.locationUri = f"file://{root}/moved.db"
+            c.alter_database(new, d)
+            c.create_database(made_at_source(marker, parameters={}))
+        altered = incremental(f)
+        assert altered.events == {("ALTER_DATABASE", "applied"): 1}, altered
+        now = database(tport, new)
+        # (a Hive 2.3 target changes no description on alter_database: the one it was created with stays)
+        assert now is not None and (now.description, now.ownerName) == ("sales data", "dave")
+        assert now.parameters == {"team": "bi", "tier": "gold", o.SOURCE: "analytics", o.SOURCE_OBJECT: new}
+        assert now.locationUri == made.locationUri
+
+        # CREATE_FUNCTION in a covered database, and in one out of scope
+        def udf(db: str, name: str) -> ttypes.Function:
+            return ttypes.Function(functionName=name, dbName=db, className="com.example.Upper", ownerName="alice",
+                                   ownerType=user_type, createTime=int(time.time()),
+                                   functionType=ttypes.FunctionType.JAVA,
+                                   resourceUris=[ttypes.ResourceUri(jar, f"file://{root}/udf.jar")])
+
+        with hms_client("127.0.0.1", sport) as c:
+            c.create_function(udf(new, "upper"))
+            c.create_function(udf(other, "lower"))
+        fns = incremental(f)
+        assert fns.events == {("CREATE_FUNCTION", "applied"): 1, ("CREATE_FUNCTION", "skipped"): 1}, fns
+        copied = function(tport, new, "upper")
+        assert copied is not None and (copied.className, copied.ownerName) == ("com.example.Upper", "alice")
+        assert [(r.resourceType, r.uri) for r in copied.resourceUris] == [(jar, f"file://{root}/udf.jar")]
+        assert function(tport, other, "lower") is None
+
+        # DROP_FUNCTION
+        with hms_client("127.0.0.1", sport) as c:
+            c.drop_function(new, "upper")
+        dropped = incremental(f)
+        assert dropped.events == {("DROP_FUNCTION", "applied"): 1}, dropped
+        assert function(tport, new, "upper") is None
+
+        # DROP_DATABASE: the sync's own database goes; one that holds a table a user made in it stays (the sync's
+        # copy in it goes), and so does the target's own database: both reported failed, nothing of theirs dropped
+        with hms_client("127.0.0.1", tport) as c:
+            ensure_table(c, keep, "report", f"file://{env.work}/report", COLS)
+        with hms_client("127.0.0.1", sport) as c:
+            c.create_function(udf(new, "upper"))
+            for name in (new, user, keep):
+                c.drop_database(name, False, True)
+        (gone,) = catch_up(f)
+        assert (gone.phase, gone.status) == (INCREMENTAL, PARTIAL), gone
+        assert set(gone.failed_tables) == {keep, user}, gone.failed_tables
+        assert f"it holds what waggle sync did not create from analytics:{keep} (table report)" in \
+            gone.failed_tables[keep]
+        assert f"target database {user} was not created by waggle sync" in gone.failed_tables[user]
+        assert database(tport, new) is None
+        assert table(tport, keep, "t") is None and table(tport, keep, "report") is not None
+        kept = database(tport, user)
+        assert kept is not None and kept.description == "mine"
+    finally:
+        stub.stop()
+        for port, names in ((sport, (keep, new, user, other, marker)), (tport, (keep, new, user))):
+            with hms_client("127.0.0.1", port) as c:
+                for name in names:
+                    try:
+                        c.drop_database(name, False, True)
+                    except Exception:
+                        pass

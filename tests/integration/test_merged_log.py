@@ -180,3 +180,62 @@ def test_the_requests_filters_apply_to_waggles_names(merged: WaggleProcess, prim
             fromEventId=start, dbName="ops_scratch", catName="hive")).eventsCount
     assert [(e.eventType, e.tableName) for e in found] == [("CREATE_TABLE", names[1]), ("DROP_TABLE", names[1])]
     assert count >= 3
+
+
+def test_a_member_killed_for_20_s_delays_only_its_own_events(ops: Any, federation_data: dict[str, Any],
+                                                             tmp_path: Any) -> None:
+    """A federation of its own (``ops`` as the primary, so its journal is not the module's; ``lake`` a member of
+    its own, killed): the primary's events go on arriving while lake is down, and lake's, written before the
+    kill and after the restart, all arrive once it is back, each once."""
+    import time
+
+    from tests.support.federation import prefixed
+    from waggle.local.metastore import LocalMetastore
+    from waggle.local.seed import ensure_database
+
+    lake = LocalMetastore(tmp_path / "lake").start().wait_ready()
+    proc = None
+    try:
+        with hive2_client(lake.port) as direct:
+            ensure_database(direct, "d", f"file://{lake.warehouse}/d.db")
+        text = prefixed(ops.uri, ("lake", lake.uri, "lake_"))
+        proc = WaggleProcess(tmp_path / "w", text, SERVER).start()
+        wait_for(lambda: any("lake" in e.get("members", ()) for e in proc.events("events.members_joined")) or
+                 _current(proc.port) > 0, timeout=30, message=lambda: proc.log()[-3000:])
+        start = _current(proc.port)
+        ours = [_name() for _ in range(6)]
+        theirs = [_name() for _ in range(3)]
+
+        def arrived(after: int, names: list[str]) -> list[Any]:
+            return _mine(_events(proc.port, after), set(names))
+
+        with hive2_client(lake.port) as direct:
+            direct.create_table(_table(theirs[0], "d"))
+        with hive2_client(ops.port) as primary:
+            primary.create_table(_table(ours[0], "scratch"))
+        wait_for(lambda: len(arrived(start, [ours[0], theirs[0]])) == 2, timeout=20)
+        with hive2_client(lake.port) as direct:
+            direct.create_table(_table(theirs[1], "d"))  # just before the kill: merged before it, or after
+        lake.kill()
+        down_at = time.monotonic()
+        for name in ours[1:5]:  # the primary's events keep arriving, each within seconds
+            with hive2_client(ops.port) as primary:
+                primary.create_table(_table(name, "scratch"))
+            wait_for(lambda n=name: arrived(start, [n]), timeout=10, message=f"{name} while lake is down")
+        time.sleep(max(0.0, 20 - (time.monotonic() - down_at)))
+        lake.start().wait_ready()
+        with hive2_client(lake.port) as direct:
+            direct.create_table(_table(theirs[2], "d"))
+        with hive2_client(ops.port) as primary:
+            primary.create_table(_table(ours[5], "scratch"))
+        seen = wait_for(lambda: (lambda f: f if len(f) == 9 else None)(arrived(start, ours + theirs)), timeout=60,
+                        message=lambda: proc.log()[-3000:])
+        assert sorted(e.tableName for e in seen) == sorted(ours + theirs)  # each once
+        assert [e.tableName for e in seen if e.dbName == "lake_d"] == theirs  # lake's, in lake's order
+        assert [e.tableName for e in seen if e.dbName == "scratch"] == ours
+        ids = [e.eventId for e in seen]
+        assert ids == sorted(set(ids))
+    finally:
+        if proc is not None:
+            proc.stop()
+        lake.stop()

@@ -194,6 +194,14 @@ def watch_cache(source: Callable[[], Iterable[CacheRow]]) -> None:
 
 CACHE_LOG_CALLS = Counter("waggle_cache_log_calls", "Calls made to read a cache: events metastore's notification log "
                           "(one a poll while nothing changes).", ["metastore"], registry=REGISTRY)
+MERGED_EVENTS_SERVED = Counter("waggle_merged_log_events_served", "Events of the merged notification log "
+                               "(notification-log: federated) answered to clients, by the metastore that wrote "
+                               "them.", ["metastore"], registry=REGISTRY)
+MERGED_LAG = Gauge("waggle_merged_log_lag_seconds", "How long after its commit the newest event of a metastore "
+                   "got its merged id (in the process that merges; the event times are the metastore's, in "
+                   "seconds).", ["metastore"], registry=REGISTRY)
+MERGING = Gauge("waggle_merged_log_merging", "1 while this process merges the members' notification logs (it "
+                "holds the merger's lease in the primary), else 0.", registry=REGISTRY)
 FANOUT_OMISSIONS = Counter("waggle_fanout_omissions", "Metastores left out of a merged call's answer (down, "
                            "failed or late).", ["method", "metastore"], registry=REGISTRY)
 CALLS_PLANNED_AGAIN = Counter("waggle_calls_planned_again", "Reads planned again in the same call after their "

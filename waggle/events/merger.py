@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 import structlog
 
+from waggle.common import metrics
 from waggle.common.lease import holder_id, lease_text, live_other
 from waggle.events.journal import Block, Position, Tail
 from waggle.events.rounds import Probe, Step, compose, needs_probe, step
@@ -89,6 +90,7 @@ class Merger:
             except (UpstreamError, JournalError):
                 pass
             self.holding = False
+            metrics.MERGING.set(0)
 
     def _run(self) -> None:
         while True:
@@ -127,6 +129,7 @@ class Merger:
             if self.holding:
                 log.warning("events.lease_lost", holder=other)
             self.holding, self.block = False, None
+            metrics.MERGING.set(0)
             return False
         self.store.set_lease(lease_text(self.me, LEASE_SECONDS, now))
         if not self.holding:
@@ -135,6 +138,7 @@ class Merger:
                 self._renewed = self._clock()
                 return False
             self.holding, self.block = True, None
+            metrics.MERGING.set(1)
             log.info("events.lease_taken", holder=self.me)
         return True
 
@@ -177,6 +181,9 @@ class Merger:
             log.info("events.members_joined", members=joined,
                      after={m: new_tail.positions[m].last for m in joined}, next_id=new_tail.next)
         self._publish(self.block, {name: (s.position.epoch, s.taken) for name, s in steps.items() if s.taken})
+        for name, found in steps.items():
+            if found.taken:
+                metrics.MERGED_LAG.labels(name).set(max(0.0, now - float(found.taken[-1].eventTime or now)))
         if now - self._pruned >= PRUNE_SECONDS:
             self._pruned = now
             self._prune(now)

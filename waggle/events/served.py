@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import gevent.lock
 
+from waggle.common import metrics
 from waggle.events.journal import Block, Ref, refs_after
 from waggle.events.messages import renamed
 from waggle.events.shown import Shown
@@ -181,6 +182,7 @@ class MergedLog:
             event.eventId = ref.merged
             if keep(event):
                 out.append(event)
+                metrics.MERGED_EVENTS_SERVED.labels(ref.member).inc()
         return out, None
 
     def _fetch(self, member: str, epoch: int, low: int, high: int) -> None:

@@ -21,13 +21,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from waggle.common import metrics
 
-#: families the supervisor owns (its health checks, tunnels, reloads, security watch, workers)
+#: families the supervisor owns (its health checks, tunnels, reloads, security watch, workers, the merger)
 SUPERVISOR = frozenset({
     "waggle_metastore_up", "waggle_tunnel_up", "waggle_tunnel_reconnects", "waggle_config_reloads",
     "waggle_config_generation", "waggle_config_loaded_timestamp_seconds",
     "waggle_kerberos_ticket_expiry_timestamp_seconds",
     "waggle_kerberos_login_ok", "waggle_tls_certificate_expiry_timestamp_seconds", "waggle_workers",
-    "waggle_worker_restarts",
+    "waggle_worker_restarts", "waggle_merged_log_lag_seconds", "waggle_merged_log_merging",
 })
 #: gauges every worker holds alike
 SAME_IN_EVERY_WORKER = frozenset({"waggle_links"})

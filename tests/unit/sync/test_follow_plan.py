@@ -1,13 +1,17 @@
-"""A page of events as per-table work, and gaps in the log (waggle.sync.follow.plan): pure, no I/O."""
+"""A page of events as per-table, per-database and per-function work, and gaps in the log
+(waggle.sync.follow.plan); the databases a policy covers (waggle.sync.follow.scope): pure, no I/O."""
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 
 import pytest
 
-from waggle.hms.gen.hive_metastore.ttypes import NotificationEvent
-from waggle.sync.follow.plan import Scope, Work, gap, plan
+from waggle.hms.gen.hive_metastore.ttypes import Function, NotificationEvent
+from waggle.sync.follow.plan import DatabaseWork, FunctionWork, Scope, Work, gap, plan
+from waggle.sync.follow.scope import could_start
 
 SCOPE = Scope.of([r"sales\..*", r"web\.clicks"])
 
@@ -106,10 +110,106 @@ def test_an_alter_table_out_of_scope_with_garbage_is_skipped_and_one_renamed_els
     assert page.work == ()
 
 
-def test_database_and_function_events_are_not_table_events() -> None:
-    page = plan([NotificationEvent(eventId=1, eventType="CREATE_DATABASE", dbName="sales", message="{}"),
-                 NotificationEvent(eventId=2, eventType="CREATE_FUNCTION", dbName="sales", message="{}")], SCOPE)
+# -- databases and functions --------------------------------------------------------------------------------------
+def _function_json(db: str, name: str) -> str:
+    """A Function in Thrift's JSON encoding (TJSONProtocol), as CREATE_FUNCTION's ``functionObjJson`` holds it."""
+    from thrift.protocol.TJSONProtocol import TJSONProtocolFactory
+    from thrift.TSerialization import serialize
+
+    return serialize(Function(functionName=name, dbName=db, className="com.example.Udf", ownerName="alice",
+                              ownerType=1, createTime=1, functionType=1, resourceUris=[]),
+                     TJSONProtocolFactory()).decode()
+
+
+def dbev(event_id: int, kind: str, db: str = "sales", function: str | None = None, message: str | None = None,
+         fmt: str = "json-0.2") -> NotificationEvent:
+    """A database or function event as Hive writes it (no table)."""
+    if message is None:
+        extra: dict[str, object] = {}
+        if kind == "CREATE_FUNCTION":
+            extra["functionObjJson"] = _function_json(db, function or "")
+        elif kind == "DROP_FUNCTION":
+            extra["functionName"] = function
+        message = json.dumps({"server": "", "servicePrincipal": "", "db": db, "timestamp": 1, **extra})
+    if fmt.startswith("gzip"):
+        message = base64.b64encode(gzip.compress(message.encode(), mtime=0)).decode()
+    return NotificationEvent(eventId=event_id, eventTime=100 + event_id, eventType=kind, dbName=db, tableName=None,
+                             message=message, messageFormat=fmt)
+
+
+def test_a_covered_databases_events_are_one_work_for_it_in_the_order_they_first_appear() -> None:
+    page = plan([dbev(1, "CREATE_DATABASE", "web"), dbev(2, "CREATE_DATABASE"), dbev(3, "ALTER_DATABASE"),
+                 dbev(4, "DROP_DATABASE", "web"), dbev(5, "DROP_DATABASE", "SALES")], SCOPE)
+    assert page.databases == (DatabaseWork("web", [1, 4]), DatabaseWork("sales", [2, 3, 5]))
+    assert page.work == () and page.functions == () and page.skipped == () and page.unreadable == ()
+
+
+def test_a_functions_events_are_one_work_for_it() -> None:
+    page = plan([dbev(1, "CREATE_FUNCTION", function="Upper"), dbev(2, "CREATE_FUNCTION", "web", function="g"),
+                 dbev(3, "DROP_FUNCTION", function="UPPER"), dbev(4, "CREATE_FUNCTION", function="upper")], SCOPE)
+    assert page.functions == (FunctionWork("sales", "upper", [1, 3, 4]), FunctionWork("web", "g", [2]))
+    assert page.databases == () and page.work == ()
+
+
+def test_gzip_json_2_messages_plan_as_json_0_2_ones() -> None:
+    events = [dbev(1, "CREATE_DATABASE"), dbev(2, "CREATE_FUNCTION", function="f"), dbev(3, "DROP_FUNCTION",
+                                                                                         function="f")]
+    gzipped = [dbev(e.eventId, e.eventType, function="f", message=e.message, fmt="gzip(json-2.0)") for e in events]
+    partitions = ev(4, "ADD_PARTITION", "orders", "d1")
+    partitions.message = base64.b64encode(gzip.compress(partitions.message.encode(), mtime=0)).decode()
+    partitions.messageFormat = "gzip(json-2.0)"
+    page = plan([*gzipped, partitions], SCOPE)
+    assert page == plan([*events, ev(4, "ADD_PARTITION", "orders", "d1")], SCOPE)
+    assert page.unreadable == () and page.databases and page.functions and page.work
+
+
+def test_database_and_function_events_out_of_scope_are_skipped_before_their_messages_are_read() -> None:
+    garbage = "\x00 not json"
+    page = plan([dbev(1, "CREATE_DATABASE", "hr", message=garbage), dbev(2, "DROP_FUNCTION", "hr", message=garbage),
+                 dbev(3, "CREATE_DATABASE", "webby", message=garbage)], SCOPE)
+    assert [(s.event_id, s.reason) for s in page.skipped] == [(1, "out of scope"), (2, "out of scope"),
+                                                                (3, "out of scope")]
+    assert page.databases == () and page.functions == () and page.unreadable == ()
+
+
+def test_an_unreadable_database_or_function_event_in_scope_names_its_database() -> None:
+    page = plan([dbev(7, "DROP_FUNCTION", message='{"db": "sales"}'), dbev(8, "CREATE_DATABASE", "web")], SCOPE)
+    ((skipped, name),) = page.unreadable
+    assert (skipped.event_id, skipped.kind, name) == (7, "DROP_FUNCTION", ("sales", ""))
+    assert skipped.reason.startswith("event 7 (DROP_FUNCTION of sales): unexpected message: KeyError")
+    assert page.databases == (DatabaseWork("web", [8]),)
+
+
+def test_other_events_are_not_table_database_or_function_events() -> None:
+    page = plan([NotificationEvent(eventId=1, eventType="CREATE_INDEX", dbName="sales", message="{}"),
+                 NotificationEvent(eventId=2, eventType="OPEN_TXN", dbName=None, message="{}")], SCOPE)
     assert [(s.event_id, s.reason) for s in page.skipped] == [(1, "not a table event"), (2, "not a table event")]
+
+
+@pytest.mark.parametrize(("pattern", "covered", "not_covered"), [
+    (r"sales\..*", ["sales", "SALES"], ["sale", "salesx", "xsales"]),
+    (r"sales.*", ["sales", "salesx", "sales_2024"], ["sale", "web"]),  # a regex: `.*` reads on past the dot
+    (r"sales.order_.*", ["sales"], ["salesx", "sale", "orders"]),
+    (r"web\.clicks", ["web"], ["webx", "we"]),
+    (r"fl_.*\..*", ["fl_", "fl_a", "FL_B"], ["fl", "xfl_a"]),
+    (r"(hr|fin)_\d+\.t", ["hr_12", "fin_3"], ["hr_x", "hr_", "ops_1"]),
+    (r"^x[^y]z\.a$", ["xaz"], ["xyz", "xa"]),
+    (r"(?=q)qq\..*", ["qq"], ["other"]),  # a look-ahead is not judged: what follows it is
+    (r"a{2,3}\.t", ["aa", "aaa"], ["a", "aaaa"]),
+    (r"(?:s|t)\.(x|y)", ["s", "t"], ["u"]),
+])
+def test_a_pattern_covers_the_databases_it_can_name_a_table_of(pattern: str, covered: list[str],
+                                                                 not_covered: list[str]) -> None:
+    scope = Scope.of([pattern])
+    assert [db for db in covered if not scope.covers_database(db)] == []
+    assert [db for db in not_covered if scope.covers_database(db)] == []
+
+
+def test_could_start_reads_a_prefix_of_a_match() -> None:
+    import re
+
+    assert could_start(re.compile(r"ab+c"), "abbb") and not could_start(re.compile(r"ab+c"), "abd")
+    assert could_start(re.compile(r"(a)\1"), "ax")  # a back reference is not judged: taken as matching
 
 
 def test_an_unreadable_message_in_scope_names_its_event_and_table_and_the_rest_goes_on() -> None:

@@ -11,7 +11,9 @@ ends in the state a run never killed reaches.
 - a rename moves the target table (``alter_table`` with the new name) when the target holds the old one and
   made it, then syncs it;
 - a table that is bad input (the target does not hold it, or did not make it) is reported failed with the events
-  that named it, and the rest of the page goes on.
+  that named it, and the rest of the page goes on;
+- databases and functions (:mod:`.databases`): databases the source holds are made and carried first, then
+  functions, then tables; databases the source no longer holds are dropped last, once their tables' work is done.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from queue import Queue
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,7 +32,8 @@ from waggle.common.logging import get_logger
 from waggle.hms.gen.hive_metastore.ttypes import Partition
 from waggle.hms.names import partition_name
 from waggle.sync.files import CopyTask, copy_partitions, remove_tree, url
-from waggle.sync.follow.plan import Name, Work
+from waggle.sync.follow.databases import Catalog, database_key, function_key
+from waggle.sync.follow.plan import DatabaseWork, FunctionWork, Name, Work
 from waggle.sync.hms import Metastore
 from waggle.sync.job import Options, SyncError, TableSync, describe
 from waggle.sync.runner import TableSpec, target_of
@@ -74,6 +78,11 @@ class Applier:
         self.known: dict[Name, list[str]] = {}
         self.options = Options(propagate_deletes=spec.propagate_deletes, switch_mode=spec.switch_mode,
                                partition_filter=spec.partition_filter)
+        self.catalog = Catalog(spec, source, target, self.locations, self._forget)
+
+    def _forget(self, db: str) -> None:
+        """A database is gone: what is known of its tables goes with it."""
+        self.known = {name: keys for name, keys in self.known.items() if name[0] != db}
 
     def _target(self, name: Name) -> o.Target:
         return target_of(self.spec, name[0], name[1], self.target, self.locations)
@@ -81,10 +90,49 @@ class Applier:
     def db_names(self, names: list[Name]) -> Mapping[str, str]:
         return {db: (self.spec.target_database or db).lower() for db, _ in names}
 
-    def apply(self, page: tuple[Work, ...]) -> Applied:
-        """Whole tables one after another; then the partition work of every other table, read on the source and
-        target connection pairs in parallel, copied in one job, and written in parallel."""
+    def apply(self, page: tuple[Work, ...], databases: tuple[DatabaseWork, ...] = (),
+              functions: tuple[FunctionWork, ...] = ()) -> Applied:
+        """Databases the source holds, then functions; whole tables one after another; then the partition work of
+        every other table, read on the source and target connection pairs in parallel, copied in one job, and
+        written in parallel; then databases the source no longer holds."""
         done = Applied()
+        gone = self._databases(databases, functions, done)
+        self._tables(page, done)
+        for work in gone:
+            self._catalog_work(done, database_key(self.spec, work.db), work.events, "database",
+                               partial(self.catalog.gone, work))
+        return done
+
+    def _databases(self, databases: tuple[DatabaseWork, ...], functions: tuple[FunctionWork, ...], done: Applied
+                   ) -> list[DatabaseWork]:
+        """The databases the source holds, made and carried, then the functions; the databases it no longer holds
+        (their work is done after the tables')."""
+        gone: list[DatabaseWork] = []
+
+        def present(w: DatabaseWork) -> int:
+            source = self.catalog.source_database(w.db)
+            if source is None:
+                gone.append(w)
+                return 0
+            return self.catalog.present(w, source)
+
+        for work in databases:
+            self._catalog_work(done, database_key(self.spec, work.db), work.events, "database", partial(present, work))
+        for fn in functions:
+            self._catalog_work(done, function_key(self.spec, fn.db, fn.name), fn.events, "function",
+                               partial(self.catalog.function, fn))
+        return gone
+
+    def _catalog_work(self, done: Applied, key: str, events: list[int], what: str, job: Callable[[], int]) -> None:
+        try:
+            done.objects += job()
+        except Exception as exc:  # one database's or function's failure never stops the rest
+            why = describe(exc)
+            done.failed[key] = why
+            done.failed_events.update(events)
+            log.warning(f"sync.follow_{what}_failed", target=key, events=events, error=why)
+
+    def _tables(self, page: tuple[Work, ...], done: Applied) -> None:
         names = [w.name for w in page]
         partial: list[tuple[Work, o.Target]] = []
         for work in page:
@@ -107,7 +155,6 @@ class Applier:
                 prepared.append(result)
         if prepared:
             self._write_partitions(prepared, done)
-        return done
 
     def _in_parallel(self, job: Callable[[Any, tuple[Metastore, Metastore]], Any], items: Sequence[Any]
                      ) -> list[Any]:

@@ -1,25 +1,40 @@
-"""Notification events as the follower reads them: which table, which partitions, which rename.
+"""Notification events as the follower reads them: which table, which partitions, which rename; which database;
+which function.
 
-Messages are those of Hive's ``JSONMessageFactory`` (format ``json-0.2``, Hive 2.x and 3.x; Hive 4's ``gzip(json-2.0)``
-is not read): a JSON object with ``db`` and ``table``; partition events list the partitions' values by key
-(``partitions`` in ADD/DROP_PARTITION, ``keyValues`` in ALTER_PARTITION, ``partKeyVals`` in INSERT); ALTER_TABLE
-carries the table before and after, Thrift objects in Thrift's JSON encoding (``tableObjBeforeJson``), from which
-only the names are read. Pure: no I/O.
+Messages are those of Hive's message factories, in both the formats metastores write: ``json-0.2``
+(``JSONMessageFactory``, Hive 2.x and 3.x) and Hive 4's default ``gzip(json-2.0)`` (``GzipJSONMessageEncoder``:
+the same JSON, gzipped, then base64; its bodies start ``H4sI``). A message is a JSON object with ``db`` and, for a
+table's events, ``table``; partition events list the partitions' values by key (``partitions`` in
+ADD/DROP_PARTITION, ``keyValues`` in ALTER_PARTITION, ``partKeyVals`` in INSERT); ALTER_TABLE carries the table
+before and after, Thrift objects in Thrift's JSON encoding (``tableObjBeforeJson``), from which only the names are
+read. Database events (CREATE/ALTER/DROP_DATABASE) are read for their database alone (the follower reads the
+database itself again); CREATE_FUNCTION carries the function (``functionObjJson``, a Thrift ``Function`` in
+TJSONProtocol, decoded with Thrift's own protocol), DROP_FUNCTION its name (``functionName``). Pure: no I/O.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import gzip
 import json
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, field
 from typing import Any
 
-from waggle.hms.gen.hive_metastore.ttypes import NotificationEvent
+from thrift.protocol.TJSONProtocol import TJSONProtocolFactory
+from thrift.TSerialization import deserialize
+
+from waggle.hms.gen.hive_metastore.ttypes import Function, NotificationEvent
 
 TABLE_EVENTS = frozenset({"CREATE_TABLE", "ALTER_TABLE", "DROP_TABLE"})
 PARTITION_EVENTS = frozenset({"ADD_PARTITION", "ALTER_PARTITION", "DROP_PARTITION"})
 INSERT = "INSERT"
 ALTER_TABLE_EVENT = "ALTER_TABLE"
-FORMATS = frozenset({"json-0.2", None, ""})
+DATABASE_EVENTS = frozenset({"CREATE_DATABASE", "ALTER_DATABASE", "DROP_DATABASE"})
+FUNCTION_EVENTS = frozenset({"CREATE_FUNCTION", "DROP_FUNCTION"})
+JSON, GZIP = "json-0.2", "gzip(json-2.0)"
+FORMATS = frozenset({JSON, GZIP, None, ""})
 
 
 class MessageError(ValueError):
@@ -39,6 +54,10 @@ class Change:
     partitions: tuple[tuple[tuple[str, str], ...], ...] = ()
     #: ALTER_TABLE that renamed the table: its name before
     renamed_from: tuple[str, str] | None = None
+    #: a function's event: the function's name (lower case, as the metastore keeps it); ``table`` is empty
+    function: str | None = None
+    #: CREATE_FUNCTION: the function as its message holds it
+    function_obj: Function | None = field(default=None, compare=False, repr=False)
 
     @property
     def whole_table(self) -> bool:
@@ -52,21 +71,26 @@ def concerns_tables(event: NotificationEvent) -> bool:
                                       or event.eventType == INSERT)
 
 
+def concerns_database(event: NotificationEvent) -> bool:
+    """Whether the event is a database's own (created, altered, dropped)."""
+    return bool(event.dbName) and event.eventType in DATABASE_EVENTS
+
+
+def concerns_function(event: NotificationEvent) -> bool:
+    """Whether the event is a function's (created, dropped)."""
+    return bool(event.dbName) and event.eventType in FUNCTION_EVENTS
+
+
 def decode(event: NotificationEvent) -> Change:
     """The change an event records. Raises :class:`MessageError` for a message that cannot be read."""
     db, table = (event.dbName or "").lower(), (event.tableName or "").lower()
-    where = f"event {event.eventId} ({event.eventType} of {db}.{table})"
-    if event.messageFormat not in FORMATS:
-        raise MessageError(f"{where}: message format {event.messageFormat!r} is not read (json-0.2 is)")
-    try:
-        message = json.loads(event.message or "")
-    except ValueError as exc:
-        raise MessageError(f"{where}: the message is not JSON: {exc}") from None
-    if not isinstance(message, dict):
-        raise MessageError(f"{where}: the message is not a JSON object")
     kind = str(event.eventType)
+    if kind in DATABASE_EVENTS or kind in FUNCTION_EVENTS:
+        table = ""
+    where = f"event {event.eventId} ({kind} of {db}.{table})" if table else f"event {event.eventId} ({kind} of {db})"
+    message = _message(event, where)
     partitions: list[tuple[tuple[str, str], ...]] = []
-    renamed_from = None
+    renamed_from = function = function_obj = None
     try:
         if kind in ("ADD_PARTITION", "DROP_PARTITION"):
             partitions = [_pairs(p) for p in message.get("partitions") or []]
@@ -78,9 +102,52 @@ def decode(event: NotificationEvent) -> Change:
             before = _names(message["tableObjBeforeJson"])
             if before != (db, table):
                 renamed_from = before
-    except (KeyError, TypeError, ValueError) as exc:
+        elif kind == "CREATE_FUNCTION":
+            function_obj = function_of(message["functionObjJson"])
+            function = _name(function_obj.functionName)
+        elif kind == "DROP_FUNCTION":
+            function = _name(message["functionName"])
+    except (KeyError, TypeError, ValueError, EOFError) as exc:
         raise MessageError(f"{where}: unexpected message: {type(exc).__name__}: {exc}") from None
-    return Change(int(event.eventId), int(event.eventTime or 0), kind, db, table, tuple(partitions), renamed_from)
+    return Change(int(event.eventId), int(event.eventTime or 0), kind, db, table, tuple(partitions), renamed_from,
+                  function, function_obj)
+
+
+def _message(event: NotificationEvent, where: str) -> dict[str, Any]:
+    """The message's JSON object: read as it is (``json-0.2``), or base64-decoded and gunzipped first
+    (``gzip(json-2.0)``, or a body that starts as one does when the event names no format)."""
+    fmt, body = event.messageFormat, event.message or ""
+    if fmt not in FORMATS:
+        raise MessageError(f"{where}: message format {fmt!r} is not read ({JSON} and {GZIP} are)")
+    if fmt == GZIP or (not fmt and body.startswith("H4sI")):
+        try:
+            body = gzip.decompress(base64.b64decode(body, validate=False)).decode("utf-8")
+        except (binascii.Error, OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError) as exc:
+            raise MessageError(f"{where}: the message is not base64 of gzipped JSON ({GZIP}): "
+                               f"{type(exc).__name__}: {exc}") from None
+    try:
+        message = json.loads(body)
+    except ValueError as exc:
+        raise MessageError(f"{where}: the message is not JSON: {exc}") from None
+    if not isinstance(message, dict):
+        raise MessageError(f"{where}: the message is not a JSON object")
+    return message
+
+
+def function_of(function_json: Any) -> Function:
+    """A ``Function`` from Thrift's JSON encoding (TJSONProtocol, as ``functionObjJson`` holds it)."""
+    if not isinstance(function_json, str):
+        raise ValueError(f"expected a Function in Thrift's JSON encoding, not {function_json!r}")
+    try:
+        return deserialize(Function(), function_json.encode("utf-8"), TJSONProtocolFactory())
+    except Exception as exc:  # Thrift's protocol errors are of its own classes
+        raise ValueError(f"functionObjJson is not a Function in Thrift's JSON encoding: {exc}") from None
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a function name, not {value!r}")
+    return value.lower()
 
 
 def _pairs(values: Any) -> tuple[tuple[str, str], ...]:

@@ -45,7 +45,8 @@ from waggle.sync.execution import (
     WriteBudget,
 )
 from waggle.sync.follow.apply import Applier
-from waggle.sync.follow.plan import Scope, gap, plan
+from waggle.sync.follow.databases import database_key, function_key
+from waggle.sync.follow.plan import Page, Scope, gap, plan
 from waggle.sync.follow.records import Checkpoint, Records, holder_id
 from waggle.sync.hms import FOLLOW_BULK_SECONDS, FOLLOW_CALL_SECONDS, Metastore, follow_connections
 from waggle.sync.job import Options, SyncError, TableSync, describe
@@ -365,7 +366,7 @@ class Follower:
         if self._applier is None:
             self._applier = Applier(self.spec, source, self._writers[0], self._readers, self._writers,
                                     self.ctx.spark, uuid.uuid4().hex[:8])
-        done = self._applier.apply(page.work)
+        done = self._applier.apply(page.work, page.databases, page.functions)
         last = newest
         if done.failed:  # a table that failed because a metastore went away is not checkpointed past
             self._reachable(records)
@@ -373,11 +374,10 @@ class Follower:
         records.save(last, me=self.me)
         self._saved = Checkpoint(last, self.spec.source, scope_digest(self.spec))
         self._remember(events, last)
-        failed = {**{f"{(self.spec.target_database or n[0]).lower()}.{n[1]}": s.reason for s, n in page.unreadable},
-                  **done.failed}
+        failed = {**{_key(self.spec, n): s.reason for s, n in page.unreadable}, **done.failed}
         for skipped, name in page.unreadable:
             log.warning("sync.follow_unreadable_event", policy=self.name, event_id=skipped.event_id, kind=skipped.kind,
-                        table=f"{name[0]}.{name[1]}", error=skipped.reason)
+                        table=f"{name[0]}.{name[1]}" if name[1] else name[0], error=skipped.reason)
         outcomes: Counter[tuple[str, str]] = Counter()
         failed_ids = done.failed_events | {s.event_id for s, _ in page.unreadable}
         skipped_ids = {s.event_id for s in page.skipped}
@@ -396,6 +396,13 @@ class Follower:
                          failed_tables=failed, lag_seconds=round(lag, 3))
 
 
-def _targets(page: Any, spec: TableSpec) -> set[str]:
-    """The target tables a page worked on (a table that succeeds again is no longer failed)."""
-    return {f"{(spec.target_database or w.name[0]).lower()}.{w.name[1]}" for w in page.work}
+def _key(spec: TableSpec, name: tuple[str, str]) -> str:
+    """How a failed table (``db.table``) or database (``(db, "")``: the target database) is named."""
+    return f"{database_key(spec, name[0])}.{name[1]}" if name[1] else database_key(spec, name[0])
+
+
+def _targets(page: Page, spec: TableSpec) -> set[str]:
+    """The target tables, databases and functions a page worked on (one that succeeds again is no longer
+    failed)."""
+    return ({_key(spec, w.name) for w in page.work} | {database_key(spec, w.db) for w in page.databases}
+            | {function_key(spec, w.db, w.name) for w in page.functions})

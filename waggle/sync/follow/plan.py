@@ -1,36 +1,34 @@
 """A page of events as work at the target, and gaps in the log. Pure: no I/O.
 
-Every piece of work is state-based: it makes the target's table (or some of its partitions) what the source
-holds *now*, or absent when the source no longer holds it. So replaying events (after a crash, before the
-checkpoint moved) converges to the same state, and many events of one table collapse into one piece of work:
-consecutive partition events into one set of partitions (read, added and altered in one batch each), and any
-table-level event into one sync of the whole table.
+Every piece of work is state-based: it makes the target's table (or some of its partitions, a database, a
+function) what the source holds *now*, or absent when the source no longer holds it. So replaying events (after a
+crash, before the checkpoint moved) converges to the same state, and many events of one table collapse into one
+piece of work: consecutive partition events into one set of partitions (read, added and altered in one batch
+each), and any table-level event into one sync of the whole table. Likewise every event of a database (created,
+altered, dropped) is one piece of work for that database, and every event of a function one for that function;
+they are events of the databases the policy covers (:meth:`.scope.Scope.covers_database`).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from waggle.hms.gen.hive_metastore.ttypes import NotificationEvent
-from waggle.sync.follow.events import ALTER_TABLE_EVENT, Change, MessageError, concerns_tables, decode
+from waggle.sync.follow.events import (
+    ALTER_TABLE_EVENT,
+    Change,
+    MessageError,
+    concerns_database,
+    concerns_function,
+    concerns_tables,
+    decode,
+)
+from waggle.sync.follow.scope import Scope
 
-Name = tuple[str, str]  # (db, table) at the source, lower case
+__all__ = ["DatabaseWork", "FunctionWork", "Name", "Page", "Scope", "Skipped", "Work", "gap", "plan"]
 
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """The tables a policy covers: its ``DB.TABLE`` regexes (Hive REPL's policy), matched case-insensitively."""
-
-    patterns: tuple[re.Pattern[str], ...]
-
-    @classmethod
-    def of(cls, patterns: Iterable[str]) -> Scope:
-        return cls(tuple(re.compile(p, re.IGNORECASE) for p in patterns))
-
-    def covers(self, db: str, table: str) -> bool:
-        return any(p.fullmatch(f"{db}.{table}") for p in self.patterns)
+Name = tuple[str, str]  # (db, table) at the source, lower case; (db, "") names a database
 
 
 @dataclass
@@ -45,6 +43,24 @@ class Work:
     events: list[int] = field(default_factory=list)
 
 
+@dataclass
+class DatabaseWork:
+    """One database's work: made what the source's database is now (created, its description, parameters and
+    owner carried), or dropped when the source no longer has it."""
+
+    db: str  # at the source, lower case
+    events: list[int] = field(default_factory=list)
+
+
+@dataclass
+class FunctionWork:
+    """One function's work: made what the source's function is now, or dropped when the source has none."""
+
+    db: str  # at the source, lower case
+    name: str  # lower case
+    events: list[int] = field(default_factory=list)
+
+
 @dataclass(frozen=True, slots=True)
 class Skipped:
     event_id: int
@@ -56,17 +72,38 @@ class Skipped:
 class Page:
     work: tuple[Work, ...]
     skipped: tuple[Skipped, ...]
-    unreadable: tuple[tuple[Skipped, Name], ...]  # with the table they name (marked failed)
+    unreadable: tuple[tuple[Skipped, Name], ...]  # with the table (or (db, "")) they name (marked failed)
+    databases: tuple[DatabaseWork, ...] = ()
+    functions: tuple[FunctionWork, ...] = ()
 
 
 def plan(events: Sequence[NotificationEvent], scope: Scope) -> Page:
     """The work for a page of events, in the order tables first appear; events outside the scope are skipped
-    before their messages are read (only an ALTER_TABLE's message is read, to see a rename into the scope)."""
+    before their messages are read (only an ALTER_TABLE's message is read, to see a rename into the scope).
+    Database and function events of the databases the scope covers are work for those; other events (indexes,
+    transactions, statistics) are skipped."""
     work: dict[Name, Work] = {}
+    databases: dict[str, DatabaseWork] = {}
+    functions: dict[Name, FunctionWork] = {}
     skipped: list[Skipped] = []
     unreadable: list[tuple[Skipped, Name]] = []
     for event in events:
         db, table = (event.dbName or "").lower(), (event.tableName or "").lower()
+        if concerns_database(event) or concerns_function(event):
+            if not scope.covers_database(db):
+                skipped.append(Skipped(event.eventId, str(event.eventType), "out of scope"))
+                continue
+            try:
+                change = decode(event)
+            except MessageError as exc:
+                unreadable.append((Skipped(event.eventId, str(event.eventType), str(exc)), (db, "")))
+                continue
+            if change.function is None:
+                databases.setdefault(db, DatabaseWork(db)).events.append(change.event_id)
+            else:
+                functions.setdefault((db, change.function), FunctionWork(db, change.function)).events.append(
+                    change.event_id)
+            continue
         if not concerns_tables(event):
             skipped.append(Skipped(event.eventId, str(event.eventType), "not a table event"))
             continue
@@ -85,7 +122,8 @@ def plan(events: Sequence[NotificationEvent], scope: Scope) -> Page:
             skipped.append(Skipped(event.eventId, str(event.eventType), "out of scope"))
             continue
         _add(work, change, scope)
-    return Page(tuple(work.values()), tuple(skipped), tuple(unreadable))
+    return Page(tuple(work.values()), tuple(skipped), tuple(unreadable), tuple(databases.values()),
+                tuple(functions.values()))
 
 
 def _add(work: dict[Name, Work], change: Change, scope: Scope) -> None:
