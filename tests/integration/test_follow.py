@@ -177,6 +177,16 @@ def sys_params(port: int) -> dict[str, str]:
         return dict(c.get_database(SYS_DB).parameters or {})
 
 
+def merged_position(primary_port: int, member: str) -> int:
+    """The last event id of ``member`` that the federation's merged log has taken (its journal in the primary)."""
+    with hms_client("127.0.0.1", primary_port) as c:
+        blocks = sorted(c.get_tables(SYS_DB, "merged_log_*"))
+        if not blocks:
+            return 0
+        tail = json.loads(c.get_table(SYS_DB, blocks[-1]).parameters.get("tail") or "{}")
+    return int(((tail.get("positions") or {}).get(member) or [0, 0])[1])
+
+
 def current_event(port: int) -> int:
     with hms_client("127.0.0.1", port) as c:
         return int(c.get_current_notificationEventId().eventId)
@@ -193,19 +203,60 @@ def session(request: pytest.FixtureRequest) -> Any:
     return session
 
 
+@pytest.fixture(scope="module")
+def through_waggle(ops: Any, analytics: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A waggle over ops (its primary, which keeps the journal) and analytics (prefix ``an_``) serving the
+    federation's merged notification log: a follower whose source is waggle follows analytics through it, under
+    waggle's names. The follower's target (the session's primary) is no member of it: its own writes are not in
+    the log it follows."""
+    from tests.support.federation import prefixed
+    from tests.support.proxy import WaggleProcess
+
+    proc = WaggleProcess(tmp_path_factory.mktemp("follow-through"),
+                         prefixed(ops.uri, ("analytics", analytics.uri, "an_")),
+                         "database-resolution: PREFIXED\nnotification-log: federated\n").start()
+    wait_for(lambda: proc.events("events.members_joined") or current_event(proc.port) > 0, timeout=30,
+             message=lambda: proc.log()[-3000:])
+    yield proc
+    proc.stop()
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("mode", [o.MIRROR, o.COPY])
+@pytest.mark.parametrize(("mode", "via"), [(o.MIRROR, "direct"), (o.COPY, "direct"), (o.MIRROR, "waggle")])
 def test_every_change_reaches_the_target_and_spark_reads_the_sources_rows(env: Env, source_db: str, session: Any,
-                                                                          mode: str) -> None:
+                                                                          mode: str, via: str,
+                                                                          request: pytest.FixtureRequest) -> None:
+    """Directly from the source, or through waggle's merged log (the source's names are waggle's then)."""
     src, root = source_db, env.work / "src"
     port, tport = env.analytics.port, env.primary.port
     copies = env.work / "copies"
-    policy = spec(src, "c" if mode == o.COPY else "m", mode,
-                  location_root=f"file://{copies}" if mode == o.COPY else None)
+    members = None
+    named = src  # the source database as the follower's source names it
+    journal = 0  # the port of the metastore keeping the merged log's journal
+    if via == "waggle":
+        members, named = {"analytics": f"thrift://127.0.0.1:{request.getfixturevalue('through_waggle').port}"}, \
+            f"an_{src}"
+        journal = request.getfixturevalue("ops").port
+    policy = TableSpec(source="analytics", patterns=(rf"{named}\..*",), mode=mode,
+                       target_database=f"{src}_{'c' if mode == o.COPY else 'm'}", propagate_deletes=True,
+                       location_root=f"file://{copies}" if mode == o.COPY else None)
     tdb = str(policy.target_database)
     with hms_client("127.0.0.1", port) as c:
         ensure_table(c, src, "keep", f"file://{root}/keep", COLS, rows=["1,kept"])
-    f = env.follower(policy, spark=lambda: session)
+    f = env.follower(policy, members=members, spark=lambda: session)
+
+    def settled() -> None:
+        """Through waggle: wait until the merged log has taken every event of analytics so far (its position in
+        the journal's last block), as a consumer polling waggle would see them."""
+        if via == "waggle":
+            wait_for(lambda: merged_position(journal, "analytics") >= current_event(port), timeout=20,
+                     message="the merged log to take analytics' events")
+
+    def step(f: Follower) -> Execution:
+        settled()
+        return incremental(f)
+
+    settled()
     (first,) = catch_up(f)
     assert (first.phase, first.bootstrap_reason, first.status) == (BOOTSTRAP, "first run", SUCCEEDED), first
     assert table(tport, tdb, "keep") is not None
@@ -213,7 +264,7 @@ def test_every_change_reaches_the_target_and_spark_reads_the_sources_rows(env: E
     # CREATE_TABLE
     with hms_client("127.0.0.1", port) as c:
         ensure_table(c, src, "events", f"file://{root}/events", COLS, KEYS)
-    incremental(f)
+    step(f)
     made = table(tport, tdb, "events")
     assert made is not None and [k.name for k in made.partitionKeys] == ["day"]
 
@@ -222,14 +273,14 @@ def test_every_change_reaches_the_target_and_spark_reads_the_sources_rows(env: E
         t = c.get_table(src, "events")
         t.sd.cols.append(ttypes.FieldSchema(name="score", type="double", comment=None))
         c.alter_table(src, "events", t)
-    incremental(f)
+    step(f)
     altered = table(tport, tdb, "events")
     assert altered is not None and [c.name for c in altered.sd.cols] == ["id", "name", "score"]
 
     # ADD_PARTITION, twice: one piece of work
     add_partition(port, src, "events", "d1", root, ["1,ann"])
     add_partition(port, src, "events", "d2", root, ["2,bob"])
-    added = incremental(f)
+    added = step(f)
     assert added.partitions == 2 and added.events == {("ADD_PARTITION", "applied"): 2}, added
     assert set(partitions(tport, tdb, "events")) == {"day=d1", "day=d2"}
 
@@ -241,7 +292,7 @@ def test_every_change_reaches_the_target_and_spark_reads_the_sources_rows(env: E
         p = c.get_partition(src, "events", ["d1"])
         p.sd.location = f"file://{moved}"
         c.alter_partition(src, "events", p)
-    incremental(f)
+    step(f)
     d1 = partitions(tport, tdb, "events")["day=d1"]
     if mode == o.MIRROR:
         assert d1.sd.location == partitions(port, src, "events")["day=d1"].sd.location  # as the metastore spells it
@@ -253,7 +304,7 @@ def test_every_change_reaches_the_target_and_spark_reads_the_sources_rows(env: E
     # DROP_PARTITION (propagate-deletes)
     with hms_client("127.0.0.1", port) as c:
         c.drop_partition(src, "events", ["d2"], False)
-    incremental(f)
+    step(f)
     assert set(partitions(tport, tdb, "events")) == {"day=d1"}
     if mode == o.COPY:
         assert not (copies / "events" / "day=d2").exists()
@@ -269,7 +320,7 @@ def test_every_change_reaches_the_target_and_spark_reads_the_sources_rows(env: E
             c.fire_listener_event(h.FireEventRequest(
                 successful=True, dbName=src, tableName=name, partitionVals=values or None,
                 data=h.FireEventRequestData(insertData=h.InsertEventRequestData(filesAdded=[f"file://{added_file}"]))))
-    inserted = incremental(f)
+    inserted = step(f)
     assert inserted.events == {("INSERT", "applied"): 2}, inserted
     if mode == o.COPY:
         def files(where: Path) -> list[str]:
@@ -285,7 +336,7 @@ def test_every_change_reaches_the_target_and_spark_reads_the_sources_rows(env: E
         t = c.get_table(src, "events")
         t.tableName = "events2"
         c.alter_table(src, "events", t)
-    renamed = incremental(f)
+    renamed = step(f)
     writes = [(m, a) for m, a in env.calls() if m in ("create_table", "drop_table", "alter_table",
                                                       "alter_table_with_environment_context", "add_partitions",
                                                       "drop_partition", "drop_partition_by_name")]
@@ -302,8 +353,8 @@ def test_every_change_reaches_the_target_and_spark_reads_the_sources_rows(env: E
         assert urlsplit(partitions(tport, tdb, "events2")["day=d1"].sd.location).path == str(copies / "events2/day=d1")
         assert not (copies / "events").exists() and (copies / "events2/day=d1/more.csv").exists()
     moved_parts = partitions(tport, tdb, "events2")
-    assert all(p.parameters[o.SOURCE_OBJECT] == f"{src}.events2/{n}" for n, p in moved_parts.items())
-    assert after.parameters[o.SOURCE_OBJECT] == f"{src}.events2"
+    assert all(p.parameters[o.SOURCE_OBJECT] == f"{named}.events2/{n}" for n, p in moved_parts.items())
+    assert after.parameters[o.SOURCE_OBJECT] == f"{named}.events2"
 
     # Spark reads the source's rows at the target (a copy with the source's files gone)
     if mode == o.COPY:
@@ -318,7 +369,7 @@ def test_every_change_reaches_the_target_and_spark_reads_the_sources_rows(env: E
     # DROP_TABLE (propagate-deletes)
     with hms_client("127.0.0.1", port) as c:
         c.drop_table(src, "events2", False)
-    incremental(f)
+    step(f)
     assert table(tport, tdb, "events2") is None
     if mode == o.COPY:
         assert not (copies / "events2").exists() and not (copies / "events").exists()

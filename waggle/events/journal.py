@@ -106,6 +106,29 @@ class Round:
     def text(self) -> str:
         return f"{self.time} " + ";".join(s.text() for s in self.spans)
 
+    def pieces(self, limit: int) -> tuple[Round, ...]:
+        """This round as consecutive rounds whose text fits ``limit`` characters (split between runs)."""
+        if len(self.text()) <= limit:
+            return (self,)
+        made: list[Round] = []
+        spans: list[Span] = []
+        start = self.start
+        for span in self.spans:
+            for run in span.runs:
+                piece = Span(span.member, span.epoch, (run,))
+                if spans and spans[-1].member == span.member and spans[-1].epoch == span.epoch:
+                    piece = Span(span.member, span.epoch, (*spans[-1].runs, run))
+                    candidate = [*spans[:-1], piece]
+                else:
+                    candidate = [*spans, piece]
+                if spans and len(Round(start, self.time, tuple(candidate)).text()) > limit:
+                    done = Round(start, self.time, tuple(spans))
+                    made.append(done)
+                    start, candidate = done.end, [Span(span.member, span.epoch, (run,))]
+                spans = candidate
+        made.append(Round(start, self.time, tuple(spans)))
+        return tuple(made)
+
     @classmethod
     def parse(cls, start: int, text: str) -> Round:
         when, _, spans = text.partition(" ")
@@ -164,13 +187,15 @@ class Block:
         """This block with one more round (starting at its tail's next id), leaving ``tail``."""
         if added.start != self.tail.next:
             raise ValueError(f"a round from id {added.start} does not follow the block's next id {self.tail.next}")
-        line = added.text()
         pages = list(self.pages)
-        if pages and len(pages[-1]) + 1 + len(line) <= PAGE_CHARS:
-            pages[-1] = pages[-1] + "\n" + line
-        else:
-            pages.append(line)
-        return Block(self.first, (*self.rounds, added), tail, tuple(pages))
+        pieces = added.pieces(PAGE_CHARS)  # a page never holds more than a metastore keeps of a parameter
+        for piece in pieces:
+            line = piece.text()
+            if pages and len(pages[-1]) + 1 + len(line) <= PAGE_CHARS:
+                pages[-1] = pages[-1] + "\n" + line
+            else:
+                pages.append(line)
+        return Block(self.first, (*self.rounds, *pieces), tail, tuple(pages))
 
     def with_tail(self, tail: Tail) -> Block:
         """This block leaving other positions (a member's events read that no client is shown)."""

@@ -58,6 +58,7 @@ class MergedLog:
         self._blocks: dict[int, Block] = {}  # every block read but the last (they no longer change)
         self._last: Block | None = None
         self._read_at = float("-inf")
+        self._relist = False  # the blocks must be listed at the next read
         self._kept: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
         self._reading = gevent.lock.Semaphore()
 
@@ -67,13 +68,18 @@ class MergedLog:
         for member, (epoch, events) in read.items():
             self._keep(member, epoch, events)
         if block.rounds or block.tail.positions:
+            last = self._last
+            if last is None or block.first not in (last.first, last.tail.next):
+                self._relist = True  # blocks before it may be unknown here: list them at the next read
+                self._read_at = float("-inf")
+            else:
+                self._read_at = self._clock()
             self._set_last(block)
-            self._read_at = self._clock()
 
     def _set_last(self, block: Block) -> None:
         last = self._last
-        if last is not None and last.first != block.first:
-            self._blocks[last.first] = last
+        if last is not None and last.first != block.first and last.tail.next == block.first:
+            self._blocks[last.first] = last  # complete: the next block starts where it ends
         if not self._firsts or self._firsts[-1] != block.first:
             bisect.insort(self._firsts, block.first)
         self._last = block
@@ -84,8 +90,10 @@ class MergedLog:
             if self._clock() - self._read_at < FRESH_SECONDS:
                 return self._last
             last = self._last
-            found = self.store.read(last.first) if last is not None and not last.full else None
-            if found is None:  # none yet, full, or dropped: list the blocks
+            found = self.store.read(last.first) if last is not None and not last.full and not self._relist \
+                else None
+            if found is None:  # none yet, full, dropped, or others unknown: list the blocks
+                self._relist = False
                 self._firsts = self.store.firsts()
                 self._blocks = {f: b for f, b in self._blocks.items() if f in self._firsts}
                 found = self.store.read(self._firsts[-1]) if self._firsts else None

@@ -120,7 +120,8 @@ def test_a_message_without_a_format_is_read_as_json() -> None:
     ("ALTER_TABLE", HEAD % "orders" + ',"tableObjBeforeJson":"{oops"}', "json-0.2", "unexpected message"),
     ("DROP_TABLE", "H4sIAAAAAAAA", "gzip(json-2.0)", "the message is not base64 of gzipped JSON (gzip(json-2.0))"),
     ("DROP_TABLE", "not base64 at all!", "gzip(json-2.0)", "the message is not base64 of gzipped JSON"),
-    ("DROP_TABLE", base64.b64encode(gzip.compress(b"{cut", mtime=0)).decode(), "gzip(json-2.0)", "the message is not JSON"),
+    ("DROP_TABLE", base64.b64encode(gzip.compress(b"{cut", mtime=0)).decode(), "gzip(json-2.0)",
+     "the message is not JSON"),
     ("DROP_TABLE", "{}", "avro", "message format 'avro' is not read (json-0.2 and gzip(json-2.0) are)"),
 ])
 def test_an_unreadable_message_is_a_message_error_naming_the_event(kind: str, message: str, fmt: str,
