@@ -239,3 +239,35 @@ def test_a_member_killed_for_20_s_delays_only_its_own_events(ops: Any, federatio
         if proc is not None:
             proc.stop()
         lake.stop()
+
+
+def test_a_reload_that_adds_a_member_keeps_the_ids_given_and_merges_the_new_one(
+        merged: WaggleProcess, primary: Any, ops: Any, analytics: Any, unique_db: str) -> None:
+    from hmsclient.genthrift.hive_metastore.ttypes import Database
+
+    with hive2_client(primary.port) as p:
+        p.create_database(Database(name=unique_db, description="", parameters={}))
+    start = _current(merged.port)
+    names = (_name(), _name())
+    _changes(primary, ops, unique_db, names)
+    before = wait_for(lambda: (lambda f: f if len(f) == 5 else None)(_mine(_events(merged.port, start), set(names))),
+                      timeout=20)
+    reloads = len(merged.events("config.reloaded"))
+    merged.write_federation(federation_yaml(primary.uri, _members(ops) + (
+        f"- name: analytics\n  remote-meta-store-uris: {analytics.uri}\n  database-prefix: analytics_\n")))
+    try:
+        wait_for(lambda: len(merged.events("config.reloaded")) > reloads, timeout=30,
+                 message=lambda: merged.log()[-3000:])
+        wait_for(lambda: any("analytics" in e.get("members", ()) for e in merged.events("events.members_joined")),
+                 timeout=30, message=lambda: merged.log()[-3000:])
+        later = _name()
+        with hive2_client(analytics.port) as a:
+            a.create_table(_table(later, "default"))
+        found = wait_for(lambda: _mine(_events(merged.port, start), {later}), timeout=20)
+        assert [(e.eventType, e.dbName) for e in found] == [("CREATE_TABLE", "analytics_default")]
+        again = _mine(_events(merged.port, start), set(names))
+        assert [(e.eventId, e.message) for e in again] == [(e.eventId, e.message) for e in before]  # ids kept
+        assert found[0].eventId > before[-1].eventId
+    finally:
+        merged.write_federation(federation_yaml(primary.uri, _members(ops)))
+        wait_for(lambda: len(merged.events("config.reloaded")) > reloads + 1, timeout=30)

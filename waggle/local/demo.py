@@ -41,7 +41,8 @@ def write_configs(workdir: Path, port: int, primary: LocalMetastore, federated: 
                   http_port: int = 18000) -> tuple[Path, Path]:
     server = workdir / "waggle-server.yml"
     federation = workdir / "waggle-federation.yml"
-    server.write_text(f"port: {port}\ndatabase-resolution: PREFIXED\nendpoint:\n  port: {http_port}\n")
+    server.write_text(f"port: {port}\ndatabase-resolution: PREFIXED\nnotification-log: federated\n"
+                      f"endpoint:\n  port: {http_port}\n")
     federation.write_text(
         "primary-meta-store:\n"
         "  name: primary\n"
