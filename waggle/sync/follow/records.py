@@ -13,12 +13,11 @@ no longer running (a follower killed and started again takes its policy back at 
 
 from __future__ import annotations
 
-import os
-import socket
 import time
-import uuid
 from dataclasses import dataclass
 
+from waggle.common.lease import holder_id as holder_id
+from waggle.common.lease import lease_text, live_other, parse_lease
 from waggle.sync.hms import Metastore
 from waggle.sync.system import SYS_DB, WRITE, ensure_database
 from waggle.synced import coverage
@@ -39,10 +38,6 @@ class Checkpoint:
 
 class LeaseHeld(Exception):
     """Another follower holds the policy; the message names it."""
-
-
-def holder_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
 class Records:
@@ -69,7 +64,7 @@ class Records:
             db = self.target.client.get_database(SYS_DB)
             params = dict(db.parameters or {})
             if me is not None:
-                other = _live_other(params.get(key(self.policy, "lease")), me)
+                other = live_other(params.get(key(self.policy, "lease")), me)
                 if other is not None:
                     raise LeaseHeld(f"policy '{self.policy}' is now followed by {other}: this follower stopped "
                                     "writing it")
@@ -110,11 +105,11 @@ class Records:
 
     # -- the lease ---------------------------------------------------------------------------------------------------
     def lease(self) -> tuple[str, float] | None:
-        return _lease(self._params().get(key(self.policy, "lease")))
+        return parse_lease(self._params().get(key(self.policy, "lease")))
 
     def live_holder(self, me: str) -> str | None:
         """Who else holds the policy now, or None."""
-        return _live_other(self._params().get(key(self.policy, "lease")), me)
+        return live_other(self._params().get(key(self.policy, "lease")), me)
 
     def take(self, me: str, seconds: float, settle: float = 1.0) -> None:
         """Take the policy's lease, or raise :class:`LeaseHeld`."""
@@ -130,48 +125,9 @@ class Records:
                             "while starting: one follower at a time")
 
     def renew(self, me: str, seconds: float) -> None:
-        self._update({"lease": f"{me} {time.time() + seconds:.0f}"}, me)
+        self._update({"lease": lease_text(me, seconds)}, me)
 
     def release(self, me: str) -> None:
         found = self.lease()
         if found is not None and found[0] == me:
             self._update({"lease": None})
-
-
-def _lease(value: str | None) -> tuple[str, float] | None:
-    if not value or " " not in value:
-        return None
-    holder, _, expires = value.partition(" ")
-    try:
-        return holder, float(expires)
-    except ValueError:
-        return None
-
-
-def _live_other(value: str | None, me: str) -> str | None:
-    """The holder of a lease parameter's value when it is another live follower, described; else None."""
-    found = _lease(value)
-    if found is None:
-        return None
-    holder, expires = found
-    if holder == me or expires < time.time() or _dead_here(holder):
-        return None
-    return f"{holder} (until {time.strftime('%H:%M:%S', time.gmtime(expires))} UTC)"
-
-
-def _dead_here(holder: str) -> bool:
-    """A holder of this host whose process is gone, or this process (whose service runs one follower per
-    policy: a policy restarted takes its lease back)."""
-    host, _, rest = holder.partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    if int(pid) == os.getpid():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
