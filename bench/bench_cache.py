@@ -119,6 +119,12 @@ def start_waggle(procs: Processes, workdir: Path, label: str, uri: str, cache: s
                        f"    writable-database-white-list: [{DB}]\n")
     else:
         federation += f"  cache: \"{cache}\"\n"
+    return serve_files(procs, workdir, label, port, http, server, federation)
+
+
+def serve_files(procs: Processes, workdir: Path, label: str, port: int, http: int, server: str, federation: str
+                ) -> Waggle:
+    """``waggle serve`` of these server and federation files (written in ``workdir``), once it answers."""
     (workdir / "server.yml").write_text(server)
     (workdir / "federation.yml").write_text(federation)
     log = workdir / "waggle.log"

@@ -38,12 +38,14 @@ Run = tuple[int, int]  # first and last member event id, inclusive; first 0 and 
 
 
 class Ref(NamedTuple):
-    """One merged id and the member event it stands for (``event`` 0: a lost one)."""
+    """One merged id and the member event it stands for (``event`` 0: a lost one). A Hive 2 metastore may give two
+    events one id (two writes reading the same next id, HIVE-16886): ``nth`` says which of them."""
 
     merged: int
     member: str
     epoch: int
     event: int
+    nth: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +142,8 @@ class Position(NamedTuple):
 
     epoch: int
     last: int  # the last event id read (0: none yet in this epoch)
-    time: int  # that event's time (epoch seconds), 0 when unknown
+    time: int  # the time of the first event of that id (epoch seconds), 0 when unknown
+    same: int = 1  # how many events of that id were read (more than one: HIVE-16886)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,19 +241,30 @@ def block_first(name: str) -> int | None:
 
 def refs_after(blocks: Sequence[Block], after: int) -> Iterator[Ref]:
     """Every merged id above ``after`` with its member event, in order (blocks in order of their first id)."""
+    seen: dict[tuple[str, int, int], int] = {}  # a member's event id given more than one merged id: which
+    previous: Round | None = None
     for block in blocks:
         if block.tail.next <= after + 1:
+            previous = block.rounds[-1] if block.rounds else previous
             continue
         for found in block.rounds:
             if found.end <= after + 1:
+                previous = found
                 continue
+            if previous is not None:  # events of one id are taken in one round or the next
+                for ref in previous.refs():
+                    seen[(ref.member, ref.epoch, ref.event)] = seen.get((ref.member, ref.epoch, ref.event), 0) + 1
+                previous = None
             for ref in found.refs():
+                key = (ref.member, ref.epoch, ref.event)
+                nth = seen.get(key, 0)
+                seen[key] = nth + 1
                 if ref.merged > after:
-                    yield ref
+                    yield ref._replace(nth=nth) if nth else ref
 
 
 def runs_of(ids: Iterable[int]) -> tuple[Run, ...]:
-    """Ascending member event ids as runs."""
+    """Ascending member event ids as runs (an id given twice starts a run again)."""
     runs: list[list[int]] = []
     for i in ids:
         if runs and i == runs[-1][1] + 1:

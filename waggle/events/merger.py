@@ -24,7 +24,7 @@ import structlog
 from waggle.common import metrics
 from waggle.common.lease import holder_id, lease_text, live_other
 from waggle.events.journal import Block, Position, Tail
-from waggle.events.rounds import Probe, Step, compose, needs_probe, step
+from waggle.events.rounds import Step, compose, split, step
 from waggle.events.store import JournalError, JournalStore
 from waggle.upstream.client import UpstreamError
 from waggle.upstream.log_calls import current_id, next_events
@@ -42,6 +42,8 @@ POLL_SECONDS = 0.25
 READ_SECONDS = 5.0
 #: the lease's length; it is renewed a third of it apart
 LEASE_SECONDS = 30.0
+#: seconds after a member's events were taken during which its last event id is read again (HIVE-16886)
+DUPLICATE_SECONDS = 2.0
 #: seconds between two saves of positions that moved with no event shown
 SAVE_SECONDS = 60.0
 #: seconds between two looks for blocks past the retention
@@ -72,7 +74,9 @@ class Merger:
         self._saved = 0.0
         self._pruned = 0.0
         self._waiting: dict[str, float] = {}  # member -> when a hole after its position was first seen
-        self._suspect: set[str] = set()  # members whose last read failed: the event at the position is probed
+        self._suspect: set[str] = set()  # members whose last read failed: the event at the position is read again
+        self._moved: dict[str, float] = {}  # member -> when its last events were taken
+        self._ahead: dict[str, Position] = {}  # positions moved by events no client is shown, not written yet
         self._failing = False
         self._greenlet: gevent.Greenlet | None = None
 
@@ -152,8 +156,10 @@ class Merger:
         if self.block is None:
             last = self._last_block()
             self.block, self._in_store = (last, True) if last is not None else (Block.empty(Tail(1)), False)
+            self._ahead = {}
         block, now = self.block, self._clock()
-        tail = block.tail
+        # the positions as read here: those written, and those moved since by events no client is shown
+        tail = Tail(block.tail.next, {**block.tail.positions, **self._ahead})
         members = list(self._members())
         jobs = {name: gevent.spawn(self._read, name, pool, tail.positions.get(name)) for name, pool in members}
         gevent.joinall(list(jobs.values()), timeout=READ_SECONDS)
@@ -170,12 +176,16 @@ class Merger:
                 self._waiting.pop(name, None)
             else:
                 self._waiting[name] = found.waiting_since
+            if found.taken:
+                self._moved[name] = now
         made, new_tail = compose(tail, steps, self._shown, now)
         if made is not None:
-            base = Block.empty(tail) if block.full else block
+            base = Block.empty(block.tail) if block.full else block
             self._write(base.with_round(made, new_tail), new=base is not block or not self._in_store)
-        elif new_tail != tail and (now - self._saved >= SAVE_SECONDS or _new_members(tail, new_tail)):
+        elif new_tail != block.tail and (now - self._saved >= SAVE_SECONDS or _new_members(tail, new_tail)):
             self._write(block.with_tail(new_tail), new=not self._in_store)
+        else:
+            self._ahead = {m: p for m, p in new_tail.positions.items() if block.tail.positions.get(m) != p}
         joined = sorted(m for m in new_tail.positions if m not in tail.positions)
         if joined:  # their events from here on are merged (the older ones never)
             log.info("events.members_joined", members=joined,
@@ -192,14 +202,18 @@ class Merger:
         def read(conn: Any) -> Step:
             timeout = READ_SECONDS
             current = current_id(conn, timeout)
+            now = self._clock()
             if position is None:
-                return step(None, current, (), None, self._clock())
-            page = next_events(conn, position.last, timeout) if current > position.last else []
-            probe = None
-            if position.last > 0 and (needs_probe(position, page) or name in self._suspect):
-                held = next_events(conn, position.last - 1, timeout, most=1)
-                probe = Probe(int(held[0].eventTime or 0) if held and held[0].eventId == position.last else None)
-            return step(position, current, page, probe, self._clock(), self._waiting.get(name))
+                return step(None, current, (), None, now)
+            # the event at the position is read again with those after it: a second event of its id (HIVE-16886)
+            # commits just after the first, with the newest id unchanged
+            again = name in self._suspect or now - self._moved.get(name, float("-inf")) < DUPLICATE_SECONDS
+            if current <= position.last and not again:
+                return step(position, current, (), None, now, self._waiting.get(name))
+            page = next_events(conn, max(0, position.last - 1), timeout)
+            probe, rest = split(position, page)
+            return step(position, current, rest, probe if position.last > 0 else None, now,
+                        self._waiting.get(name))
 
         return pool.using(None, read)
 
@@ -209,10 +223,12 @@ class Merger:
         stored = self._last_block()
         if (stored is not None) != self._in_store or (stored is not None and (
                 stored.tail != written.tail or stored.first != written.first)):
+            self.holding, self._renewed = False, 0.0  # look at the lease again before the next round
+            metrics.MERGING.set(0)
             raise JournalError("the merged log was written by another process: this one stops merging until "
                                "it holds the lease again")
         self.store.write(block, new)
-        self.block, self._in_store = block, True
+        self.block, self._in_store, self._ahead = block, True, {}
         self._saved = self._clock()
 
     def _prune(self, now: float) -> None:

@@ -11,6 +11,7 @@ member is back. Nothing journaled is skipped for a member being down. An event t
 from __future__ import annotations
 
 import bisect
+import copy
 import functools
 import time
 from collections import OrderedDict
@@ -38,8 +39,6 @@ MAX_EVENTS = 10_000
 FRESH_SECONDS = 0.05
 #: events kept once fetched (by member, epoch, id)
 KEPT_EVENTS = 20_000
-#: seconds a member's fetch waits
-FETCH_SECONDS = 10.0
 
 Keep = Callable[[Any], bool]
 
@@ -59,14 +58,18 @@ class MergedLog:
         self._last: Block | None = None
         self._read_at = float("-inf")
         self._relist = False  # the blocks must be listed at the next read
-        self._kept: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
+        #: events fetched or read by the merger, by (member, epoch, id): every event of that id, in the log's order
+        self._kept: OrderedDict[tuple[str, int, int], list[Any]] = OrderedDict()
+        #: events as clients see them, by (member, epoch, id, nth), for the names of ``_renamed_for``
+        self._renamed: OrderedDict[tuple[str, int, int, int], Any] = OrderedDict()
+        self._renamed_for: Shown | None = None
         self._reading = gevent.lock.Semaphore()
 
     # -- the journal -------------------------------------------------------------------------------------------
     def publish(self, block: Block, read: dict[str, tuple[int, Sequence[Any]]]) -> None:
         """The merger of this process wrote ``block`` and read these events (by member: epoch, events)."""
         for member, (epoch, events) in read.items():
-            self._keep(member, epoch, events)
+            self._keep(member, epoch, events, whole=False)
         if block.rounds or block.tail.positions:
             last = self._last
             if last is None or block.first not in (last.first, last.tail.next):
@@ -162,10 +165,12 @@ class MergedLog:
 
     def _serve(self, refs: list[Ref], epochs: dict[str, int], shown: Shown, keep: Keep
                ) -> tuple[list[Any], UpstreamError | None]:
+        if self._renamed_for is not shown:  # other names: renamed again
+            self._renamed, self._renamed_for = OrderedDict(), shown
         wanted: dict[str, list[int]] = {}
         for ref in refs:
-            if ref.event and epochs.get(ref.member) == ref.epoch and (ref.member, ref.epoch, ref.event) \
-                    not in self._kept:
+            if ref.event and epochs.get(ref.member) == ref.epoch and \
+                    len(self._kept.get((ref.member, ref.epoch, ref.event), ())) <= ref.nth:
                 wanted.setdefault(ref.member, []).append(ref.event)
         failed: dict[str, UpstreamError] = {}
         for member, ids in wanted.items():
@@ -177,16 +182,23 @@ class MergedLog:
         for ref in refs:
             if not ref.event or epochs.get(ref.member) != ref.epoch:
                 continue  # lost, or of an epoch of the member's log that is gone
-            body = self._kept.get((ref.member, ref.epoch, ref.event))
-            if body is None:
-                if ref.member in failed:
-                    return out, failed[ref.member]
-                continue  # no longer held by the member
-            if not shown.event(ref.member, body):
-                continue
-            event = renamed(body, functools.partial(shown.db, ref.member))
+            key = (ref.member, ref.epoch, ref.event, ref.nth)
+            event = self._renamed.get(key)
             if event is None:
-                continue
+                held = self._kept.get(key[:3]) or ()
+                if len(held) <= ref.nth:
+                    if ref.member in failed:
+                        return out, failed[ref.member]
+                    continue  # no longer held by the member
+                body = held[ref.nth]
+                event = renamed(body, functools.partial(shown.db, ref.member)) if shown.event(ref.member, body) \
+                    else None
+                if event is None:
+                    continue
+                self._renamed[key] = event
+                if len(self._renamed) > KEPT_EVENTS:
+                    self._renamed.popitem(last=False)
+            event = copy.copy(event)
             event.eventId = ref.merged
             if keep(event):
                 out.append(event)
@@ -198,20 +210,31 @@ class MergedLog:
         if pool is None:
             return  # no longer a member: its events are not served
         while low <= high:
-            found = pool.using(None, functools.partial(_page, after=low - 1, most=min(PAGE, high - low + 1)))
-            self._keep(member, epoch, found)
+            # a few more than the ids: an id may hold two events (HIVE-16886)
+            found = pool.using(None, functools.partial(_page, after=low - 1, most=min(PAGE, high - low + 1 + 16)))
+            self._keep(member, epoch, found, whole=True)
             if not found:
                 return
             low = int(found[-1].eventId) + 1
 
-    def _keep(self, member: str, epoch: int, events: Iterable[Any]) -> None:
+    def _keep(self, member: str, epoch: int, events: Iterable[Any], whole: bool) -> None:
+        """Keep events read (``whole``: every event of their ids, as a fetch reads them; else the merger's, which
+        may add a later event of an id)."""
         kept = self._kept
+        by_id: dict[int, list[Any]] = {}
         for event in events:
-            kept[(member, epoch, int(event.eventId))] = event
-            kept.move_to_end((member, epoch, int(event.eventId)))
+            by_id.setdefault(int(event.eventId), []).append(event)
+        for event_id, found in by_id.items():
+            key = (member, epoch, event_id)
+            held = kept.get(key)
+            if whole or held is None:
+                kept[key] = found
+            else:
+                held.extend(e for e in found if e not in held)
+            kept.move_to_end(key)
         while len(kept) > KEPT_EVENTS:
             kept.popitem(last=False)
 
 
 def _page(conn: Any, after: int, most: int) -> list[Any]:
-    return next_events(conn, after, FETCH_SECONDS, most=most)
+    return next_events(conn, after, None, most=most)

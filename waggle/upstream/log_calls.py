@@ -22,8 +22,8 @@ def current_id(conn: UpstreamConnection, timeout: float) -> int:
     return int(result.success.eventId or 0)
 
 
-def next_events(conn: UpstreamConnection, after: int, timeout: float, most: int = PAGE) -> list[Any]:
-    """Up to ``most`` events after id ``after``, in id order."""
+def next_events(conn: UpstreamConnection, after: int, timeout: float | None, most: int = PAGE) -> list[Any]:
+    """Up to ``most`` events after id ``after``, in id order (``timeout`` None: the member's read timeout)."""
     result = conn.invoke("get_next_notification",
                          T.get_next_notification_args(NotificationEventRequest(lastEvent=after, maxEvents=most)),
                          T.get_next_notification_result, timeout=timeout)

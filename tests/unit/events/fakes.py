@@ -60,6 +60,7 @@ class MemberLog:
 
     def __init__(self) -> None:
         self.events: dict[int, NotificationEvent] = {}
+        self.seconds: dict[int, list[NotificationEvent]] = {}  # more events of an id (HIVE-16886)
         self.newest = 0
         self.calls: list[tuple[str, int, int]] = []  # (method, after, most)
 
@@ -69,9 +70,15 @@ class MemberLog:
             self.newest = max(self.newest, found.eventId)
         return self
 
+    def add_again(self, found: NotificationEvent) -> MemberLog:
+        """Another event under an id the log holds already (two writes read the same next id)."""
+        self.seconds.setdefault(found.eventId, []).append(found)
+        return self
+
     def restart(self) -> None:
         """The log starts again from id 1 (its database emptied)."""
         self.events.clear()
+        self.seconds.clear()
         self.newest = 0
 
     def invoke(self, name: str, args: Any, result_class: type, seqid: int = 0, timeout: float | None = None) -> Any:
@@ -81,7 +88,8 @@ class MemberLog:
         assert name == "get_next_notification", name
         after, most = args.rqst.lastEvent, args.rqst.maxEvents
         self.calls.append((name, after, most))
-        found = [self.events[i] for i in sorted(self.events) if i > after][:most]
+        found = [e for i in sorted(self.events) if i > after for e in (self.events[i], *self.seconds.get(i, ()))
+                 ][:most]
         return T.get_next_notification_result(success=NotificationEventResponse(found))
 
     def fetches(self) -> list[tuple[int, int]]:

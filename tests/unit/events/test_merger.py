@@ -161,7 +161,7 @@ def test_a_member_that_cannot_be_read_is_left_for_the_next_round(joined: Setup) 
     joined.pools["fed"].down = False
     joined.merge()
     assert joined.refs() == [("main", 0, 11), ("fed", 0, 21)]
-    assert (19, 1) in joined.member("fed").fetches()  # the event at its position looked at again
+    assert (19, 1000) in joined.member("fed").fetches()  # read again from the event at its position
 
 
 def test_a_member_whose_log_started_again_while_it_could_not_be_read_gets_a_new_epoch(joined: Setup) -> None:
@@ -339,3 +339,16 @@ def test_stop_gives_the_lease_back(joined: Setup) -> None:
     joined.merger.stop()
     assert joined.store.lease_value is None
     assert not joined.merger.holding
+
+
+def test_a_second_event_of_an_id_already_merged_is_merged_too(joined: Setup) -> None:
+    """HIVE-16886: the second event of an id commits after the first was read, the newest id unchanged: the
+    merger reads its last id again for a while after it took events."""
+    joined.member("fed").add(event(21))
+    joined.merge()
+    joined.member("fed").add_again(event(21, table="other"))
+    joined.merge()
+    assert joined.refs() == [("fed", 0, 21), ("fed", 0, 21)]
+    assert joined.last().tail.positions["fed"] == Position(0, 21, 1021, 2)
+    joined.merge()
+    assert joined.refs() == [("fed", 0, 21), ("fed", 0, 21)]  # each once

@@ -8,7 +8,7 @@ import pytest
 
 from tests.unit.events.fakes import event
 from waggle.events.journal import Position, Round, Span, Tail
-from waggle.events.rounds import HOLE_SECONDS, Probe, Step, compose, needs_probe, step
+from waggle.events.rounds import HOLE_SECONDS, Probe, Step, compose, split, step
 
 AT = Position(0, 10, 1010)  # read up to event 10 (time 1010)
 
@@ -48,15 +48,38 @@ def test_the_first_events_of_an_epoch_are_taken_whatever_their_first_id() -> Non
     assert found.position == Position(2, 6, 1006)
 
 
-def test_a_hole_after_the_position_needs_a_probe() -> None:
-    page = [event(12)]
-    assert needs_probe(AT, page)
-    assert not needs_probe(AT, [event(11)])
-    assert not needs_probe(AT, [])
-    assert not needs_probe(None, page)
-    assert not needs_probe(Position(1, 0, 0), page)
+def test_a_hole_after_the_position_needs_the_event_at_the_position_read_again() -> None:
     with pytest.raises(ValueError, match="probed"):
-        step(AT, 12, page, None, 5.0)
+        step(AT, 12, [event(12)], None, 5.0)
+
+
+def test_a_page_read_from_the_position_gives_the_event_there_and_what_is_not_taken_yet() -> None:
+    assert split(AT, [event(10), event(11), event(12)]) == (Probe(1010), [event(11), event(12)])
+    assert split(AT, [event(12)]) == (Probe(None), [event(12)])  # the event at the position is gone
+    assert split(AT, []) == (Probe(None), [])
+
+
+def test_a_second_event_of_the_positions_id_is_taken_and_counted() -> None:
+    """HIVE-16886: two writes of a Hive 2 metastore may read the same next id; the second commits after the
+    first was read, with the newest id unchanged."""
+    second = event(10)
+    second.eventTime = 1011
+    probe, rest = split(AT, [event(10), second, event(11)])
+    assert probe == Probe(1010) and rest == [second, event(11)]
+    found = step(AT, 11, rest, probe, 5.0)
+    assert _ids(found) == [10, 11]
+    assert found.position == Position(0, 11, 1011, 1)
+    only = step(AT, 10, [second], probe, 5.0)
+    assert _ids(only) == [10] and only.position == Position(0, 10, 1010, 2)
+    assert split(only.position, [event(10), second]) == (Probe(1010), [])  # both taken: nothing new
+
+
+def test_two_events_of_one_id_inside_a_page_are_both_taken() -> None:
+    found = step(AT, 12, [event(11), event(11), event(12)], Probe(1010), 5.0)
+    assert _ids(found) == [11, 11, 12]
+    assert found.position == Position(0, 12, 1012, 1)
+    twice = step(AT, 11, [event(11), event(11)], Probe(1010), 5.0)
+    assert twice.position == Position(0, 11, 1011, 2)
 
 
 def test_a_hole_after_a_held_event_is_waited_for_then_passed() -> None:
