@@ -271,3 +271,26 @@ def test_a_reload_that_adds_a_member_keeps_the_ids_given_and_merges_the_new_one(
     finally:
         merged.write_federation(federation_yaml(primary.uri, _members(ops)))
         wait_for(lambda: len(merged.events("config.reloaded")) > reloads + 1, timeout=30)
+
+
+def test_workers_serve_the_log_their_supervisor_merges(merged: WaggleProcess, primary: Any, ops: Any,
+                                                       unique_db: str, tmp_path: Any) -> None:
+    """With workers, the supervisor reads the logs (and may merge); each worker answers from the journal, fetching
+    the events from their members: the same events under the same ids as the module's waggle."""
+    from hmsclient.genthrift.hive_metastore.ttypes import Database
+
+    workers = WaggleProcess(tmp_path / "workers", federation_yaml(primary.uri, _members(ops)), SERVER,
+                            args=("--workers", "2")).start()
+    try:
+        with hive2_client(primary.port) as p:
+            p.create_database(Database(name=unique_db, description="", parameters={}))
+        start = _current(merged.port)
+        names = (_name(), _name())
+        _changes(primary, ops, unique_db, names)
+        mine = wait_for(lambda: (lambda f: f if len(f) == 5 else None)(_mine(_events(merged.port, start), set(names))),
+                        timeout=20)
+        for _ in range(4):  # connections land on either worker
+            found = _mine(_events(workers.port, start), set(names))
+            assert [(e.eventId, e.dbName, e.message) for e in found] == [(e.eventId, e.dbName, e.message) for e in mine]
+    finally:
+        workers.stop()

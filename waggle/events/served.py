@@ -185,14 +185,16 @@ class MergedLog:
             key = (ref.member, ref.epoch, ref.event, ref.nth)
             event = self._renamed.get(key)
             if event is None:
-                held = self._kept.get(key[:3]) or ()
-                if len(held) <= ref.nth:
+                held = self._kept.get(key[:3])
+                if held is None:
                     if ref.member in failed:
                         return out, failed[ref.member]
                     continue  # no longer held by the member
-                body = held[ref.nth]
-                event = renamed(body, functools.partial(shown.db, ref.member)) if shown.event(ref.member, body) \
-                    else None
+                # the journal holds the events of an id that clients see (an id may hold one they do not)
+                seen = [e for e in held if shown.event(ref.member, e)] if len(held) > 1 else held
+                if len(seen) <= ref.nth or not shown.event(ref.member, seen[ref.nth]):
+                    continue
+                event = renamed(seen[ref.nth], functools.partial(shown.db, ref.member))
                 if event is None:
                     continue
                 self._renamed[key] = event

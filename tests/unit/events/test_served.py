@@ -309,3 +309,13 @@ def test_two_events_of_one_id_are_served_under_two_ids(tmp_path: Path) -> None:
     found = setup.log.events(0, 0, _all)
     assert [(e.eventId, e.tableName) for e in found] == [(1, "orders"), (2, "other"), (3, "orders")]
     assert [(e.eventId, e.tableName) for e in setup.log.events(1, 0, _all)] == [(2, "other"), (3, "orders")]
+
+
+def test_an_id_holding_an_event_clients_do_not_see_serves_the_one_they_do(tmp_path: Path) -> None:
+    """HIVE-16886 with waggle's own journal write: id 3 holds a hidden event and a shown one; the journal holds the
+    shown one only, and that is the one served."""
+    setup = Setup(tmp_path, block_of(1, span("fed", (3, 4))))
+    setup.member("fed").add(event(3, db="hidden"), event(4)).add_again(event(3, table="other"))
+    found = setup.log.events(0, 0, _all)
+    assert [(e.eventId, e.dbName, e.tableName) for e in found] == [(1, "fed_sales", "other"),
+                                                                   (2, "fed_sales", "orders")]
