@@ -57,11 +57,13 @@ LONGEST_FIRST = (
     "tests/integration/test_sync.py",  # 380 s
     "tests/integration/test_cache.py",  # 230 s
     "tests/integration/test_follow_process.py",  # 200 s
+    "tests/integration/test_follow.py",  # 200 s (its change matrix also through waggle's merged log)
     "tests/integration/test_copies.py",  # 160 s
     "tests/integration/test_failover.py",  # 150 s
     "tests/clients/test_client_sequences.py",  # 150 s
     "tests/integration/test_tutorial.py",  # 120 s
     "tests/integration/test_remotes.py",  # 115 s
+    "tests/integration/test_merged_log.py",  # 100 s (a member killed for 20 s)
     "tests/integration/test_docs_browser.py",  # 95 s
 )
 

@@ -37,7 +37,7 @@ __all__ = ["LEASE_SECONDS", "POLL_SECONDS", "Merger"]
 log = structlog.get_logger("waggle.events")
 
 #: seconds between two rounds
-POLL_SECONDS = 0.25
+POLL_SECONDS = 0.15
 #: seconds one round waits for a member's log
 READ_SECONDS = 5.0
 #: the lease's length; it is renewed a third of it apart
