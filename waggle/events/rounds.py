@@ -34,9 +34,11 @@ def split(position: Position, page: Sequence[Any]) -> tuple[Probe, list[Any]]:
     """A page read from the position's id on: the event at the position as read again, and the events not taken
     yet (those after the position, and more of its id than were taken)."""
     at = [e for e in page if e.eventId == position.last]
-    probe = Probe(int(at[0].eventTime or 0) if at else None)
-    return probe, [e for e in page if e.eventId > position.last] if len(at) <= position.same else \
-        at[position.same:] + [e for e in page if e.eventId > position.last]
+    # the one merged first, when that id holds two events (in whichever order the metastore lists them)
+    merged = next((e for e in at if int(e.eventTime or 0) == position.time), at[0] if at else None)
+    probe = Probe(None if merged is None else int(merged.eventTime or 0))
+    others = [e for e in at if e is not merged]
+    return probe, others[position.same - 1:] + [e for e in page if e.eventId > position.last]
 
 
 class Step(NamedTuple):

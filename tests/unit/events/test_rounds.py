@@ -197,3 +197,13 @@ def test_the_ids_of_rounds_follow_each_other() -> None:
         ids.extend(r.merged for r in made.refs())
     assert ids == list(range(1, 7))
     assert tail.next == 7
+
+
+def test_two_events_of_the_positions_id_listed_in_another_order_are_no_restart() -> None:
+    second = event(10)
+    second.eventTime = 1011
+    probe, rest = split(AT, [second, event(10), event(11)])
+    assert probe == Probe(1010)  # the event merged, wherever the metastore lists it
+    assert rest == [second, event(11)]
+    found = step(AT, 11, rest, probe, 5.0)
+    assert found.position.epoch == 0 and found.lost == 0
