@@ -28,6 +28,7 @@ import pytest
 from tests.support.clients import hive2_client
 from tests.support.federation import federation_yaml
 from tests.support.hive_stubs import HiveStubMetastore
+from tests.support.merged_log import journal_positions, wait_merging
 from tests.support.waits import wait_for
 from waggle.config.loader import load
 from waggle.hms.gen.hive_metastore import ttypes
@@ -177,16 +178,6 @@ def sys_params(port: int) -> dict[str, str]:
         return dict(c.get_database(SYS_DB).parameters or {})
 
 
-def merged_position(primary_port: int, member: str) -> int:
-    """The last event id of ``member`` that the federation's merged log has taken (its journal in the primary)."""
-    with hms_client("127.0.0.1", primary_port) as c:
-        blocks = sorted(c.get_tables(SYS_DB, "merged_log_*"))
-        if not blocks:
-            return 0
-        tail = json.loads(c.get_table(SYS_DB, blocks[-1]).parameters.get("tail") or "{}")
-    return int(((tail.get("positions") or {}).get(member) or [0, 0])[1])
-
-
 def current_event(port: int) -> int:
     with hms_client("127.0.0.1", port) as c:
         return int(c.get_current_notificationEventId().eventId)
@@ -215,8 +206,7 @@ def through_waggle(ops: Any, analytics: Any, tmp_path_factory: pytest.TempPathFa
     proc = WaggleProcess(tmp_path_factory.mktemp("follow-through"),
                          prefixed(ops.uri, ("analytics", analytics.uri, "an_")),
                          "database-resolution: PREFIXED\nnotification-log: federated\n").start()
-    wait_for(lambda: proc.events("events.members_joined") or current_event(proc.port) > 0, timeout=30,
-             message=lambda: proc.log()[-3000:])
+    wait_merging(proc, ops.port, ("primary", "analytics"))
     yield proc
     proc.stop()
 
@@ -249,7 +239,7 @@ def test_every_change_reaches_the_target_and_spark_reads_the_sources_rows(env: E
         """Through waggle: wait until the merged log has taken every event of analytics so far (its position in
         the journal's last block), as a consumer polling waggle would see them."""
         if via == "waggle":
-            wait_for(lambda: merged_position(journal, "analytics") >= current_event(port), timeout=20,
+            wait_for(lambda: journal_positions(journal).get("analytics", [0, 0])[1] >= current_event(port), timeout=20,
                      message="the merged log to take analytics' events")
 
     def step(f: Follower) -> Execution:

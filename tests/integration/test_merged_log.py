@@ -17,6 +17,7 @@ import pytest
 from tests.support.clients import hive2_client, release_client
 from tests.support.event_check import hive_reads
 from tests.support.federation import federation_yaml
+from tests.support.merged_log import wait_merging
 from tests.support.proxy import WaggleProcess
 from tests.support.waits import wait_for
 
@@ -35,16 +36,9 @@ def merged(primary: Any, ops: Any, federation_data: dict[str, Any],
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[WaggleProcess]:
     proc = WaggleProcess(tmp_path_factory.mktemp("merged"), federation_yaml(primary.uri, _members(ops)),
                          SERVER).start()
-    _merging(proc)
+    wait_merging(proc, primary.port, ("primary", "ops"))
     yield proc
     proc.stop()
-
-
-def _merging(proc: WaggleProcess) -> None:
-    """Wait until the merger reads both members (their events from then on are merged), or another process
-    does (the journal holds both members)."""
-    wait_for(lambda: proc.events("events.members_joined") or _current(proc.port) > 0, timeout=30,
-             message=lambda: proc.log()[-3000:])
 
 
 def _table(name: str, db: str, partitioned: bool = False) -> Any:
@@ -200,8 +194,7 @@ def test_a_member_killed_for_20_s_delays_only_its_own_events(ops: Any, federatio
             ensure_database(direct, "d", f"file://{lake.warehouse}/d.db")
         text = prefixed(ops.uri, ("lake", lake.uri, "lake_"))
         proc = WaggleProcess(tmp_path / "w", text, SERVER).start()
-        wait_for(lambda: any("lake" in e.get("members", ()) for e in proc.events("events.members_joined")) or
-                 _current(proc.port) > 0, timeout=30, message=lambda: proc.log()[-3000:])
+        wait_merging(proc, ops.port, ("primary", "lake"))
         start = _current(proc.port)
         ours = [_name() for _ in range(6)]
         theirs = [_name() for _ in range(3)]
@@ -258,8 +251,7 @@ def test_a_reload_that_adds_a_member_keeps_the_ids_given_and_merges_the_new_one(
     try:
         wait_for(lambda: len(merged.events("config.reloaded")) > reloads, timeout=30,
                  message=lambda: merged.log()[-3000:])
-        wait_for(lambda: any("analytics" in e.get("members", ()) for e in merged.events("events.members_joined")),
-                 timeout=30, message=lambda: merged.log()[-3000:])
+        wait_merging(merged, primary.port, ("analytics",))
         later = _name()
         with hive2_client(analytics.port) as a:
             a.create_table(_table(later, "default"))

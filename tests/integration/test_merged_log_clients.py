@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_merged_log import _current, _events, _merging, _table, merged
+from tests.integration.test_merged_log import _current, _events, _table, merged
 from tests.support.clients import hive2_client, release_client
 from tests.support.java import compiled
+from tests.support.merged_log import wait_merging
 from tests.support.proxy import WaggleProcess
 from tests.support.waits import wait_for
 
@@ -146,7 +147,7 @@ def test_hives_own_client_reads_both_members_under_waggles_names_and_again_after
         _lifecycle(primary, ops, unique_db, *later, tmp_path)
     finally:
         merged.start()
-    _merging(merged)
+    wait_merging(merged, primary.port, ("primary", "ops"))
     _arrived(merged.port, saved, set(later), 2 * len(LIFECYCLE))
 
     _, again = _java_reads(merged_log_check, merged.port, saved, prefix)
