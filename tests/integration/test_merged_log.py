@@ -92,19 +92,24 @@ def _changes(primary: Any, ops: Any, db: str, names: tuple[str, str]) -> None:
         o.drop_table("scratch", theirs, True)
 
 
-def test_both_members_changes_arrive_under_waggles_names_in_order_with_ids_of_their_own(
-        merged: WaggleProcess, primary: Any, ops: Any, unique_db: str, event_check: list[str]) -> None:
+def _changed(merged: WaggleProcess, primary: Any, ops: Any, db: str) -> tuple[int, tuple[str, str], list[Any]]:
+    """A database of the test's in the primary, then :func:`_changes` in it and in ops: the merged id before them,
+    the two tables' names, and their five events as waggle serves them once all have arrived."""
     from hmsclient.genthrift.hive_metastore.ttypes import Database
 
     with hive2_client(primary.port) as p:
-        p.create_database(Database(name=unique_db, description="", parameters={}))
+        p.create_database(Database(name=db, description="", parameters={}))
     start = _current(merged.port)
     names = (_name(), _name())
-    _changes(primary, ops, unique_db, names)
-    wanted = {names[0], names[1]}
-
+    _changes(primary, ops, db, names)
     seen = wait_for(lambda: (lambda found: found if len(found) == 5 else None)(
-        _mine(_events(merged.port, start), wanted)), timeout=20, message=lambda: merged.log()[-4000:])
+        _mine(_events(merged.port, start), set(names))), timeout=20, message=lambda: merged.log()[-4000:])
+    return start, names, seen
+
+
+def test_both_members_changes_arrive_under_waggles_names_in_order_with_ids_of_their_own(
+        merged: WaggleProcess, primary: Any, ops: Any, unique_db: str, event_check: list[str]) -> None:
+    start, names, seen = _changed(merged, primary, ops, unique_db)
     ours = [(e.eventType, e.dbName, e.tableName) for e in seen if e.tableName == names[0]]
     theirs = [(e.eventType, e.dbName, e.tableName) for e in seen if e.tableName == names[1]]
     assert ours == [("CREATE_TABLE", unique_db, names[0]), ("ADD_PARTITION", unique_db, names[0])]
@@ -124,14 +129,7 @@ def test_both_members_changes_arrive_under_waggles_names_in_order_with_ids_of_th
 def test_a_saved_id_asked_again_through_another_waggle_gets_the_same_events(
         merged: WaggleProcess, primary: Any, ops: Any, unique_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    from hmsclient.genthrift.hive_metastore.ttypes import Database
-
-    with hive2_client(primary.port) as p:
-        p.create_database(Database(name=unique_db, description="", parameters={}))
-    start = _current(merged.port)
-    names = (_name(), _name())
-    _changes(primary, ops, unique_db, names)
-    wait_for(lambda: len(_mine(_events(merged.port, start), set(names))) == 5, timeout=20)
+    start, _, _ = _changed(merged, primary, ops, unique_db)
     first = [(e.eventId, e.eventType, e.dbName, e.tableName, e.message) for e in _events(merged.port, start)]
 
     other = WaggleProcess(tmp_path_factory.mktemp("merged-other"), federation_yaml(primary.uri, _members(ops)),
@@ -158,14 +156,7 @@ def test_a_saved_id_asked_again_through_another_waggle_gets_the_same_events(
 
 def test_the_requests_filters_apply_to_waggles_names(merged: WaggleProcess, primary: Any, ops: Any,
                                                       unique_db: str) -> None:
-    from hmsclient.genthrift.hive_metastore.ttypes import Database
-
-    with hive2_client(primary.port) as p:
-        p.create_database(Database(name=unique_db, description="", parameters={}))
-    start = _current(merged.port)
-    names = (_name(), _name())
-    _changes(primary, ops, unique_db, names)
-    wait_for(lambda: len(_mine(_events(merged.port, start), set(names))) == 5, timeout=20)
+    start, names, _ = _changed(merged, primary, ops, unique_db)
     with release_client("4.x", merged.port) as (client, types):
         request = types.NotificationEventRequest(lastEvent=start, maxEvents=1000, dbName="ops_scratch",
                                                  eventTypeSkipList=["ALTER_TABLE"])
@@ -236,15 +227,7 @@ def test_a_member_killed_for_20_s_delays_only_its_own_events(ops: Any, federatio
 
 def test_a_reload_that_adds_a_member_keeps_the_ids_given_and_merges_the_new_one(
         merged: WaggleProcess, primary: Any, ops: Any, analytics: Any, unique_db: str) -> None:
-    from hmsclient.genthrift.hive_metastore.ttypes import Database
-
-    with hive2_client(primary.port) as p:
-        p.create_database(Database(name=unique_db, description="", parameters={}))
-    start = _current(merged.port)
-    names = (_name(), _name())
-    _changes(primary, ops, unique_db, names)
-    before = wait_for(lambda: (lambda f: f if len(f) == 5 else None)(_mine(_events(merged.port, start), set(names))),
-                      timeout=20)
+    start, names, before = _changed(merged, primary, ops, unique_db)
     reloads = len(merged.events("config.reloaded"))
     merged.write_federation(federation_yaml(primary.uri, _members(ops) + (
         f"- name: analytics\n  remote-meta-store-uris: {analytics.uri}\n  database-prefix: analytics_\n")))
@@ -269,18 +252,10 @@ def test_workers_serve_the_log_their_supervisor_merges(merged: WaggleProcess, pr
                                                        unique_db: str, tmp_path: Any) -> None:
     """With workers, the supervisor reads the logs (and may merge); each worker answers from the journal, fetching
     the events from their members: the same events under the same ids as the module's waggle."""
-    from hmsclient.genthrift.hive_metastore.ttypes import Database
-
     workers = WaggleProcess(tmp_path / "workers", federation_yaml(primary.uri, _members(ops)), SERVER,
                             args=("--workers", "2")).start()
     try:
-        with hive2_client(primary.port) as p:
-            p.create_database(Database(name=unique_db, description="", parameters={}))
-        start = _current(merged.port)
-        names = (_name(), _name())
-        _changes(primary, ops, unique_db, names)
-        mine = wait_for(lambda: (lambda f: f if len(f) == 5 else None)(_mine(_events(merged.port, start), set(names))),
-                        timeout=20)
+        start, names, mine = _changed(merged, primary, ops, unique_db)
         for _ in range(4):  # connections land on either worker
             found = _mine(_events(workers.port, start), set(names))
             assert [(e.eventId, e.dbName, e.message) for e in found] == [(e.eventId, e.dbName, e.message) for e in mine]
