@@ -54,13 +54,15 @@ step() {
 
 apt_install() {
   # Debian packages the tests use: the Thrift compiler (generated-code check), OpenSSH (tunnel tests),
-  # jarjar (relocates Jackson for Iceberg's Spark runtime, scripts/iceberg_spark.sh) and MIT Kerberos (a real
+  # jarjar (relocates Jackson for Iceberg's Spark runtime, scripts/iceberg_spark.sh), HttpCore 5 (relocated
+  # for Iceberg's REST client, tests/support/iceberg_spark.py) and MIT Kerberos (a real
   # KDC for the Kerberos tests; libkrb5-dev builds python-gssapi where no wheel fits) and Chromium with its
   # driver (the docs site's headless browser test).
   local missing=()
   command -v thrift >/dev/null || missing+=(thrift-compiler)
   [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
   [ -f /usr/share/java/jarjar.jar ] || missing+=(libjarjar-java)
+  [ -f /usr/share/java/httpcore5.jar ] || missing+=(libhttpcore5-java)
   [ -x /usr/sbin/krb5kdc ] || missing+=(krb5-kdc)
   [ -x /usr/sbin/kadmin.local ] || missing+=(krb5-admin-server)
   command -v kinit >/dev/null || missing+=(krb5-user)
@@ -188,7 +190,7 @@ trap 'rm -f "$NOTE"' EXIT
 
 echo "Setting up $what in .venv: $first the first time, seconds after that (the tools' output: $LOG)"
 if [ "$MODE" = test ]; then
-  step "Debian packages: thrift, sshd, a Kerberos KDC, jarjar, Chromium" "about 1 min" apt_install
+  step "Debian packages: thrift, sshd, a Kerberos KDC, jarjar, HttpCore 5, Chromium" "about 1 min" apt_install
 fi
 step "Python environment .venv" "about 15 s" make_venv
 case $MODE in

@@ -65,6 +65,8 @@ LONGEST_FIRST = (
     "tests/integration/test_remotes.py",  # 115 s
     "tests/integration/test_merged_log.py",  # 100 s (a member killed for 20 s)
     "tests/integration/test_docs_browser.py",  # 95 s
+    "tests/integration/test_iceberg_rest_spark.py",  # 90 s (Spark through the REST and Thrift ports)
+    "tests/integration/test_iceberg_rest_writers.py",  # 80 s (one JVM of six writers)
 )
 
 

@@ -11,11 +11,12 @@ import gevent
 
 from waggle.common.logging import configure, get_logger
 from waggle.common.loop import watch_loop
-from waggle.config.check import admin_token
+from waggle.config.check import admin_token, rest_secrets
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import WaggleConfig
 from waggle.endpoint import HttpEndpoint
 from waggle.reload import Reloader, digest_of
+from waggle.rest.door import RestDoor
 from waggle.runtime import CacheLogError, Runtime
 from waggle.security.sasl import SaslError
 from waggle.server.server import WaggleServer
@@ -36,7 +37,9 @@ def _serve_one(config: WaggleConfig, reloading: Callable[[Runtime], Reloader] | 
     reloader = reloading(runtime) if reloading is not None else None
     runtime.start()
     at = config.server
-    server = WaggleServer(runtime, http=HttpEndpoint(runtime, at.bind_address, at.endpoint_port, reloader))
+    doors = (RestDoor(runtime),) if at.iceberg_rest.port is not None else ()
+    server = WaggleServer(runtime, http=HttpEndpoint(runtime, at.bind_address, at.endpoint_port, reloader),
+                          doors=doors)
     server.start()
     return server, reloader
 
@@ -50,6 +53,7 @@ def serve(server_file: str | None, federation_file: str, workers: int | None = N
     try:
         config = load(server_file, federation_file, strict=strict)
         token = admin_token(config)  # tunnel files are checked by each tunnel's helper (the proxy never loads paramiko)
+        rest_secrets(config)
         count = worker_count(workers, config.server.workers)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from waggle.config.check import admin_token, tls_findings
+from waggle.config.check import admin_token, rest_secrets, tls_findings
 from waggle.config.loader import ConfigError
 from waggle.config.model import WaggleConfig
 from waggle.config.timing import CHECK_SUBPROCESS_SECONDS
@@ -30,16 +30,17 @@ def tunnel_problems(config: WaggleConfig) -> list[str]:
 
 
 def file_problems(config: WaggleConfig) -> list[str]:
-    """What loading does not check: the files the configuration names (tunnel keys, the admin token, keytabs and
-    the token-signing key, the TLS certificates and keys)."""
+    """What loading does not check: the files the configuration names (tunnel keys, the admin token, the REST
+    clients' secrets, keytabs and the token-signing key, the TLS certificates and keys)."""
     from waggle.security.check import kerberos_problems
 
     problems = tunnel_problems(config) + kerberos_problems(config)
     problems.extend(tls_findings(config)[0])
-    try:
-        admin_token(config)
-    except ConfigError as exc:
-        problems.extend(exc.problems)
+    for read in (admin_token, rest_secrets):
+        try:
+            read(config)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
     return problems
 
 

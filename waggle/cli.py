@@ -180,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--port", type=int, default=48869, help="waggle's Thrift port (default 48869)")
     demo.add_argument("--http-port", type=int, default=18000,
                       help="waggle's HTTP port: health, readiness, metrics (default 18000)")
+    demo.add_argument("--rest-port", type=int, default=18181,
+                      help="waggle's Iceberg REST port (default 18181)")
     demo.add_argument("--workdir", default=None, help="where the demo keeps its files: the metastores' data, the "
                       "configuration files, what a sync writes; kept after Ctrl-C (default: a temporary directory)")
     demo.add_argument("--keep", action="store_true", help="keep the temporary directory after Ctrl-C, and say where")
@@ -313,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
             return run(args.control_fd, args.budget_fd)
         from waggle.local.demo import run_demo
 
-        return run_demo(port=args.port, workdir=args.workdir, http_port=args.http_port, keep=args.keep)
+        return run_demo(port=args.port, workdir=args.workdir, http_port=args.http_port, keep=args.keep,
+                        rest_port=args.rest_port)
     build_parser().print_help()
     return 1
 

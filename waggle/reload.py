@@ -31,7 +31,7 @@ import gevent.lock
 from waggle.checks import check_in_subprocess
 from waggle.common import metrics
 from waggle.common.logging import get_logger
-from waggle.config.check import admin_token
+from waggle.config.check import admin_token, rest_secrets
 from waggle.config.loader import ConfigError, load
 from waggle.config.model import WaggleConfig
 from waggle.config.timing import RELOAD_POLL_SECONDS, RELOAD_RETRY_SECONDS
@@ -65,8 +65,10 @@ def digest_of(paths: list[str]) -> str:
 
 
 def named_files(config: WaggleConfig) -> list[str]:
-    """The files a configuration names: the admin token, tunnel keys and known_hosts."""
+    """The files a configuration names: the admin token, the REST clients' secrets, tunnel keys and
+    known_hosts."""
     files = [config.server.admin_token_file] if config.server.admin_token_file else []
+    files += [c.secret_file for c in config.server.iceberg_rest.clients]
     for m in config.federation.members:
         if m.tunnel is not None:
             files += [os.path.expanduser(k) for k in m.tunnel.private_keys]
@@ -158,6 +160,7 @@ class Reloader:
     def _check_named_files(self, config: WaggleConfig) -> str | None:
         """What ``waggle check`` adds to loading, for this edit; returns the admin token."""
         token = admin_token(config)
+        rest_secrets(config)
         if plan_reload(self.runtime.config, config).open_tunnels:
             problems = check_in_subprocess(self.server_file, self.federation_file)
             if problems:

@@ -20,6 +20,7 @@ from tests.support.clients import hive2_client
 from tests.support.lake import Lake, path
 from tests.support.proxy import WaggleProcess
 from tests.support.waits import wait_for
+from waggle.call import lock_ids
 
 pytestmark = pytest.mark.integration
 
@@ -267,10 +268,11 @@ def test_prefer_reads_the_copys_files_and_a_partition_it_lacks_from_the_source(l
         assert _held(lake.primary, read.lockid) == [(lake.sales_copy, cp.ORDERS)]
         c.unlock(ttypes.UnlockRequest(lockid=read.lockid))
         write = _lock(c, "lake_sales", cp.ORDERS, ttypes.LockType.EXCLUSIVE)
-        assert _held(lake.store, write.lockid) == [(cp.SALES, cp.ORDERS)]
+        own = lock_ids.decode(write.lockid)[1]  # the member's own id (the client's names the member)
+        assert _held(lake.store, own) == [(cp.SALES, cp.ORDERS)]
         assert (lake.sales_copy, cp.ORDERS) not in _held(lake.primary, write.lockid)
         c.unlock(ttypes.UnlockRequest(lockid=write.lockid))
-        assert _held(lake.store, write.lockid) == []
+        assert _held(lake.store, own) == []
 
     result = cp.spark_steps(f"thrift://127.0.0.1:{proxy.port}", lake.work / "wh-prefer", [
         ("files", "SELECT id, dt, input_file_name() FROM lake_sales.orders ORDER BY id"),
@@ -379,3 +381,60 @@ def test_a_second_replica_serves_a_copy_made_after_it_started_without_a_reload(l
         wait_for(lambda p=proc: served(p), timeout=10, message=lambda p=proc: p.log()[-3000:])
     assert time.monotonic() - synced < 1 + 3  # copies-refresh-seconds, and slack
     assert not second.events("config.reloaded") and not first.events("config.reloaded")
+
+
+def _rest(proc: WaggleProcess, method: str, path: str, **kwargs: Any) -> Any:
+    """A request of ``proc``'s Iceberg REST port (open: no clients, no Kerberos)."""
+    import requests
+
+    return requests.request(method, f"http://127.0.0.1:{proc.rest_port}{path}", timeout=60,  # type: ignore[attr-defined]
+                            **kwargs)
+
+
+def test_the_iceberg_rest_port_loads_a_down_members_copied_table_and_refuses_writes(lake):
+    """``lake``'s Iceberg table ``ice.t2`` copied into the primary by ``waggle sync --mode copy``
+    (tests/support/lake.py); with ``read-from-copies: when-down`` and lake stopped, the REST port loads the copy
+    and refuses commits to it, naming lake."""
+    import pyarrow as pa
+    from pyiceberg.exceptions import ForbiddenError, ServiceUnavailableError
+
+    from tests.support.iceberg_rest import rest_catalog
+    from waggle.local.jvm import free_port
+
+    rest_port = free_port()
+    lake.up()
+    proxy = lake.proxy(server=f"iceberg-rest:\n  port: {rest_port}\n", read_from_copies="when-down")
+    proxy.rest_port = rest_port  # type: ignore[attr-defined]
+    try:
+        lake.down(proxy)
+        ident = f"lake_{cp.ICE}.{cp.T2}"
+        loaded = _rest(proxy, "GET", f"/v1/namespaces/lake_{cp.ICE}/tables/{cp.T2}")
+        assert loaded.status_code == 200, loaded.text
+        copy_root = f"{lake.copy_root(lake.ice_copy)}/{cp.T2}/metadata/"
+        assert path(loaded.json()["metadata-location"]).startswith(copy_root), loaded.json()["metadata-location"]
+        with hive2_client(lake.primary.port) as p:
+            before = p.get_table(lake.ice_copy, cp.T2).parameters["metadata_location"]
+        assert loaded.json()["metadata-location"] == before
+
+        cat = rest_catalog(proxy, credential="")
+        table = cat.load_table(ident)
+        assert table.metadata_location == before
+        assert sorted(table.scan().to_arrow().column("id").to_pylist()) == cp.ICE_IDS
+        assert ("lake_ice", cp.T2) in cat.list_tables("lake_ice")
+
+        with pytest.raises((ForbiddenError, ServiceUnavailableError)) as refused:
+            table.append(pa.table({"id": pa.array([99], pa.int64()), "day": pa.array(["2026-11-09"], pa.string())}))
+        assert "lake" in str(refused.value), refused.value
+        commit = _rest(proxy, "POST", f"/v1/namespaces/lake_{cp.ICE}/tables/{cp.T2}", json={
+            "requirements": [{"type": "assert-table-uuid", "uuid": str(table.metadata.table_uuid)}],
+            "updates": [{"action": "set-properties", "updates": {"k": "v"}}]})
+        assert commit.status_code in (403, 503), commit.text
+        assert "'lake'" in commit.json()["error"]["message"], commit.text
+        dropped = _rest(proxy, "DELETE", f"/v1/namespaces/lake_{cp.ICE}/tables/{cp.T2}")
+        assert dropped.status_code in (403, 503) and "'lake'" in dropped.text, dropped.text
+        with hive2_client(lake.primary.port) as p:  # the copy is not written, and no lock is left
+            assert p.get_table(lake.ice_copy, cp.T2).parameters["metadata_location"] == before
+            assert not p.show_locks(ttypes.ShowLocksRequest()).locks
+    finally:
+        lake.up()
+        lake.stop_proxies()

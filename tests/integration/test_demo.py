@@ -70,10 +70,11 @@ def _docs_snippets_run_against_the_demo(port: int, http_port: int, workdir: Path
 
 def test_demo_serves_seeded_metastores_and_stops_on_ctrl_c(tmp_path):
     require(java_available(), "Java 17 is needed for the demo's metastores")
-    port, http_port = free_port(), free_port()
+    port, http_port, rest_port = free_port(), free_port(), free_port()
     log = tmp_path / "demo.log"
     proc = subprocess.Popen([sys.executable, "-m", "waggle", "demo", "--port", str(port), "--http-port",
-                             str(http_port), "--workdir", str(tmp_path / "demo")], stdout=open(log, "wb"),
+                             str(http_port), "--rest-port", str(rest_port), "--workdir", str(tmp_path / "demo")],
+                            stdout=open(log, "wb"),
                             stderr=subprocess.STDOUT, cwd=ROOT)
     try:
         deadline = time.monotonic() + 180
@@ -104,6 +105,12 @@ def test_demo_serves_seeded_metastores_and_stops_on_ctrl_c(tmp_path):
         assert "'kind': 'click'" in ran.stdout
         with hive2_client(port) as c:
             assert c.get_table("lake", "events").parameters["table_type"] == "ICEBERG"
+        # the same table through the Iceberg REST port, as printed
+        rest = text.split("through the Iceberg REST port")[1].split("\n\n")[1]
+        ran = subprocess.run([sys.executable, "-c", textwrap.dedent(rest)], capture_output=True, text=True,
+                             timeout=120, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        assert "('lake',)" in ran.stdout and ran.stdout.strip().endswith("2"), ran.stdout
         # the sync command runs as printed, in a new shell that sources the printed activate script
         activate = next(line.strip() for line in text.splitlines() if line.strip().startswith("source "))
         commands = text.split("Bring federated tables into the primary")[1].split("\n\n")[1]

@@ -94,9 +94,9 @@ def test_a_member_killed_four_times_under_eight_readers_of_a_copied_table_fails_
 def test_a_hung_member_lets_waiting_calls_go_within_ten_seconds(lake: Lake) -> None:
     lake.up()
     proxy = lake.proxy(read_from_copies="when-down")  # hung-member-check-after and health-check-timeout as shipped
-    clients = [proxy.client(timeout=60) for _ in range(3)]
+    clients = [proxy.client(timeout=60) for _ in range(4)]
     opened = [c.__enter__() for c in clients]
-    copied, uncopied, writer = opened
+    copied, uncopied, writer, alterer = opened
     for c in opened:
         c.get_table("lake_sales", cp.NOCOPY)  # each holds a pooled connection to lake
     nocopy = copied.get_table("lake_sales", cp.NOCOPY)
@@ -111,13 +111,17 @@ def test_a_hung_member_lets_waiting_calls_go_within_ten_seconds(lake: Lake) -> N
         outcomes[name] = (time.monotonic() - started, got)
 
     nocopy.parameters = {**(nocopy.parameters or {}), "failover-test": "written"}
+    sales = writer.get_database("lake_sales")
+    sales.parameters = {**(sales.parameters or {}), "failover-test": "written"}
     assert lake.store.process is not None
     lake.store.process.send_signal(signal.SIGSTOP)
     try:
         threads = [threading.Thread(target=run, args=args) for args in (
             ("copied", lambda: copied.get_table("lake_sales", cp.ORDERS)),
             ("uncopied", lambda: uncopied.get_table("lake_sales", cp.NOCOPY)),
-            ("write", lambda: writer.alter_table("lake_sales", cp.NOCOPY, nocopy)))]
+            ("write", lambda: writer.alter_database("lake_sales", sales)),
+            # an alter_table's Iceberg pointer guard reads the table first: that read is let go, nothing is sent
+            ("guarded", lambda: alterer.alter_table("lake_sales", cp.NOCOPY, nocopy)))]
         for t in threads:
             t.start()
         for t in threads:
@@ -130,7 +134,10 @@ def test_a_hung_member_lets_waiting_calls_go_within_ten_seconds(lake: Lake) -> N
         assert "metastore 'lake' is unavailable" in error.message
         took, error = outcomes["write"]
         assert took < 10 and isinstance(error, ttypes.MetaException), outcomes
-        assert "The outcome of alter_table is unknown: metastore 'lake' may have applied it" in error.message
+        assert "The outcome of alter_database is unknown: metastore 'lake' may have applied it" in error.message
+        took, error = outcomes["guarded"]
+        assert took < 10 and isinstance(error, ttypes.MetaException), outcomes
+        assert "could not read table 'lake_sales." in error.message and "nothing was altered" in error.message
         print(f"let go after: copied read {outcomes['copied'][0]:.2f}s, uncopied read "
               f"{outcomes['uncopied'][0]:.2f}s, write {outcomes['write'][0]:.2f}s")  # shown with pytest -s
         # calls from now on are answered at once
@@ -149,7 +156,7 @@ def test_a_hung_member_lets_waiting_calls_go_within_ten_seconds(lake: Lake) -> N
         c.__exit__(None, None, None)
     down = [e for e in proxy.events("metastore.down") if e.get("member") == "lake"]
     assert len(down) == 1 and down[0]["released_calls"] >= 3, down
-    assert any(e.get("outcome") == "unknown_outcome" and e.get("method") == "alter_table"
+    assert any(e.get("outcome") == "unknown_outcome" and e.get("method") == "alter_database"
                for e in proxy.events("call")), proxy.log()[-3000:]
 
 

@@ -3,8 +3,9 @@
 A reply that needs no change is relayed byte for byte. One that does is spliced in its encoded form when that
 is provably safe (:mod:`waggle.hms.splice`), else decoded, rewritten and encoded again: names back to the
 client's, tables that ``mapped-tables`` hides left out, and the client's catalog filled in for a metastore
-without catalogs. A successful call's bookkeeping (a lock id granted or released on this connection, a
-database created under a whitelist) comes back as a value, which the driver applies.
+without catalogs; a federated member's lock ids shown with its slot (:mod:`waggle.call.lock_ids`). A successful
+call's bookkeeping (a lock id that cannot carry a slot granted or released on this connection, a database created
+under a whitelist) comes back as a value, which the driver applies.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from thrift.Thrift import TApplicationException, TMessageType
 
+from waggle.call import lock_ids
 from waggle.call.values import Answer, Call, Encoder, NameFn, Outcome, Paired, Refusal, Send, Settled
 from waggle.config.model import MetastoreConfig, ProtocolKind
 from waggle.hms import specs
@@ -182,7 +184,7 @@ def rewritten(plan: Send, reply: Reply, result_class: type, encoder: Encoder) ->
     to_client = _to_client(naming, decision)
     if plan.fill is None and naming.member.mapped_tables is None and wire == plan.call.wire and \
             plan.call.wire.protocol is ProtocolKind.BINARY and plan.link is None and plan.table_link is None and \
-            plan.copy is None:
+            plan.copy is None and plan.lock_slot is None:
         spliced = _SPLICER.splice_names(reply.raw, result_class, to_client, plan.limits)
         if spliced is not None:
             return spliced
@@ -217,6 +219,8 @@ def encoded_result(plan: Send, header: Header, result: Any, encoder: Encoder, to
         fill_catalog(result, plan.fill)
     if plan.link is not None:
         present_link(result, plan.link, naming.member)
+    if plan.lock_slot is not None:
+        lock_ids.shown_ids(result, spec.shown_lock_ids, plan.lock_slot)
     return encoder.encode(header.name, TMessageType.REPLY, header.seqid, result)
 
 
@@ -328,10 +332,10 @@ def _settled(plan: Send, reply: Reply) -> Settled | None:
         assert io is not None and io.result is not None
         _, result = decode_message(reply.raw, plan.wire.protocol, io.result, plan.limits)
         lock_id = value_at(result, spec.granted_lock)
-        if lock_id is not None:
-            return Settled(created, (int(lock_id), decision.member))
+        if lock_id is not None and (plan.lock_slot is None or lock_ids.encode(plan.lock_slot, int(lock_id)) is None):
+            return Settled(created, (int(lock_id), decision.member))  # shown as it is: the connection remembers it
     elif spec.releases_lock:
-        return Settled(created, released=int(value_at(plan.args, spec.lock_id) or -1))
+        return Settled(created, released=int(value_at(plan.call.args, spec.lock_id) or -1))  # as the client shows it
     return Settled(created) if created is not None else None
 
 

@@ -152,8 +152,10 @@ def lane_of(routes: Routes, spec: MethodSpec | None, io: MethodIO | None) -> Lan
         return None  # unknown to waggle's IDL, or oneway (nothing to relay back)
     if spec.access is not Access.READ or spec.route not in (Route.DATABASE, Route.PRIMARY):
         return None  # writes consult the whitelist; fan-outs merge; locks and identities are remembered
-    if spec.lock_components or spec.lock_id or spec.granted_lock or spec.releases_lock:
-        return None
+    if spec.lock_components or spec.lock_id or spec.granted_lock or spec.releases_lock or spec.shown_lock_ids:
+        return None  # lock ids a member shows carry its slot (waggle.call.lock_ids)
+    if spec.pointer_guard is not None:
+        return None  # the Iceberg pointer guard reads the table first (a write, but never bypassed)
     if routes.mapped_tables or routes.registry is not None or routes.links or routes.tables:
         return None  # tables hidden, or links, remote tables and data connectors that may stand for any name
     if spec.token is not None and routes.config.server.security.answers_tokens:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping, Set
 from typing import TYPE_CHECKING, Any
 
-from waggle.call import merge
+from waggle.call import lock_ids, merge
 from waggle.call.values import (
     Call,
     Kind,
@@ -74,8 +74,12 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
     if spec.route is Route.FANOUT:
         return merge.plan(call, spec, routes, learned.catalogs)
     names: list[str] = []
+    lock_args = None
     if spec.route is Route.LOCK_ID:
-        decision = _lock_owner(call, spec, routes)
+        owned = _lock_owner(call, spec, routes)
+        if isinstance(owned, str):
+            return _refuse(call, "-", owned, Refused.META, None)
+        decision, lock_args = owned
     else:
         names = CALL_NAMES.names_in(call.args)
         if routes.registry is not None:
@@ -125,11 +129,13 @@ def plan(call: Call, routes: Routes, health: MemberHealth, created: Mapping[str,
         fill = catalog if catalogs is False else None
     raw: bytes | None = call.raw
     args = call.args
+    if lock_args is not None:  # the member's own lock id
+        args, raw = lock_args, None
     if decision.rewrite_request or strip:
         args = member_args(routes, naming, args, strip)
         raw = None
-    step = send_plan(Kind.SEND, call, routes, health, member=member, naming=naming, decision=decision, args=args,
-                     raw=raw, fill=fill)
+    step = send_plan(_sending(spec), call, routes, health, member=member, naming=naming, decision=decision,
+                     args=args, raw=raw, fill=fill)
     if both is not None and isinstance(step, Send) and step.kind is Kind.SEND:
         from_copy = _on_copy(call, routes, health, both.args, both.fill, both.served)
         if isinstance(from_copy, Send):
@@ -165,7 +171,7 @@ def send_plan(kind: Kind, call: Call, routes: Routes, health: MemberHealth, *, m
               link: Link | None = None, table_link: TableLink | None = None, copy: Served | None = None
               ) -> Send | Refusal:
     """The plan of a call sent to ``member`` (or, for Kind.LINK, answered by waggle, which may send it on)."""
-    if kind is Kind.SEND and not health.is_up(member.name):  # the planner chose; the metastore is down
+    if kind in _SENT and not health.is_up(member.name):  # the planner chose; the metastore is down
         return Refusal(Kind.DOWN, call, member.name, health.down_message(member.name), decision=decision)
     # whether to bridge is decided here, for every plan that sends: the member lacks the method (or cannot take
     # these arguments), as far as is known now (a reply may still say so: see finish.reply)
@@ -179,6 +185,10 @@ def send_plan(kind: Kind, call: Call, routes: Routes, health: MemberHealth, *, m
         fill, rewrite_reply = reply_changes(result_class, naming, decision, fill)
     else:
         fill = None
+    lock_slot = None
+    if spec is not None and spec.shown_lock_ids and not member.primary:
+        lock_slot = _slots(routes).of.get(member.name)
+        rewrite_reply = rewrite_reply or lock_slot is not None
     wire = member.wire
     stream = not rewrite_reply and (wire is call.wire or wire == call.wire) and \
         call.wire.transport is TransportKind.BUFFERED
@@ -193,7 +203,7 @@ def send_plan(kind: Kind, call: Call, routes: Routes, health: MemberHealth, *, m
             # a link's database is described as such; a remote table's reply gets the local names
             rewrite_reply, stream = True, False
     return Send(kind, call, member.name, member, args, raw, naming, decision, bridge,
-                routes.config.server.upstream_limits, fill, rewrite_reply, stream, link, table_link, copy)
+                routes.config.server.upstream_limits, fill, rewrite_reply, stream, link, table_link, copy, lock_slot)
 
 
 def reply_changes(result_class: type, naming: Naming, decision: Decision | None, fill: str | None
@@ -204,21 +214,50 @@ def reply_changes(result_class: type, naming: Naming, decision: Decision | None,
     return fill, (not naming.identity and CALL_NAMES.touches(result_class)) or filters or fill is not None
 
 
+#: the kinds of plan that send the call to the metastore the planner chose, as soon as it is up
+_SENT = frozenset((Kind.SEND, Kind.POINTER_GUARD))
+
+
+def _sending(spec: MethodSpec) -> Kind:
+    """How a call for the member the planner chose is sent: as it is, or after the Iceberg pointer guard read the
+    table it alters (:mod:`waggle.server.own_pointer_guard`)."""
+    return Kind.POINTER_GUARD if spec.pointer_guard is not None else Kind.SEND
+
+
 def _refuse(call: Call, metastore: str, refusal: str, refused_as: Refused, decision: Decision | None,
             quiet: bool = False) -> Refusal:
     return Refusal(Kind.REFUSE, call, metastore, refusal, refused_as, quiet, decision=decision)
 
 
-def _lock_owner(call: Call, spec: MethodSpec, routes: Routes) -> Decision:
-    """A call that carries only a lock id goes where the lock was granted on this connection."""
-    held = int(value_at(call.args, spec.lock_id) or -1)
+def _lock_owner(call: Call, spec: MethodSpec, routes: Routes) -> tuple[Decision, Any] | str:
+    """Where a call that carries only a lock id goes: to the member its slot names, with the member's own id (a
+    copy of the call's arguments), or to the primary (slot 0, or no lock id), or, for an id that cannot carry a
+    slot, where this connection was granted it (:mod:`waggle.call.lock_ids`). A refusal's text for a slot that
+    names no member."""
+    primary = routes.planner.primary
+    held = value_at(call.args, spec.lock_id)
+    if held is None:
+        return Decision(primary), None
+    held = int(held)
     owner = call.session.lock_owners.get(held)
-    if owner is None:
-        return Decision(routes.planner.primary)
-    if owner.name in routes.caps:
-        return Decision(routes.config.federation.member(owner.name))
-    return Decision(owner, f"lock {held} was granted by metastore '{owner.name}', which is no longer in the "
-                           f"federation")
+    if owner is not None:
+        if owner.name in routes.caps:
+            return Decision(routes.config.federation.member(owner.name)), None
+        return Decision(owner, f"lock {held} was granted by metastore '{owner.name}', which is no longer in the "
+                               f"federation"), None
+    slot, own = lock_ids.decode(held)
+    if slot == 0:
+        return Decision(primary), None
+    name = _slots(routes).named.get(slot)
+    if name is None:
+        return (f"lock id {held} names metastore slot {slot} (its own lock {own}), and no metastore of the "
+                f"federation has that slot: a reload removed it, or the id is not one waggle showed")
+    return Decision(routes.config.federation.member(name)), lock_ids.with_id(call.args, spec.lock_id, own)
+
+
+def _slots(routes: Routes) -> lock_ids.Slots:
+    """The lock-id slots of the federated members (remembered per set of names)."""
+    return lock_ids.assign(m.name for m in routes.config.federation.federated)
 
 
 def _unknown(call: Call, routes: Routes, health: MemberHealth) -> Send | Refusal:
@@ -263,8 +302,9 @@ def _remote(call: Call, spec: MethodSpec, routes: Routes, health: MemberHealth, 
         return send_plan(Kind.LINK, call, routes, health, member=planner.primary,
                          naming=planner.naming(planner.primary), decision=Decision(planner.primary), args=args,
                          raw=raw, link=step.link, table_link=step.table)
-    return send_plan(Kind.SEND, call, routes, health, member=step.member, naming=routes.planner.naming(step.member),
-                     decision=Decision(step.member), args=step.args, table_link=step.table)
+    return send_plan(_sending(spec), call, routes, health, member=step.member,
+                     naming=routes.planner.naming(step.member), decision=Decision(step.member), args=step.args,
+                     table_link=step.table)
 
 
 # -- reads answered from copies (read-from-copies) -----------------------------------------------------------

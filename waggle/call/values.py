@@ -49,7 +49,8 @@ class Session:
     identity: Identity | None = None
     #: who the connection proved to be (Kerberos or a token); then set_ugi cannot change ``identity``
     authenticated: Authenticated | None = None
-    #: lock id -> the federated member that granted it (locks granted by the primary are not recorded)
+    #: lock id -> the federated member that granted it, for the ids that cannot carry the member's slot (at or
+    #: above 2**48, or of a metastore that has no slot): others name their member themselves (waggle.call.lock_ids)
     lock_owners: dict[int, MetastoreConfig] = field(default_factory=dict)
     #: the link whose tables the connection is dropping one by one (a stock DROP DATABASE ... CASCADE), if any
     cascading: str | None = None
@@ -145,6 +146,8 @@ class Kind(enum.Enum):
     PAIRED = "paired"  # the member and the primary's copy are asked at once; the source's partitions get the
     # copy's storage (read-from-copies: prefer)
     LOG = "log"  # waggle answers a notification-log call from the merged log (notification-log: federated)
+    POINTER_GUARD = "pointer guard"  # an alter of a table that may be Iceberg's: the member's table is read first,
+    # and the alter refused if it would erase or roll back metadata_location, else sent (MethodSpec.pointer_guard)
 
 
 class Outcome(enum.StrEnum):
@@ -222,8 +225,8 @@ class NeedLinks:
 
 class Send(NamedTuple):
     """A call for one metastore: sent to it (Kind.SEND, Kind.BRIDGE), or answered by waggle, which may send it on
-    (Kind.LINK, Kind.IDENTITY, Kind.TOKENS, Kind.CONNECTORS). Immutable, as every plan: made once, never patched
-    (a tuple: as cheap to make as a slotted class, on the path of every relayed call)."""
+    (Kind.LINK, Kind.IDENTITY, Kind.TOKENS, Kind.CONNECTORS, Kind.POINTER_GUARD). Immutable, as every plan: made
+    once, never patched (a tuple: as cheap to make as a slotted class, on the path of every relayed call)."""
 
     kind: Kind
     call: Call
@@ -254,6 +257,8 @@ class Send(NamedTuple):
     table_link: TableLink | None = None
     #: the primary answers from a copy of the member's table: the reply is made the source's
     copy: Served | None = None
+    #: the slot of the federated member whose reply shows lock ids (they are shown with it); None: as they are
+    lock_slot: int | None = None
 
     @property
     def wire(self) -> WireFormat:
@@ -325,7 +330,8 @@ class Settled:
 
     #: (member, database): a database created through waggle, for the member's whitelist
     created: tuple[str, str] | None = None
-    #: (lock id, member): a lock a federated member granted; later calls carrying the id go there
+    #: (lock id, member): a lock a federated member granted whose id cannot carry the member's slot; later calls
+    #: of this connection carrying the id go there
     granted: tuple[int, MetastoreConfig] | None = None
     #: a lock id a federated member released
     released: int | None = None

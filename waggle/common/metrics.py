@@ -202,6 +202,14 @@ MERGED_LAG = Gauge("waggle_merged_log_lag_seconds", "How long after its commit t
                    "seconds).", ["metastore"], registry=REGISTRY)
 MERGING = Gauge("waggle_merged_log_merging", "1 while this process merges the members' notification logs (it "
                 "holds the merger's lease in the primary), else 0.", registry=REGISTRY)
+REST_REQUESTS = Counter("waggle_iceberg_rest_requests", "Requests of the Iceberg REST port, by route, the metastore "
+                        "that owns the namespace (`-`: none) and HTTP status.", ["route", "metastore", "code"],
+                        registry=REGISTRY)
+REST_SECONDS = Histogram("waggle_iceberg_rest_request_seconds", "Time to answer a request of the Iceberg REST port, by "
+                         "route.", ["route"], registry=REGISTRY,
+                         buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+REST_COMMITS = Counter("waggle_iceberg_rest_commits", "Table commits through the Iceberg REST port, by metastore and "
+                       "outcome (committed, conflict, failed, unknown).", ["metastore", "outcome"], registry=REGISTRY)
 FANOUT_OMISSIONS = Counter("waggle_fanout_omissions", "Metastores left out of a merged call's answer (down, "
                            "failed or late).", ["method", "metastore"], registry=REGISTRY)
 CALLS_PLANNED_AGAIN = Counter("waggle_calls_planned_again", "Reads planned again in the same call after their "

@@ -40,6 +40,31 @@ def admin_token(config: WaggleConfig) -> str | None:
     return token
 
 
+#: the shortest REST client secret accepted: a guessable secret opens the catalog
+MIN_SECRET_CHARS = 16
+
+
+def rest_secrets(config: WaggleConfig) -> dict[str, bytes]:
+    """Each Iceberg REST client's secret (client id -> secret), read from its ``secret-file``."""
+    secrets: dict[str, bytes] = {}
+    problems: list[str] = []
+    for i, client in enumerate(config.server.iceberg_rest.clients):
+        where = (f"{config.server_file or '(server defaults)'}: key 'iceberg-rest.clients[{i}].secret-file': "
+                 f"invalid value {client.secret_file!r}")
+        try:
+            with open(client.secret_file, "rb") as f:
+                secret = f.read().strip()
+        except OSError as exc:
+            problems.append(f"{where}: cannot read it: {exc.strerror or exc}")
+            continue
+        if len(secret) < MIN_SECRET_CHARS:
+            problems.append(f"{where}: the secret in it is shorter than {MIN_SECRET_CHARS} characters")
+        secrets[client.id] = secret
+    if problems:
+        raise ConfigError(problems)
+    return secrets
+
+
 class _TlsFiles:
     """Checks the PEM files of one TLS setting; ``where(key, path)`` starts each finding."""
 
@@ -109,7 +134,8 @@ class _TlsFiles:
 
 
 def tls_findings(config: WaggleConfig, now: datetime.datetime | None = None) -> tuple[list[str], list[str]]:
-    """The TLS files of the server and of every metastore: (problems, warnings)."""
+    """The TLS files of the server (its Thrift and Iceberg REST ports) and of every metastore: (problems,
+    warnings)."""
     files = []
     now = now or datetime.datetime.now(datetime.UTC)
     tls = config.server.security.tls
@@ -119,6 +145,13 @@ def tls_findings(config: WaggleConfig, now: datetime.datetime | None = None) -> 
         check.pair("tls.certificate-file", tls.certificate_file, "tls.key-file", tls.key_file)
         if tls.client_ca_file:
             check.certificates("tls.client-ca-file", tls.client_ca_file)
+        files.append(check)
+    rest = config.server.iceberg_rest.tls
+    if rest is not None:
+        server_file = config.server_file or "(server defaults)"
+        check = _TlsFiles(lambda key, path: f"{server_file}: key '{key}': invalid value {path!r}", now)
+        check.pair("iceberg-rest.tls.certificate-file", rest.certificate_file, "iceberg-rest.tls.key-file",
+                   rest.key_file)
         files.append(check)
     for i, member in enumerate(config.federation.members):
         client = member.security.tls

@@ -23,7 +23,10 @@ import yaml
 
 from waggle.config.hive_properties import HiveMetastore as HM
 from waggle.config.hive_properties import HiveServer as HS
+from waggle.config.iceberg_rest import parse_iceberg_rest
 from waggle.config.keys import KeyConflict, normalize
+from waggle.config.member_settings import METASTORE, MappedTablesEntry
+from waggle.config.member_settings import Metastore as M
 from waggle.config.model import (
     CopyReads,
     Federation,
@@ -42,8 +45,7 @@ from waggle.config.rates import parse_rates
 from waggle.config.reader import MISSING, Reader, properties
 from waggle.config.registry import Section, Setting
 from waggle.config.security import parse_metastore_security, parse_server_security
-from waggle.config.settings import METASTORE, RATE_RULE, SERVER, MappedTablesEntry
-from waggle.config.settings import Metastore as M
+from waggle.config.settings import RATE_RULE, REST_CLIENT, SERVER
 from waggle.config.settings import Server as S
 
 _HOP = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>[A-Za-z0-9._\-\[\]:]+)$")
@@ -129,9 +131,13 @@ def parse_server(path: str | None, data: Mapping[str, Any], problems: list[str],
     max_threads = properties(r).get(HS.MAX_THREADS)
     defaults = {} if max_threads is None else {"max_connections": max_threads}
     polling = seconds(r.get(S.STATUS_POLLING_DELAY), r.get(S.STATUS_POLLING_DELAY_UNIT))
+    security = parse_server_security(r)
     return r.build(ServerConfig, defaults, wire=_wire(r, HS.FRAMED, HS.COMPACT),
-                   status_polling_delay_seconds=polling, security=parse_server_security(r),
-                   rates=parse_rates(r, lambda rule: _warn_unknown(rule, RATE_RULE, warnings, "rate limit")))
+                   status_polling_delay_seconds=polling, security=security,
+                   rates=parse_rates(r, lambda rule: _warn_unknown(rule, RATE_RULE, warnings, "rate limit")),
+                   iceberg_rest=parse_iceberg_rest(r, lambda c: _warn_unknown(c, REST_CLIENT, warnings,
+                                                                              "iceberg-rest client"),
+                                                   warnings, security.kerberos is not None))
 
 
 def _uris(r: Reader) -> tuple[HostPort, ...]:

@@ -28,8 +28,8 @@ from waggle.config.kinds import PartialCopies as PartialCopies
 from waggle.config.kinds import Per as Per
 from waggle.config.kinds import ProtocolKind as ProtocolKind
 from waggle.config.kinds import TransportKind as TransportKind
+from waggle.config.member_settings import Metastore as M
 from waggle.config.registry import nested, setting_field
-from waggle.config.settings import Metastore as M
 from waggle.config.settings import RateRule as R
 from waggle.config.settings import Server as S
 from waggle.config.validators import Network
@@ -151,6 +151,30 @@ class KerberosServer:
     @property
     def realm(self) -> str:
         return self.principal.rpartition("@")[2]
+
+
+@dataclass(frozen=True, slots=True)
+class RestClientConfig:
+    """One OAuth2 client of the Iceberg REST port; its secret stays in its file until the port reads it."""
+
+    id: str
+    user: str
+    #: the file holding its secret, read by :func:`waggle.config.check.rest_secrets` (as the admin token is)
+    secret_file: str
+
+
+@dataclass(frozen=True, slots=True)
+class IcebergRest:
+    """The Iceberg REST port (``iceberg-rest.*``): None port, off."""
+
+    port: int | None = setting_field(S.REST_PORT)
+    tls: TlsServer | None = None
+    clients: tuple[RestClientConfig, ...] = ()
+    token_lifetime_seconds: int | None = setting_field(S.REST_TOKEN_LIFETIME)
+    allow_purge: bool = setting_field(S.REST_ALLOW_PURGE)
+    #: the delegation tokens' key file (``delegation-tokens.signing-key-file``), which signs the REST port's
+    #: tokens too, with Kerberos or without (given by the loader)
+    signing_key_file: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +328,7 @@ class ServerConfig:
     configuration_properties: Mapping[str, str] = setting_field(S.CONFIGURATION_PROPERTIES)
     security: ServerSecurity = ServerSecurity()
     remotes: RemotePolicy = nested(RemotePolicy)
+    iceberg_rest: IcebergRest = IcebergRest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,11 @@ and no families means all of them. Every problem names the file, the key (``limi
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from waggle.config.kinds import Family
 from waggle.config.model import RateLimit
-from waggle.config.reader import MISSING, Reader
+from waggle.config.reader import Reader
 from waggle.config.settings import RateRule
 from waggle.config.settings import Server as S
 
@@ -21,22 +21,10 @@ from waggle.config.settings import Server as S
 def parse_rates(r: Reader, unknown: Callable[[Reader], None]) -> tuple[RateLimit, ...]:
     """The rules of ``limits.rates`` in ``r``'s mapping, in file order; problems go to ``r.problems``, and
     ``unknown`` is given each rule's reader to report the keys that are not a rule's."""
-    key = S.RATES.key
-    value = r.raw(key)
-    if value is MISSING or value is None:
-        return ()
-    if not isinstance(value, list):
-        r.fail(key, value, "expected a list of rules ({name, rate, ...})")
-        return ()
     rules: list[RateLimit] = []
     seen: set[str] = set()
-    for i, entry in enumerate(value):
-        where = f"{key}[{i}]"
-        if not isinstance(entry, Mapping):
-            r.fail(where, entry, "expected a rule: a map with name, rate and optionally users, addresses, "
-                                 "methods, burst, per")
-            continue
-        er = Reader(r.file, entry, r.path(f"{where}."), r.problems)
+    for er in r.entries(S.RATES.key, "a rule: a map with name, rate and optionally users, addresses, methods, "
+                                     "burst, per", "rules ({name, rate, ...})"):
         unknown(er)
         rule = _rule(er, seen)
         if rule is not None:

@@ -115,6 +115,25 @@ class Reader:
         make: Callable[..., D] = cls
         return make(**values)
 
+    def entries(self, key: str, one: str, many: str) -> list[Reader]:
+        """A reader of each map of the list at ``key`` (``limits.rates``, ``iceberg-rest.clients``), whose problems
+        name ``key[i].<key>``; ``one`` and ``many`` say what an entry is and what the list holds, for the problem
+        of an entry that is not a map and of a value that is not a list."""
+        value = self.raw(key)
+        if value is MISSING or value is None:
+            return []
+        if not isinstance(value, list):
+            self.fail(key, value, f"expected a list of {many}")
+            return []
+        readers = []
+        for i, entry in enumerate(value):
+            where = f"{key}[{i}]"
+            if isinstance(entry, Mapping):
+                readers.append(Reader(self.file, entry, self.path(f"{where}."), self.problems))
+            else:
+                self.fail(where, entry, f"expected {one}")
+        return readers
+
     def unknown(self, section: Section) -> list[tuple[str, Setting[object] | None]]:
         """Keys of this mapping that ``section`` does not declare (None) or does not implement (the setting)."""
         return section.unknown(self.data)

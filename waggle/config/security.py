@@ -13,9 +13,9 @@ import socket
 from waggle.config.hive_properties import HiveMetastore as HM
 from waggle.config.hive_properties import HiveServer as HS
 from waggle.config.hive_values import expand_host
+from waggle.config.member_settings import Metastore as M
 from waggle.config.model import KerberosServer, MetastoreSecurity, ServerSecurity, TlsClient, TlsServer
 from waggle.config.reader import PROPERTIES, Reader, properties
-from waggle.config.settings import Metastore as M
 from waggle.config.settings import Server as S
 
 

@@ -9,12 +9,13 @@ pages are current.
 from __future__ import annotations
 
 from waggle.config.hive_properties import HIVE_METASTORE_SETTINGS, HIVE_SERVER_SETTINGS
+from waggle.config.member_settings import METASTORE_SETTINGS
 from waggle.config.registry import markdown_table
-from waggle.config.settings import METASTORE_SETTINGS, RATE_RULE_SETTINGS, SERVER_SETTINGS
+from waggle.config.settings import RATE_RULE_SETTINGS, REST_CLIENT_SETTINGS, SERVER_SETTINGS
 from waggle.config.sync_settings import SYNC_JOB_SETTINGS, SYNC_SETTINGS
 from waggle.docs import generated
 
-_SOURCES = "waggle/config/settings.py and waggle/config/hive_properties.py"
+_SOURCES = "waggle/config/settings.py, waggle/config/member_settings.py and waggle/config/hive_properties.py"
 _SYNC_SOURCES = "waggle/config/sync_settings.py"
 
 _CONFIGURATION_INTRO = """\
@@ -46,6 +47,7 @@ def reference() -> str:
     """The tables of the server file, the federation file and the Hive properties."""
     return (f"## Server file\n\n{markdown_table(SERVER_SETTINGS)}\n\n"
             f"Each rule of `limits.rates`:\n\n{markdown_table(RATE_RULE_SETTINGS)}\n\n"
+            f"Each client of `iceberg-rest.clients`:\n\n{markdown_table(REST_CLIENT_SETTINGS)}\n\n"
             "## Federation file: every metastore (`primary-meta-store`, `federated-meta-stores[]`)\n\n"
             f"{markdown_table(METASTORE_SETTINGS)}\n\n"
             "## Hive properties waggle reads (`configuration-properties`)\n\nIn the server file:\n\n"

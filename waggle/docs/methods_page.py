@@ -220,6 +220,9 @@ def _handling(spec: MethodSpec) -> str:
         parts.append(f"{'opens' if spec.txn.value == 'open' else 'ends'} the connection's transaction (no cache)")
     if spec.bridge is not None:
         parts.append(f"bridge: {spec.bridge.via}")
+    if spec.pointer_guard is not None:
+        parts.append(f"Iceberg pointer guard (reads the table with {spec.pointer_guard.reads} first"
+                     f"{'; adds the metastore check to the context' if spec.pointer_guard.context else ''})")
     if spec.table_refs:
         tables = ", ".join(f"`{'.'.join(r.db)}`/`{'.'.join(r.table)}`" for r in spec.table_refs)
         parts.append(f"mapped-tables checks {tables}")

@@ -38,6 +38,14 @@ LABELS: dict[str | tuple[str, str], str] = {
     ("waggle_limited_calls", "family"): "the method family the call counted in: `reads`, `writes`, `listings` or "
                                         "`partitions`",
     "result": "`succeeded` or `failed`",
+    "route": "the Iceberg REST route: `load_table`, `commit_table`, `list_namespaces`, ... (the guide lists them); "
+             "`config`, `token`, or `-` for a path that is no route",
+    "code": "the HTTP status answered",
+    ("waggle_iceberg_rest_requests", "metastore"): "the `name` of the metastore that owns the request's namespace; "
+                                                   "`-` for none",
+    ("waggle_iceberg_rest_commits", "outcome"): "`committed`, `conflict` (409: the client retries on fresh "
+                                                "metadata), `failed`, or `unknown` (the commit's outcome is "
+                                                "not known)",
     "reason": "why a read was answered from a copy: `down` (the member is down), `prefer`, `source` (a `prefer` "
               "read that took some partitions from the member)",
     "file": "the certificate file, as the configuration names it",

@@ -62,6 +62,7 @@ __all__ = [
     "MethodSpec",
     "NameForm",
     "Path",
+    "PointerGuard",
     "Route",
     "TableRef",
     "TokenCall",
@@ -88,7 +89,7 @@ class Route(enum.Enum):
     DATABASE = "database"  # the one metastore that owns the database name(s) found in the call
     PRIMARY = "primary"  # always the primary: no database context
     FANOUT = "fanout"  # every member in parallel, results merged (see :class:`Merge`)
-    LOCK_ID = "lock_id"  # the member that granted the lock id on this client connection, else the primary
+    LOCK_ID = "lock_id"  # the member the lock id's slot names (waggle.call.lock_ids), else the primary
     #: the connection's identity: answered by the primary, remembered for the connection, and replayed to
     #: each member when waggle first connects to it as that user
     IDENTITY = "identity"
@@ -202,6 +203,20 @@ class TableRef:
 
 
 @dataclass(frozen=True, slots=True)
+class PointerGuard:
+    """An alter that carries a table's whole new definition, where it names the table (paths into its args):
+    waggle's Iceberg pointer guard reads the table first and refuses an alter that would erase or roll back its
+    ``metadata_location`` (:mod:`waggle.call.pointer_guard`)."""
+
+    db: Path
+    table: Path
+    new: Path  # the new Table
+    catalog: Path = ()  # the catalog name, where the call carries it apart from the database name
+    context: Path = ()  # its EnvironmentContext, where the call carries one (the metastore's check goes there)
+    reads: str = "get_table_req"  # how the table is read first (every Hive release from 2.3 answers it)
+
+
+@dataclass(frozen=True, slots=True)
 class MethodSpec:
     name: str
     access: Access
@@ -217,7 +232,7 @@ class MethodSpec:
     cached: Cached | None = None
     #: the method family rate limits count the call in; None in an entry: derived (see _family)
     family: Family | None = None
-    releases_lock: bool = False  # a success releases the lock id it names (the connection forgets its owner)
+    releases_lock: bool = False  # a success releases the lock id it names (the connection may forget its owner)
     txn: Txn | None = None  # a success opens or ends the connection's transaction
     #: with a Kerberos front door, waggle answers this call itself (see :class:`TokenOp`); else the route applies
     token: TokenCall | None = None
@@ -227,10 +242,15 @@ class MethodSpec:
     connector: ConnectorCall | None = None
     #: with ``notification-log: federated``, waggle answers this log call from the merged log (see :class:`LogOp`)
     log: LogOp | None = None
+    #: an alter of a table that may be Iceberg's: read first, refused when it would move the metadata pointer back
+    pointer_guard: PointerGuard | None = None
     # -- derived from the IDL when the table is built (see _derive); never written by hand ------------------
     lock_id: Path = ()  # args path to the lock id (Route.LOCK_ID)
     lock_components: Path = ()  # args path to the list of LockComponent (Access.LOCK)
     granted_lock: Path = ()  # result path to the lock id a successful Access.LOCK call was granted
+    #: result paths to the lock ids a reply shows (lists along the way walked): a federated member's are shown
+    #: with its slot (waggle.call.lock_ids)
+    shown_lock_ids: tuple[Path, ...] = ()
     table_refs: tuple[TableRef, ...] = ()  # (database, table) pairs checked against mapped-tables
     catalog_fields: tuple[Path, ...] = ()  # args paths to catalog names inside request structs
     bridge: Bridge | None = None  # how an upstream of another Hive release answers it (waggle.hms.bridges)
@@ -350,8 +370,8 @@ def _fanout(name: str, merge: Merge, *db_args: DbField, result_names: NameForm |
 _TXN_SCOPED = "the transaction lives on the primary (open_txns has no database)"
 _TABLE_ID_ONLY = ("names its table by numeric id only, which cannot be routed: a federated table's id may name "
                   "an unrelated table on the primary")
-_LOCK_ID = ("lock ids are private to the metastore that granted them: waggle remembers, per client connection, "
-            "which metastore granted each lock id and sends the call there")
+_LOCK_ID = ("lock ids are private to the metastore that granted them: a federated member's ids are shown with "
+            "the member's slot in their top 16 bits, so the id names its metastore on any connection")
 _COMPACTOR = "compactor-internal (HMS-side Initiator/Worker/Cleaner); routed by the compaction's database"
 _ACID_FEDERATED = ("ACID on a federated database only works when that member also runs the transaction; "
                    "routed to the database's member so that a mismatch fails loudly instead of writing "
@@ -480,10 +500,17 @@ _SPECS: tuple[MethodSpec, ...] = (
           note="CreationMetadata.dbName routes; tablesUsed are 'db.table' names"),
     _write("update_creation_metadata", db("dbname")),
     _listing("get_table_names_by_filter", db("dbname"), cached=Cached.DATABASE),
-    _write("alter_table", db("dbname"), note="also new_tbl.dbName (rename target)"),
-    _write("alter_table_with_environment_context", db("dbname"), note="also new_tbl.dbName (rename target)"),
-    _write("alter_table_with_cascade", db("dbname"), note="also new_tbl.dbName (rename target)"),
-    _write("alter_table_req", note="Hive 4; AlterTableRequest.dbName and table.dbName (rename target)"),
+    replace(_write("alter_table", db("dbname"), note="also new_tbl.dbName (rename target)"),
+            pointer_guard=PointerGuard(("dbname",), ("tbl_name",), ("new_tbl",))),
+    replace(_write("alter_table_with_environment_context", db("dbname"),
+                   note="also new_tbl.dbName (rename target)"),
+            pointer_guard=PointerGuard(("dbname",), ("tbl_name",), ("new_tbl",),
+                                       context=("environment_context",))),
+    replace(_write("alter_table_with_cascade", db("dbname"), note="also new_tbl.dbName (rename target)"),
+            pointer_guard=PointerGuard(("dbname",), ("tbl_name",), ("new_tbl",))),
+    replace(_write("alter_table_req", note="Hive 4; AlterTableRequest.dbName and table.dbName (rename target)"),
+            pointer_guard=PointerGuard(("req", "dbName"), ("req", "tableName"), ("req", "table"),
+                                       ("req", "catName"), ("req", "environmentContext"))),
     _table_read("get_table", db("dbname"), note="removed in Hive 4.0.1 (HIVE-26537); still sent by Spark's Hive 2.3"),
     _database_read("get_table_objects_by_name", db("dbname")),
     # ---- constraints -----------------------------------------------------------------------------------------
@@ -813,6 +840,22 @@ def _granted_lock(result: type | None) -> Path:
     return ()
 
 
+#: the fields of a reply's structs that hold a lock id (the external id: what check_lock and unlock take)
+_LOCK_ID_ATTRS = ("lockid", "blockedByExtId")
+
+
+def _shown_lock_ids(result: type | None) -> tuple[Path, ...]:
+    """The lock ids in a successful reply: fields of its ``success`` struct, or of the structs it lists."""
+    success = specs.field_named(result, "success") if result is not None else None
+    if success is None or success.struct is None:
+        return ()
+    paths: list[Path] = [("success", a) for a in _LOCK_ID_ATTRS if specs.field_named(success.struct, a)]
+    for f in specs.fields(success.struct):
+        if f.struct is not None:
+            paths += [("success", f.attr, a) for a in _LOCK_ID_ATTRS if specs.field_named(f.struct, a)]
+    return tuple(paths)
+
+
 def _catalog_fields(args: type) -> tuple[Path, ...]:
     return tuple((attr, f.attr) for attr, struct in _struct_args(args)
                  for f in specs.fields(struct) if f.is_string and f.attr in CATALOG_ATTRS)
@@ -843,6 +886,7 @@ def _derive(spec: MethodSpec) -> MethodSpec:
         lock_id=_lock_id(args) if spec.route is Route.LOCK_ID else (),
         lock_components=_lock_components(args) if spec.access is Access.LOCK else (),
         granted_lock=_granted_lock(result) if spec.access is Access.LOCK else (),
+        shown_lock_ids=_shown_lock_ids(result),
         table_refs=_table_refs(args),
         catalog_fields=_catalog_fields(args),
         bridge=BRIDGES.get(spec.name),

@@ -38,11 +38,11 @@ def seed_federated(store: LocalMetastore) -> None:
 
 
 def write_configs(workdir: Path, port: int, primary: LocalMetastore, federated: LocalMetastore,
-                  http_port: int = 18000) -> tuple[Path, Path]:
+                  http_port: int = 18000, rest_port: int = 18181) -> tuple[Path, Path]:
     server = workdir / "waggle-server.yml"
     federation = workdir / "waggle-federation.yml"
     server.write_text(f"port: {port}\ndatabase-resolution: PREFIXED\nnotification-log: federated\n"
-                      f"endpoint:\n  port: {http_port}\n")
+                      f"endpoint:\n  port: {http_port}\niceberg-rest:\n  port: {rest_port}\n")
     federation.write_text(
         "primary-meta-store:\n"
         "  name: primary\n"
@@ -73,10 +73,21 @@ def iceberg_example(uri: str, warehouse: Path) -> str:
 """
 
 
-def run_demo(port: int = 48869, workdir: str | None = None, http_port: int = 18000, keep: bool = False) -> int:
-    """The demo on Thrift ``port`` and HTTP ``http_port``. Its files (the metastores' data, the configuration files,
-    what a sync writes) live in ``workdir``, which is kept; without one, in a temporary directory that Ctrl-C
-    removes unless ``keep``."""
+def rest_example(rest_uri: str) -> str:
+    """The pyiceberg snippet of the Iceberg REST port the demo prints (its test runs it as printed)."""
+    return f"""\
+  from pyiceberg.catalog import load_catalog
+  rest = load_catalog("waggle-rest", type="rest", uri="{rest_uri}")
+  print(rest.list_namespaces())
+  print(rest.load_table("lake.events").scan().to_arrow().num_rows)
+"""
+
+
+def run_demo(port: int = 48869, workdir: str | None = None, http_port: int = 18000, keep: bool = False,
+             rest_port: int = 18181) -> int:
+    """The demo on Thrift ``port``, HTTP ``http_port`` and Iceberg REST ``rest_port``. Its files (the metastores'
+    data, the configuration files, what a sync writes) live in ``workdir``, which is kept; without one, in a
+    temporary directory that Ctrl-C removes unless ``keep``."""
     configure("info", "console")
     log = get_logger("waggle.demo")
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="waggle-demo-"))
@@ -86,12 +97,13 @@ def run_demo(port: int = 48869, workdir: str | None = None, http_port: int = 180
     try:
         seed_primary(primary)
         seed_federated(federated)
-        server_file, federation_file = write_configs(root, port, primary, federated, http_port)
+        server_file, federation_file = write_configs(root, port, primary, federated, http_port, rest_port)
         config = load(str(server_file), str(federation_file))
         from waggle.app import start
 
         server = start(config)
         uri = f"thrift://127.0.0.1:{server.address[1]}"
+        rest_uri = f"http://127.0.0.1:{rest_port}"
         bin_dir = Path(sys.executable).parent  # the clone's .venv: waggle, pyspark and pyiceberg live there
         print(f"""
 waggle is serving the HMS API on {uri}
@@ -101,6 +113,7 @@ waggle is serving the HMS API on {uri}
   config files        {server_file}
                       {federation_file}
   HTTP endpoint       http://127.0.0.1:{http_port}/healthz, /metrics
+  Iceberg REST        {rest_uri}  (the same federation; open: the demo has no Kerberos and no REST clients)
   files               {root}  ({"kept after Ctrl-C" if workdir or keep else "removed on Ctrl-C; --keep keeps them"})
 
 Point any Hive/Spark client at it:   hive.metastore.uris={uri}
@@ -127,6 +140,12 @@ Iceberg tables, with pyiceberg (commits take their lock at the metastore that ow
     spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog
     spark.sql.catalog.lake.type=hive
     spark.sql.catalog.lake.uri={uri}
+
+The same tables through the Iceberg REST port (any REST client: pyiceberg, Spark, Trino):
+
+{rest_example(rest_uri)}
+  or from Spark: spark.sql.catalog.rest=org.apache.iceberg.spark.SparkCatalog,
+    spark.sql.catalog.rest.type=rest, spark.sql.catalog.rest.uri={rest_uri}
 
 Bring federated tables into the primary (metadata only, then with a copy of the data):
 

@@ -66,7 +66,8 @@ class ClientDriver:
     """Serves one client connection; it is the :class:`~waggle.server.desk.Desk` of the calls waggle answers
     itself (:data:`waggle.server.own.HANDLERS`)."""
 
-    __slots__ = ("calls", "conn_id", "context", "idle", "peer", "routes", "session", "started", "stream", "wire")
+    __slots__ = ("calls", "conn_id", "context", "idle", "last", "peer", "routes", "session", "started", "stream",
+                 "wire")
 
     #: what ends the connection: a handler lets these through
     fatal: tuple[type[BaseException], ...] = (WireError, OSError, _Abandon, ClientGone)
@@ -89,6 +90,10 @@ class ClientDriver:
         #: handlers of self-answered calls)
         self.started = 0.0
         self.routes: Routes | None = None
+        #: the answer waggle wrote to the call being answered, while the next one is read (None for a reply
+        #: relayed as the member sent it): how an in-process client (the Iceberg REST door) tells a refusal or
+        #: a member that is down from the member's own error
+        self.last: Answer | None = None
 
     def serve(self) -> None:
         structlog.contextvars.bind_contextvars(conn=self.conn_id, peer=self.peer)
@@ -135,6 +140,7 @@ class ClientDriver:
         mtype = header.mtype
         if mtype != TMessageType.CALL and mtype != TMessageType.ONEWAY:
             raise WireError(f"expected a call, got message type {mtype} for '{header.name}'")
+        self.last = None
         entry = ENTRIES.get(header.name, NO_ENTRY)
         spec = entry[0]
         if spec is not None and spec.never_shed:
@@ -432,6 +438,7 @@ class ClientDriver:
             self.wire.send_raw(answer.raw)
 
     def _finish(self, header: Header, args: Any, started: float, answer: Answer) -> None:
+        self.last = answer
         self._write(answer)
         if answer.record:
             self._record(header.name, args, started, answer)

@@ -16,7 +16,7 @@ from waggle.call import finish
 from waggle.call.values import Answer, Kind, Outcome, Send
 from waggle.hms.methods import TokenOp
 from waggle.security.token_service import TokenRefused
-from waggle.server import own_copies, own_links, own_log
+from waggle.server import own_copies, own_links, own_log, own_pointer_guard
 from waggle.server.desk import Desk, Handler
 from waggle.upstream.client import UpstreamError
 
@@ -81,4 +81,5 @@ HANDLERS: Mapping[Kind, Handler] = {
     Kind.COPY: own_copies.from_copy,
     Kind.PAIRED: own_copies.paired,
     Kind.LOG: own_log.merged_log,
+    Kind.POINTER_GUARD: own_pointer_guard.guarded_alter,
 }

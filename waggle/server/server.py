@@ -39,10 +39,13 @@ REFUSERS = 64
 
 class WaggleServer:
     def __init__(self, context: ServerContext, listener: socket.socket | None = None,
-                 budget: ConnectionBudget | None = None, http: HttpSide | None = None) -> None:
+                 budget: ConnectionBudget | None = None, http: HttpSide | None = None,
+                 doors: tuple[HttpSide, ...] = ()) -> None:
         """``context``: what is running (the runtime); ``listener``: a listening socket to serve (a worker's, on
         the pod's port) instead of binding one; ``budget``: the bound on client connections (this process's own,
-        by default); ``http``: the HTTP endpoint to serve with it (none for a worker: its supervisor serves it)."""
+        by default); ``http``: the HTTP endpoint to serve with it (none for a worker: its supervisor serves it);
+        ``doors``: other ports of this process's that serve clients (the Iceberg REST port), started and stopped
+        with the Thrift port."""
         self.context = context
         server = context.config.server
         self._budget = budget or ConnectionBudget(server.max_connections)
@@ -53,6 +56,7 @@ class WaggleServer:
         self._connections: dict[gevent.Greenlet, ClientDriver] = {}
         self._stopped = gevent.event.Event()
         self.http = http
+        self.doors = doors
 
     @property
     def address(self) -> tuple[str, int]:
@@ -68,8 +72,12 @@ class WaggleServer:
         try:
             if self.http is not None:
                 self.http.start()
+            for door in self.doors:
+                door.start()
         except OSError:
             self._server.close()
+            if self.http is not None:
+                self.http.stop()
             raise
         log.info("server.listening", address=f"{self.address[0]}:{self.address[1]}",
                  wire=self.context.config.server.wire.describe(),
@@ -142,6 +150,8 @@ class WaggleServer:
         if self._connections:
             log.warning("server.grace_expired", abandoned=len(self._connections))
             gevent.killall(list(self._connections), timeout=DRAIN_KILL_SECONDS)
+        for door in self.doors:
+            door.stop()
         if self.http is not None:
             self.http.stop()
         self.context.close()

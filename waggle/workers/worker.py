@@ -24,9 +24,11 @@ from prometheus_client import generate_latest
 
 from waggle.cache.events import Drop
 from waggle.common import metrics
+from waggle.common.listeners import listener
 from waggle.common.logging import configure, get_logger
 from waggle.config.model import WaggleConfig
 from waggle.config.timing import WRITE_SPREAD_SECONDS
+from waggle.rest.door import RestDoor
 from waggle.runtime import Runtime
 from waggle.server.budget import PodBudget
 from waggle.server.server import WaggleServer
@@ -46,16 +48,6 @@ def for_worker(config: WaggleConfig, workers: int) -> WaggleConfig:
                     max_calls_per_metastore=math.ceil(load.max_calls_per_metastore / workers))
     rates = tuple(replace(rule, workers=workers) for rule in config.server.rates)
     return replace(config, server=replace(config.server, load=share, rates=rates))
-
-
-def listener(host: str, port: int, backlog: int = 1024) -> socket.socket:
-    """A listening socket on the pod's port, beside the other workers' (the kernel spreads connections)."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
-    sock.listen(backlog)
-    return sock
 
 
 class Worker:
@@ -82,8 +74,10 @@ class Worker:
                 self._tunnel_event(name, event)
         server = config.server
         budget = PodBudget(budget_fd, start.workers, start.index, server.max_connections)
+        doors = (RestDoor(self.runtime, start.token_key, shared=True),) if server.iceberg_rest.port is not None \
+            else ()
         self.server = WaggleServer(self.runtime, listener=listener(server.bind_address, start.port),
-                                   budget=budget)
+                                   budget=budget, doors=doors)
 
     def _ask_check(self, name: str) -> None:
         try:

@@ -155,6 +155,11 @@ the Service's ports so that the Service, the probes and the server agree.
 {{- $endpoint := deepCopy (get $server "endpoint" | default dict) }}
 {{- $_ := set $endpoint "port" .Values.service.httpPort }}
 {{- $_ := set $server "endpoint" $endpoint }}
+{{- if .Values.icebergRest.enabled }}
+{{- $rest := deepCopy (get $server "iceberg-rest" | default dict) }}
+{{- $_ := set $rest "port" .Values.service.icebergRestPort }}
+{{- $_ := set $server "iceberg-rest" $rest }}
+{{- end }}
 {{- toYaml $server }}
 {{- end }}
 

@@ -152,26 +152,30 @@ def test_a_catalog_the_metastore_may_not_know_is_a_fact_to_ask_for(core: Core) -
     assert other.kind is Kind.REFUSE and other.refused_as is Refused.NO_SUCH_OBJECT and other.quiet
 
 
-def test_a_lock_id_goes_where_it_was_granted_on_this_connection(core: Core) -> None:
+def test_a_lock_id_that_cannot_carry_a_slot_goes_where_it_was_granted_on_this_connection(core: Core) -> None:
+    """A member's id at or above 2**48 has no room for its slot: shown as it is, remembered on the connection
+    (ids that carry a slot: tests/unit/call/test_lock_ids.py)."""
+    big = 1 << 48
     session = Session()
     lock = _call(core, "lock", session, rqst=T.LockRequest(component=[
         T.LockComponent(type=3, level=3, dbname="fed_sales")]))
     step = _plan(core, lock)
     assert step.metastore == "fed"
     granted = _Encoder(core).encode("lock", TMessageType.REPLY, 7,
-                                       H.lock_result(success=T.LockResponse(lockid=42, state=1)))
+                                       H.lock_result(success=T.LockResponse(lockid=big, state=1)))
     answer = finish.reply(step, Reply(Header("lock", TMessageType.REPLY, 7), granted, 0, 0), _Encoder(core))
+    assert _decoded(core, answer, "lock").success.lockid == big
     assert answer.settled is not None and answer.settled.granted is not None
-    assert (answer.settled.granted[0], answer.settled.granted[1].name) == (42, "fed")
+    assert (answer.settled.granted[0], answer.settled.granted[1].name) == (big, "fed")
     assert session.lock_owners == {}  # the core changes nothing: the driver applies what comes back
-    session.lock_owners[42] = answer.settled.granted[1]
-    check = _plan(core, _call(core, "check_lock", session, rqst=T.CheckLockRequest(lockid=42)))
-    assert check.metastore == "fed"
+    session.lock_owners[big] = answer.settled.granted[1]
+    check = _plan(core, _call(core, "check_lock", session, rqst=T.CheckLockRequest(lockid=big)))
+    assert check.metastore == "fed" and check.args.rqst.lockid == big
     assert _plan(core, _call(core, "check_lock", session, rqst=T.CheckLockRequest(lockid=9))).metastore == "main"
-    unlock = _plan(core, _call(core, "unlock", session, rqst=T.UnlockRequest(lockid=42)))
+    unlock = _plan(core, _call(core, "unlock", session, rqst=T.UnlockRequest(lockid=big)))
     done = _Encoder(core).encode("unlock", TMessageType.REPLY, 7, H.unlock_result())
     answer = finish.reply(unlock, Reply(Header("unlock", TMessageType.REPLY, 7), done, -1, 0), _Encoder(core))
-    assert answer.settled == Settled(released=42)
+    assert answer.settled == Settled(released=big)
 
 
 def test_a_fan_out_asks_only_the_members_whose_prefix_can_match(core: Core) -> None:

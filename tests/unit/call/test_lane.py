@@ -17,13 +17,13 @@ from thrift.Thrift import TMessageType, TType
 
 from tests.support.health import PlainHealth
 from waggle.call import finish
-from waggle.call.lane import lane_for
+from waggle.call.lane import lane_for, lane_of
 from waggle.call.plan import plan
 from waggle.call.values import Call, Kind, Send, Session
 from waggle.config.loader import load
 from waggle.config.model import DatabaseResolution
 from waggle.hms.fields import replaced
-from waggle.hms.methods import METHODS
+from waggle.hms.methods import METHODS, Access
 from waggle.hms.rewrite import CALL_NAMES
 from waggle.hms.service import METHOD_IO
 from waggle.hms.wire import Header, Wire
@@ -216,3 +216,14 @@ def test_a_lane_is_decided_once_per_snapshot_and_only_for_plain_reads(tmp_path: 
     assert lane_for(routes, "no_such_method", None, None) is None
     links = snapshots["links"].routes  # shares the memo of the snapshot it was made from
     assert lane_for(links, "get_table", METHODS["get_table"], METHOD_IO["get_table"]) is None
+
+
+def test_no_lane_relays_an_alter_past_the_iceberg_pointer_guard(tmp_path: Path) -> None:
+    """A lane relays reads only; were a guarded method ever a read, the guard alone would still rule it out."""
+    routes = _snapshots(tmp_path)["prefixed"].routes
+    for name, spec in METHODS.items():
+        if spec.pointer_guard is not None:
+            io = METHOD_IO[name]
+            assert lane_for(routes, name, spec, io) is None, name
+            assert lane_of(routes, replace(spec, access=Access.READ), io) is None, name
+            assert lane_of(routes, replace(spec, access=Access.READ, pointer_guard=None), io) is not None, name

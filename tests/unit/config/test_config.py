@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from waggle.config.loader import ConfigError, load
+from waggle.config.member_settings import METASTORE_SETTINGS
 from waggle.config.model import AccessControlType, DatabaseResolution, ProtocolKind, TransportKind, WireFormat
-from waggle.config.settings import METASTORE_SETTINGS, SERVER_SETTINGS
+from waggle.config.settings import SERVER_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[3]
 

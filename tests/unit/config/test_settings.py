@@ -13,7 +13,9 @@ import yaml
 from waggle.config.hive_properties import HIVE_METASTORE, HIVE_SERVER, HiveMetastore, HiveServer
 from waggle.config.kinds import TIME_UNITS
 from waggle.config.loader import ConfigError, load
+from waggle.config.member_settings import METASTORE, METASTORE_SETTINGS, Metastore
 from waggle.config.model import (
+    IcebergRest,
     KerberosServer,
     MetastoreConfig,
     MetastoreSecurity,
@@ -23,7 +25,7 @@ from waggle.config.model import (
     TunnelConfig,
 )
 from waggle.config.registry import SOURCE, FromSetting, Nested, Setting
-from waggle.config.settings import METASTORE, METASTORE_SETTINGS, SERVER, SERVER_SETTINGS, Metastore, Server
+from waggle.config.settings import SERVER, SERVER_SETTINGS, Server
 from waggle.config.sync_settings import SYNC, SYNC_JOB, Sync, SyncJob
 from waggle.docs.config_page import reference, sync_reference
 from waggle.sync.runner import SyncConfigError, load_sync_file
@@ -81,6 +83,11 @@ SERVER_VALUES: dict[str, Callable[[ServerConfig], object]] = {
     "cache.max-bytes": lambda s: s.cache_max_bytes,
     "notification-log": lambda s: s.notification_log,
     "notification-log-retention": lambda s: s.notification_log_retention,
+    "iceberg-rest.port": lambda s: s.iceberg_rest.port,
+    "iceberg-rest.tls.certificate-file": lambda s: s.iceberg_rest.tls.certificate_file if s.iceberg_rest.tls else None,
+    "iceberg-rest.tls.key-file": lambda s: s.iceberg_rest.tls.key_file if s.iceberg_rest.tls else None,
+    "iceberg-rest.token-lifetime": lambda s: s.iceberg_rest.token_lifetime_seconds,
+    "iceberg-rest.allow-purge": lambda s: s.iceberg_rest.allow_purge,
 }
 
 METASTORE_VALUES: dict[str, Callable[[MetastoreConfig], object]] = {
@@ -122,7 +129,8 @@ TUNNEL_VALUES: dict[str, Callable[[TunnelConfig], object]] = {
 # Server settings whose values are lists, checked in tests/unit/routing/test_remote_links.py (limits.rates in
 # tests/unit/server/test_rate_limits.py).
 SERVER_LISTS = {"remote-databases.allowed-metastores", "remote-databases.allowed-uris",
-                "remote-databases.allowed-users", "remote-databases.allowed-groups", "limits.rates"}
+                "remote-databases.allowed-users", "remote-databases.allowed-groups", "limits.rates",
+                "iceberg-rest.clients"}
 
 # Settings without a default of their own: required, or derived from another key (the metastore's name).
 NO_PLAIN_DEFAULT = {"name", "remote-meta-store-uris", "database-prefix", "metastore-tunnel.route",
@@ -134,6 +142,7 @@ NO_PLAIN_DEFAULT = {"name", "remote-meta-store-uris", "database-prefix", "metast
 # Hive properties that are other settings' defaults).
 READ_BY_THE_LOADER: list[Setting[object]] = [
     Server.STATUS_POLLING_DELAY, Server.STATUS_POLLING_DELAY_UNIT, Server.TLS_CERTIFICATE, Server.TLS_KEY,
+    Server.REST_TLS_CERTIFICATE, Server.REST_TLS_KEY, Server.REST_CLIENTS,
     Metastore.NAME, Metastore.URIS, Metastore.TUNNEL_ROUTE, Metastore.TUNNEL_PRIVATE_KEYS, Metastore.TLS_ENABLED,
     HiveServer.SASL, HiveServer.PRINCIPAL, HiveServer.KEYTAB, HiveServer.WD_PRINCIPAL, HiveServer.WD_KEYTAB,
     HiveServer.USE_SSL, HiveMetastore.SASL, HiveMetastore.PRINCIPAL, HiveMetastore.USE_SSL,
@@ -181,7 +190,7 @@ def test_every_setting_is_read_back_by_the_tables_above() -> None:
 def test_every_setting_is_held_by_one_model_attribute() -> None:
     """The model names, per attribute, the setting it holds: every implemented setting is held by exactly one
     attribute of its file's objects, or read by the loader itself, never both."""
-    server = _held(ServerConfig, KerberosServer, TlsServer)
+    server = _held(ServerConfig, KerberosServer, TlsServer, IcebergRest)
     metastore = _held(MetastoreConfig, TunnelConfig, MetastoreSecurity, TlsClient)
     for held, sections in ((server, (SERVER, HIVE_SERVER)), (metastore, (METASTORE, HIVE_METASTORE))):
         assert len(held) == len({id(s) for s in held}), [s.key for s in held]

@@ -8,8 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from waggle.config.member_settings import METASTORE_SETTINGS
 from waggle.config.registry import Setting
-from waggle.config.settings import METASTORE_SETTINGS, SERVER_SETTINGS
+from waggle.config.settings import SERVER_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "conf" / "examples"

@@ -259,6 +259,18 @@ def test_server_values_are_merged_and_the_ports_follow_the_service(chart: Any) -
     assert r.pod["spec"]["terminationGracePeriodSeconds"] == 3 + 30 + 10, "computed from what the server reads"
 
 
+def test_the_iceberg_rest_port_is_served_and_exposed_only_when_enabled(chart: Any) -> None:
+    off = Rendered(chart)
+    assert "iceberg-rest" not in off.server
+    assert "iceberg-rest" not in {p["name"] for p in off.one("Service")["spec"]["ports"]}
+    r = Rendered(chart, {"icebergRest": {"enabled": True}, "service": {"icebergRestPort": 8181},
+                         "server": {"iceberg-rest": {"port": 1, "allow-purge": True}}})
+    assert r.server["iceberg-rest"] == {"port": 8181, "allow-purge": True}
+    assert {p["name"]: p["containerPort"] for p in r.container()["ports"]}["iceberg-rest"] == 8181
+    assert ("iceberg-rest", 8181, "iceberg-rest") in [(p["name"], p["port"], p["targetPort"])
+                                                      for p in r.one("Service")["spec"]["ports"]]
+
+
 def test_probes_security_and_grace(chart: Any) -> None:
     r = Rendered(chart)
     waggle = r.container()

@@ -231,6 +231,8 @@ FLOORS: list[tuple[str, ...]] = [
     ("call",),
     # the Thrift server and the per-connection driver, over a context of what is running
     ("server",),
+    # the Iceberg REST door: HTTP requests made into the same calls, through the driver
+    ("rest",),
     # what is running, assembled; then reload, the HTTP side, the workers, the process
     ("runtime",),
     ("reload",),

@@ -12,6 +12,7 @@ from thrift.Thrift import TApplicationException
 
 from tests.support.memory_metastore import Harness, MemoryMetastore, elapsed, encode_call, failure
 from tests.support.waits import wait_until
+from waggle.call import lock_ids
 from waggle.common import metrics
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.hms.gen.hive_metastore.ttypes import (
@@ -52,51 +53,69 @@ WRITABLE_FED = {"access-control-type": "READ_AND_WRITE_ON_DATABASE_WHITELIST",
                 "writable-database-white-list": ["sales"]}
 
 
-# -- lock affinity ------------------------------------------------------------------------------------------------
+# -- lock ids that name their member -----------------------------------------------------------------------------
+def shown(own: int) -> int:
+    """The id a client is shown for member ``fed``'s lock id ``own`` (waggle.call.lock_ids)."""
+    out = lock_ids.encode(lock_ids.assign(["fed"]).of["fed"], own)
+    assert out is not None
+    return out
+
+
 def test_a_lock_granted_by_a_member_is_checked_heartbeated_and_released_there(make):
     h, primary, fed = federation(make, WRITABLE_FED)
     client = h.client()
     granted = client.ok("lock", rqst=lock_request("fed_sales"))
-    assert (granted.lockid, granted.state) == (1000, LockState.ACQUIRED)
+    assert (granted.lockid, granted.state) == (shown(1000), LockState.ACQUIRED)
     assert fed.received("lock")[0].args[0].component[0].dbname == "sales"
-    assert client.ok("check_lock", rqst=CheckLockRequest(lockid=1000)).lockid == 1000
-    client.ok("heartbeat", ids=HeartbeatRequest(lockid=1000))
-    client.ok("unlock", rqst=UnlockRequest(lockid=1000))
+    assert client.ok("check_lock", rqst=CheckLockRequest(lockid=shown(1000))).lockid == shown(1000)
+    client.ok("heartbeat", ids=HeartbeatRequest(lockid=shown(1000)))
+    client.ok("unlock", rqst=UnlockRequest(lockid=shown(1000)))
     assert fed.methods() == ["lock", "check_lock", "heartbeat", "unlock"] and fed.locks == {}
+    assert [c.args[0].lockid for c in fed.calls[1:]] == [1000, 1000, 1000]  # the member's own id
     assert primary.calls == []
-    # released: the id is forgotten, and the next call with it goes to the primary
-    assert isinstance(failure(client.call("check_lock", rqst=CheckLockRequest(lockid=1000))), NoSuchLockException)
-    assert primary.methods() == ["check_lock"]
+    # released: the id still names the member, which no longer has the lock
+    assert isinstance(failure(client.call("check_lock", rqst=CheckLockRequest(lockid=shown(1000)))),
+                      NoSuchLockException)
+    assert fed.methods()[-1] == "check_lock" and primary.calls == []
 
 
 def test_a_lock_id_no_member_granted_goes_to_the_primary(make):
     h, primary, fed = federation(make, WRITABLE_FED)
     client = h.client()
     assert isinstance(failure(client.call("check_lock", rqst=CheckLockRequest(lockid=4242))), NoSuchLockException)
-    assert client.ok("lock", rqst=lock_request("default")).lockid == 1  # the primary's locks are not recorded
+    assert client.ok("lock", rqst=lock_request("default")).lockid == 1  # the primary's ids are shown as they are
     assert client.ok("check_lock", rqst=CheckLockRequest(lockid=1)).lockid == 1
     assert primary.methods() == ["check_lock", "lock", "check_lock"] and fed.calls == []
 
 
-def test_lock_affinity_belongs_to_the_client_connection_that_took_the_lock(make):
+def test_a_members_lock_is_found_from_any_client_connection(make):
     h, primary, fed = federation(make, WRITABLE_FED)
     taker, other = h.client(), h.client()
-    assert taker.ok("lock", rqst=lock_request("fed_sales")).lockid == 1000
-    assert isinstance(failure(other.call("check_lock", rqst=CheckLockRequest(lockid=1000))), NoSuchLockException)
-    assert primary.methods() == ["check_lock"] and fed.methods() == ["lock"]
+    assert taker.ok("lock", rqst=lock_request("fed_sales")).lockid == shown(1000)
+    assert other.ok("check_lock", rqst=CheckLockRequest(lockid=shown(1000))).state == LockState.ACQUIRED
+    other.ok("unlock", rqst=UnlockRequest(lockid=shown(1000)))
+    assert primary.calls == [] and fed.methods() == ["lock", "check_lock", "unlock"] and fed.locks == {}
+
+
+def test_a_lock_id_whose_slot_names_no_member_is_refused_naming_it(make):
+    h, primary, fed = federation(make, WRITABLE_FED)
+    unknown = lock_ids.encode(lock_ids.assign(["fed"]).of["fed"] % lock_ids.MAX_SLOT + 1, 1000)
+    error = failure(h.client().call("check_lock", rqst=CheckLockRequest(lockid=unknown)))
+    assert f"lock id {unknown} names metastore slot" in str(getattr(error, "message", error))
+    assert primary.calls == [] and fed.calls == []
 
 
 def test_a_read_only_member_grants_shared_read_locks_and_exclusive_ones_are_refused(make):
     h, primary, fed = federation(make)  # fed is READ_ONLY
     client = h.client()
-    assert client.ok("lock", rqst=lock_request("fed_sales", LockType.SHARED_READ)).lockid == 1000
+    assert client.ok("lock", rqst=lock_request("fed_sales", LockType.SHARED_READ)).lockid == shown(1000)
     # lock declares no MetaException, and Iceberg's Java client retries any error from it for minutes: the
     # refusal is a lock not acquired, with the reason, and the connection goes on
     refusal = client.ok("lock", rqst=lock_request("fed_sales", LockType.EXCLUSIVE))
     assert (refusal.lockid, refusal.state) == (0, LockState.NOT_ACQUIRED)
     assert refusal.errorMessage == ("database 'fed_sales' in metastore 'fed' is read-only (access-control-type "
                                     "READ_ONLY); refused a lock of type EXCLUSIVE")
-    assert client.ok("lock", rqst=lock_request("fed_sales", LockType.SHARED_READ)).lockid == 1001
+    assert client.ok("lock", rqst=lock_request("fed_sales", LockType.SHARED_READ)).lockid == shown(1001)
     assert fed.methods() == ["lock", "lock"] and primary.calls == []
 
 
@@ -185,17 +204,17 @@ def test_calls_over_max_in_flight_calls_are_shed_but_set_ugi_never(make):
     assert second.ok("get_database", name="default").name == "default"  # a slot is free again
 
 
-def test_a_primary_lock_id_equal_to_one_a_member_granted_goes_to_the_member(make):
-    """Pinned as it is today (suspect): lock ids granted by the primary are not recorded, so when the primary
-    grants an id that a member granted earlier on the same connection, calls with it go to the member."""
+def test_a_primary_lock_id_equal_to_one_a_member_granted_goes_to_the_primary(make):
+    """The primary and a member grant the same id: the client is shown two ids, each naming its metastore."""
     h, primary, fed = federation(make, WRITABLE_FED)
     fed._lock_ids = iter(range(7, 100))
     primary._lock_ids = iter(range(7, 100))
     client = h.client()
-    assert client.ok("lock", rqst=lock_request("fed_sales")).lockid == 7
+    assert client.ok("lock", rqst=lock_request("fed_sales")).lockid == shown(7)
     assert client.ok("lock", rqst=lock_request("default")).lockid == 7
     client.ok("check_lock", rqst=CheckLockRequest(lockid=7))
-    assert fed.methods() == ["lock", "check_lock"] and primary.methods() == ["lock"]
+    client.ok("check_lock", rqst=CheckLockRequest(lockid=shown(7)))
+    assert fed.methods() == ["lock", "check_lock"] and primary.methods() == ["lock", "check_lock"]
 
 
 # -- a member that is down --------------------------------------------------------------------------------------

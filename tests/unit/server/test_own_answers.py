@@ -73,7 +73,7 @@ def _step(desk: Desk, kind: Kind, method: str, **fields: Any) -> Send:
 
 def test_each_self_answered_kind_has_one_handler() -> None:
     assert set(own.HANDLERS) == {Kind.IDENTITY, Kind.TOKENS, Kind.LINK, Kind.CONNECTORS,
-                                 Kind.COPY, Kind.PAIRED, Kind.LOG}
+                                 Kind.COPY, Kind.PAIRED, Kind.LOG, Kind.POINTER_GUARD}
 
 
 def test_a_token_call_without_waggles_token_service_is_refused_loudly(tmp_path: Path) -> None:
