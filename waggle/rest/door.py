@@ -50,7 +50,8 @@ class RestDoor:
         rest = config.server.iceberg_rest
         assert rest.port is not None
         self._random_key = token_key or os.urandom(32)
-        self._tokens_for: tuple[object, Tokens | None] | None = None
+        #: the settings the token authority was built from (held, so their identity stays theirs) and it
+        self._tokens_for: tuple[object, str | None, Tokens | None] | None = None
         self.app = RestApp(context, self._tokens, lambda: needs_token(self.context.config), self._call_timeout)
         address = (config.server.bind_address, rest.port)
         tls = {} if rest.tls is None else {"certfile": rest.tls.certificate_file, "keyfile": rest.tls.key_file}
@@ -84,10 +85,9 @@ class RestDoor:
         rest = server.iceberg_rest
         key_file = server.security.kerberos.token_key_file if server.security.kerberos is not None else None
         key_file = key_file or rest.signing_key_file
-        basis = (id(rest), key_file)  # a reload makes a new object: secret files are read again
-        cached = self._tokens_for
-        if cached is not None and cached[0] == basis:
-            return cached[1]
+        cached = self._tokens_for  # a reload makes new settings: the secret files are read again
+        if cached is not None and cached[0] is rest and cached[1] == key_file:
+            return cached[2]
         tokens = None
         if rest.clients:
             try:  # read at start and checked by every reload before it applies; this read is the door's own
@@ -95,7 +95,7 @@ class RestDoor:
                 keys = secrets_from_file(key_file) if key_file else {1: self._random_key}
             except (ConfigError, TokenError) as exc:
                 log.error("rest.secrets_unreadable", problem=str(exc))
-                return cached[1] if cached is not None else None
+                return cached[2] if cached is not None else None
             tokens = Tokens(keys, rest.clients, rest.token_lifetime_seconds, secrets)
-        self._tokens_for = (basis, tokens)
+        self._tokens_for = (rest, key_file, tokens)
         return tokens

@@ -125,8 +125,8 @@ def _table_namespace(scope: Scope, ns: str, table: str) -> str:
                         f"{exc.message}") from None
 
 
-def load_table(catalog: FederatedCatalog, scope: Scope, ns: str, table: str) -> bytes:
-    """The table's metadata as its metadata file holds it, spliced into the answer unparsed."""
+def _pointer(catalog: FederatedCatalog, scope: Scope, ns: str, table: str) -> str:
+    """The metadata file an Iceberg table's metastore record points at (one ``get_table``, nothing read)."""
     name = _table_namespace(scope, ns, table)
     with catalog.client() as client:
         hive = catalog._get_hive_table(client, name, table)
@@ -134,6 +134,12 @@ def load_table(catalog: FederatedCatalog, scope: Scope, ns: str, table: str) -> 
     location = parameters.get(METADATA_LOCATION)
     if parameters.get(TABLE_TYPE, "").lower() != "iceberg" or not location:
         raise not_found("NoSuchTableException", f"table {name}.{table} is not an Iceberg table")
+    return str(location)
+
+
+def load_table(catalog: FederatedCatalog, scope: Scope, ns: str, table: str) -> bytes:
+    """The table's metadata as its metadata file holds it, spliced into the answer unparsed."""
+    location = _pointer(catalog, scope, ns, table)
     with catalog._load_file_io(location=location).new_input(location).open() as f:
         data = f.read()
     if location.endswith(".gz.metadata.json"):
@@ -142,11 +148,7 @@ def load_table(catalog: FederatedCatalog, scope: Scope, ns: str, table: str) -> 
 
 
 def table_exists(catalog: FederatedCatalog, scope: Scope, ns: str, table: str) -> None:
-    load_table_object(catalog, scope, ns, table)
-
-
-def load_table_object(catalog: FederatedCatalog, scope: Scope, ns: str, table: str) -> Any:
-    return catalog.load_table((_table_namespace(scope, ns, table), table))
+    _pointer(catalog, scope, ns, table)
 
 
 def _response(location: str | None, metadata: Any) -> bytes:
