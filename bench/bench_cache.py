@@ -122,16 +122,17 @@ def start_waggle(procs: Processes, workdir: Path, label: str, uri: str, cache: s
     return serve_files(procs, workdir, label, port, http, server, federation)
 
 
-def serve_files(procs: Processes, workdir: Path, label: str, port: int, http: int, server: str, federation: str
-                ) -> Waggle:
-    """``waggle serve`` of these server and federation files (written in ``workdir``), once it answers."""
+def serve_files(procs: Processes, workdir: Path, label: str, port: int, http: int, server: str, federation: str,
+                root: Path = ROOT) -> Waggle:
+    """``waggle serve`` of these server and federation files (written in ``workdir``), once it answers; ``root``:
+    the source tree whose waggle runs (another one's, to compare a change in one run)."""
     (workdir / "server.yml").write_text(server)
     (workdir / "federation.yml").write_text(federation)
     log = workdir / "waggle.log"
     cmd = [sys.executable, "-m", "waggle", "serve", "--server-config", str(workdir / "server.yml"),
            "--federation-config", str(workdir / "federation.yml")]
     with open(log, "wb") as err:
-        proc = procs.add(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT))
+        proc = procs.add(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=root))
     w = Waggle(label, proc, port, http, 1, log)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:

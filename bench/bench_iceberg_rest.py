@@ -47,7 +47,6 @@ import logging
 import os
 import random
 import signal
-import subprocess
 import sys
 import time
 import urllib.error
@@ -60,7 +59,7 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_cache import get_table_req, metric, pct
+from bench.bench_cache import get_table_req, metric, pct, serve_files
 from bench.bench_load import Processes, Waggle, load, run_bench, start_relay
 from bench.cpu_cost import cpu_seconds
 from waggle.hms.gen.hive_metastore import ttypes
@@ -104,7 +103,7 @@ def start_waggle(procs: Processes, workdir: Path, uri: str, root: Path = ROOT) -
                   f"federated-meta-stores:\n  - name: bench\n    remote-meta-store-uris: {uri}\n"
                   f"    database-prefix: {PREFIX}\n    access-control-type: READ_AND_WRITE_ON_DATABASE_WHITELIST\n"
                   f"    writable-database-white-list: [{DB}]\n")
-    w = serve(procs, workdir, port, http, server, federation, root)
+    w = serve_files(procs, workdir, f"waggle of {root}", port, http, server, federation, root=root)
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -119,30 +118,6 @@ def start_waggle(procs: Processes, workdir: Path, uri: str, root: Path = ROOT) -
         else:
             break
     return w, rest
-
-
-def serve(procs: Processes, workdir: Path, port: int, http: int, server: str, federation: str, root: Path
-          ) -> Waggle:
-    """``waggle serve`` of these server and federation files (written in ``workdir``) from the source tree
-    ``root``, once it answers."""
-    (workdir / "server.yml").write_text(server)
-    (workdir / "federation.yml").write_text(federation)
-    log = workdir / "waggle.log"
-    cmd = [sys.executable, "-m", "waggle", "serve", "--server-config", str(workdir / "server.yml"),
-           "--federation-config", str(workdir / "federation.yml")]
-    with open(log, "wb") as err:
-        proc = procs.add(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=root))
-    w = Waggle(f"waggle of {root}", proc, port, http, 1, log)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with hms_client("127.0.0.1", port, timeout=2) as c:
-                c.getStatus()
-            w.health()
-            return w
-        except Exception:
-            time.sleep(0.2)
-    raise SystemExit(f"waggle of {root} did not start:\n{log.read_text(errors='replace')[-2000:]}")
 
 
 # -- catalogs --------------------------------------------------------------------------------------------------
