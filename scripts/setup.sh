@@ -57,7 +57,8 @@ apt_install() {
   # jarjar (relocates Jackson for Iceberg's Spark runtime, scripts/iceberg_spark.sh), HttpCore 5 (relocated
   # for Iceberg's REST client, tests/support/iceberg_spark.py) and MIT Kerberos (a real
   # KDC for the Kerberos tests; libkrb5-dev builds python-gssapi where no wheel fits) and Chromium with its
-  # driver (the docs site's headless browser test).
+  # driver (the docs site's headless browser test), and OpenLDAP's slapd with its tools (a real directory for the
+  # LDAP groups tests, tests/support/ldap.py).
   local missing=()
   command -v thrift >/dev/null || missing+=(thrift-compiler)
   [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
@@ -69,6 +70,8 @@ apt_install() {
   command -v krb5-config >/dev/null || missing+=(libkrb5-dev)
   command -v chromium >/dev/null || missing+=(chromium)
   command -v chromedriver >/dev/null || missing+=(chromium-driver)
+  [ -x /usr/sbin/slapd ] || missing+=(slapd)
+  command -v ldapmodify >/dev/null || missing+=(ldap-utils)
   if [ ${#missing[@]} -eq 0 ]; then note "already installed"; return 0; fi
   local sudo=""
   if [ "$(id -u)" -ne 0 ]; then
@@ -81,7 +84,7 @@ apt_install() {
   fi
   echo "installing ${missing[*]}"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 }
 
 make_venv() {
@@ -190,7 +193,7 @@ trap 'rm -f "$NOTE"' EXIT
 
 echo "Setting up $what in .venv: $first the first time, seconds after that (the tools' output: $LOG)"
 if [ "$MODE" = test ]; then
-  step "Debian packages: thrift, sshd, a Kerberos KDC, jarjar, HttpCore 5, Chromium" "about 1 min" apt_install
+  step "Debian packages: thrift, sshd, a Kerberos KDC, OpenLDAP, jarjar, HttpCore 5, Chromium" "about 1 min" apt_install
 fi
 step "Python environment .venv" "about 15 s" make_venv
 case $MODE in

@@ -59,13 +59,14 @@ LONGEST_FIRST = (
     "tests/integration/test_follow_process.py",  # 200 s
     "tests/integration/test_follow.py",  # 200 s (its change matrix also through waggle's merged log)
     "tests/integration/test_copies.py",  # 160 s
+    "tests/integration/test_grants_kerberos.py",  # 150 s (four Kerberized Spark sessions, two at a time)
     "tests/integration/test_failover.py",  # 150 s
     "tests/clients/test_client_sequences.py",  # 150 s
     "tests/integration/test_tutorial.py",  # 120 s
     "tests/integration/test_remotes.py",  # 115 s
     "tests/integration/test_merged_log.py",  # 100 s (a member killed for 20 s)
     "tests/integration/test_docs_browser.py",  # 95 s
-    "tests/integration/test_iceberg_rest_spark.py",  # 90 s (Spark through the REST and Thrift ports)
+    "tests/integration/test_iceberg_spark.py",  # 90 s (one Spark session through the Thrift and REST ports)
     "tests/integration/test_iceberg_rest_writers.py",  # 80 s (one JVM of six writers)
 )
 

@@ -1,4 +1,4 @@
-"""Command line: ``waggle serve | check | sync | demo``.
+"""Command line: ``waggle serve | check | access | sync | demo``.
 
 This module parses arguments and nothing else. ``serve`` and ``demo`` monkey-patch with gevent before
 importing anything that touches sockets; it is the only place in waggle that patches.
@@ -10,6 +10,8 @@ import argparse
 import sys
 from typing import Any
 
+from waggle.config.kinds import Privilege
+
 #: Each command's example, shown first in its ``--help`` (``waggle`` is the command itself).
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "waggle": ("waggle demo", "waggle check --strict --server-config waggle-server.yml "
@@ -19,6 +21,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "check": ("waggle check --strict --server-config waggle-server.yml --federation-config waggle-federation.yml",),
     "sync": ("waggle sync --federation-config waggle-federation.yml --source analytics --tables 'sales.*'",
              "waggle sync --config sync.yml --follow"),
+    "access": ("waggle access --server-config waggle-server.yml --federation-config waggle-federation.yml "
+               "--user alice --group analysts analytics_sales.orders select",),
     "metastore": ("waggle metastore --port 9083 --dir ./metastore",),
     "demo": ("waggle demo",),
 }
@@ -29,6 +33,7 @@ DOCS: dict[str, tuple[str, ...]] = {
     "serve": ("docs/operations/running.md", "docs/operations/workers.md"),
     "check": ("docs/getting-started/your-own-metastores.md", "docs/reference/configuration.md"),
     "sync": ("docs/guides/sync.md", "docs/guides/sync-follow.md", "docs/reference/sync-configuration.md"),
+    "access": ("docs/guides/grants.md",),
     "metastore": ("docs/development.md",),
     "demo": ("docs/getting-started/quick-start.md",),
 }
@@ -105,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="waggle", **_described("waggle", SUMMARY))
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="{serve,check,sync,demo,metastore}")
+    sub = parser.add_subparsers(dest="command", metavar="{serve,check,access,sync,demo,metastore}")
     serve = _command(sub, "serve", "serve the HMS Thrift API in front of the configured metastores")
     _config_args(serve)
     serve.add_argument("--strict", action="store_true",
@@ -124,6 +129,16 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--connect", action="store_true",
                        help="also connect to every metastore as waggle would (tunnel, TLS, Kerberos) and say how")
     _kerberos_args(check)
+    access = _command(sub, "access", "say whether a user may see or do something, and which rule decides "
+                      "(the grants of the server file's authorization)")
+    _config_args(access)
+    access.add_argument("--user", required=True, help="the user's short name (as auth_to_local makes it)")
+    access.add_argument("--group", action="append", metavar="GROUP", help="a group of the user (repeat for more); "
+                        "default: the groups authorization.groups finds for the user")
+    access.add_argument("target", metavar="DB[.TABLE]", help="a database or table, in waggle's names (with its "
+                        "member's prefix)")
+    access.add_argument("privilege", nargs="?", choices=[p.value for p in Privilege],
+                        help="the privilege to decide; without it, whether the object is visible, and each privilege")
     sync = _command(sub, "sync", "bring a federated metastore's tables into the primary (mirror or copy)")
     sync.add_argument("--config", metavar="FILE",
                       help="a sync file with many table jobs (docs/reference/sync-configuration.md)")
@@ -204,6 +219,11 @@ def _check(args: argparse.Namespace) -> int:
     for warning in (*config.warnings, *tls_findings(config)[1]):
         print(f"warning: {warning}", file=sys.stderr)
     problems = file_problems(config)
+    grants = config.server.authorization
+    if grants is not None:
+        from waggle.grants.check import file_problems as grants_files
+
+        problems += grants_files(grants, config.server_file or "(server defaults)")
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     if problems:
@@ -218,17 +238,44 @@ def _check(args: argparse.Namespace) -> int:
             return 2
         credentials = kerberos_identity(args.principal, args.keytab, config.server.security.kerberos)
         failed = 0
+        shown: list[str] = []
         for member in fed.members:
             try:
-                print(f"ok: metastore '{member.name}': {reach(member, credentials)}")
+                print(f"ok: metastore '{member.name}': {reach(member, credentials, shown=shown)}")
             except Exception as exc:
                 failed += 1
                 print(f"error: {exc}", file=sys.stderr)
         if failed:
             return 2
+        if grants is not None:
+            from waggle.grants.check import unmatched
+
+            for warning in unmatched(grants, shown):
+                print(f"warning: {warning}", file=sys.stderr)
     print(f"ok: {len(fed.members)} metastore(s), primary '{fed.primary.name}', "
           f"{config.server.database_resolution.value} resolution, port {config.server.port}")
     return 0
+
+
+def _access(args: argparse.Namespace) -> int:
+    from waggle.config.loader import ConfigError, load
+    from waggle.grants.explain import explain
+
+    try:
+        config = load(args.server_config, args.federation_config, serving=False)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
+    grants = config.server.authorization
+    if grants is None:
+        print(f"error: {args.server_config or 'the server file'} has no authorization block: every caller may see "
+              "and do what the metastores' access-control-type allows", file=sys.stderr)
+        return 2
+    allowed, lines = explain(grants, args.user, args.group, args.target,
+                             Privilege(args.privilege) if args.privilege else None)
+    print("\n".join(lines))
+    return 0 if allowed else 1
 
 
 def _sync(args: argparse.Namespace) -> int:
@@ -294,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         return _check(args)
     if args.command == "sync":
         return _sync(args)
+    if args.command == "access":
+        return _access(args)
     if args.command == "metastore":
         from waggle.local.dev import run_metastore
 

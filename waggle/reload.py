@@ -65,10 +65,14 @@ def digest_of(paths: list[str]) -> str:
 
 
 def named_files(config: WaggleConfig) -> list[str]:
-    """The files a configuration names: the admin token, the REST clients' secrets, tunnel keys and
-    known_hosts."""
+    """The files a configuration names: the admin token, the REST clients' secrets, the grants' policy file and
+    LDAP bind password, tunnel keys and known_hosts."""
     files = [config.server.admin_token_file] if config.server.admin_token_file else []
     files += [c.secret_file for c in config.server.iceberg_rest.clients]
+    grants = config.server.authorization
+    if grants is not None:
+        files += [f for f in (grants.policy_file, grants.groups.ldap and grants.groups.ldap.bind_password_file)
+                  if f]
     for m in config.federation.members:
         if m.tunnel is not None:
             files += [os.path.expanduser(k) for k in m.tunnel.private_keys]

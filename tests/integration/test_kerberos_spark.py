@@ -1,85 +1,22 @@
 """Spark with Kerberos through waggle: a local Spark session (its built-in Hive 2.3 client) logs in to waggle as
 alice from her keytab (SASL GSSAPI to ``waggle/localhost``), and waggle acts for her at the Kerberized primary.
 
-Spark runs in a subprocess (``spark_query.py``) because its JVM needs Kerberos settings from the start: the
-keytab login (``--principal``/``--keytab``), the KDC's ``krb5.conf`` and a ``core-site.xml`` that turns Hadoop
-security on. A ticket cache alone does not make Spark's Hive client use SASL.
+Spark runs in a subprocess (``spark_query.py``, through tests/support/kerberos_spark.py) because its JVM needs
+Kerberos settings from the start: the keytab login (``--principal``/``--keytab``), the KDC's ``krb5.conf`` and a
+``core-site.xml`` that turns Hadoop security on. A ticket cache alone does not make Spark's Hive client use SASL.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import uuid
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.support.audit import audit_lines
-from tests.support.env import java_available, require
 from tests.support.kerberos import secure_waggle_process
-from tests.support.proxy import WaggleProcess
+from tests.support.kerberos_spark import run_kerberized_spark
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.kerberos]
-HERE = Path(__file__).resolve().parent
-SPARK_TIMEOUT = 150
-
-
-def run_kerberized_spark(kdc: Any, waggle: WaggleProcess, work: Path, queries: list[str],
-                         principal: str = "alice", proxy_user: str | None = None) -> list[list[list[str]]]:
-    """Each query's rows, from a fresh local Spark session logged in as ``principal`` with its keytab; or, with
-    ``proxy_user``, from ``principal``'s ticket cache, acting for ``proxy_user`` (spark-submit's
-    ``--proxy-user``, which cannot be combined with a keytab)."""
-    require(java_available(), "Java 17 is needed for Spark")
-    pytest.importorskip("pyspark")
-    hadoop_conf = work / "hadoop-conf"
-    hadoop_conf.mkdir(parents=True, exist_ok=True)
-    (hadoop_conf / "core-site.xml").write_text(
-        '<?xml version="1.0"?>\n<configuration>\n'
-        "  <property><name>hadoop.security.authentication</name><value>kerberos</value></property>\n"
-        # Hadoop's input formats ask for file-system tokens on a secure cluster and want a renewer for them
-        # (none are needed for local files, but without a renewer the listing fails)
-        f"  <property><name>yarn.resourcemanager.principal</name><value>yarn/localhost@{kdc.realm}</value>"
-        "</property>\n"
-        "</configuration>\n")
-    java_options = f"--driver-java-options -Djava.security.krb5.conf={kdc.krb5_conf} pyspark-shell"
-    if proxy_user is None:
-        login = f"--principal {kdc.principal(principal)} --keytab {kdc.keytab_path(principal)}"
-        ccache = work / "no-such-ccache"  # the keytab, not some ticket cache, is the login
-    else:
-        login = f"--proxy-user {proxy_user}"
-        ccache = kdc.kinit(principal, kdc.keytab_path(principal), work / f"{principal}.ccache")
-    env = {
-        **os.environ, **kdc.env(),
-        "HADOOP_CONF_DIR": str(hadoop_conf),
-        "PYSPARK_SUBMIT_ARGS": f"{login} {java_options}",
-        "KRB5CCNAME": f"FILE:{ccache}",
-    }
-    settings = {
-        "spark.hadoop.hive.metastore.sasl.enabled": "true",
-        "spark.hadoop.hive.metastore.kerberos.principal": f"waggle/localhost@{kdc.realm}",
-        "spark.driver.memory": "1g",
-    }
-    conf_args = [arg for key, value in settings.items() for arg in ("--conf", f"{key}={value}")]
-    try:
-        done = subprocess.run(
-            [sys.executable, str(HERE / "spark_query.py"), *conf_args, f"thrift://localhost:{waggle.port}",
-             str(work / "warehouse"), *queries],
-            capture_output=True, text=True, timeout=SPARK_TIMEOUT, env=env, cwd=work,
-        )
-    except subprocess.TimeoutExpired as exc:
-        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        pytest.fail(f"Spark did not finish in {SPARK_TIMEOUT}s; its stderr ends:\n{stderr[-6000:]}\n"
-                    f"waggle's log ends:\n{waggle.log()[-3000:]}")
-    result = next((line for line in done.stdout.splitlines() if line.startswith("RESULT ")), None)
-    assert done.returncode == 0 and result is not None, (
-        f"Spark exited with {done.returncode}; its stderr ends:\n{done.stderr[-6000:]}\n"
-        f"waggle's log ends:\n{waggle.log()[-3000:]}")
-    rows: list[list[list[str]]] = json.loads(result[len("RESULT "):])
-    return rows
 
 
 def test_spark_with_a_keytab_reads_and_writes_through_a_kerberized_waggle(

@@ -23,7 +23,11 @@ from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.integration
 
-SERVER = "database-resolution: PREFIXED\nnotification-log: federated\n"
+#: grants that hide ops' databases from mallory alone (a caller who names herself with set_ugi); every other
+#: caller sees everything, as without grants
+SERVER = ("database-resolution: PREFIXED\nnotification-log: federated\n"
+          "authorization:\n  trust-set-ugi: true\n  default: allow\n  rules:\n  - name: mallory sees no ops\n"
+          "    users: [mallory]\n    databases: ['ops_*']\n    privileges: all\n    effect: deny\n")
 
 
 def _members(ops: Any) -> str:
@@ -165,6 +169,21 @@ def test_the_requests_filters_apply_to_waggles_names(merged: WaggleProcess, prim
             fromEventId=start, dbName="ops_scratch", catName="hive")).eventsCount
     assert [(e.eventType, e.tableName) for e in found] == [("CREATE_TABLE", names[1]), ("DROP_TABLE", names[1])]
     assert count >= 3
+
+
+def test_the_grants_leave_out_the_events_a_caller_may_not_see(merged: WaggleProcess, primary: Any, ops: Any,
+                                                              unique_db: str) -> None:
+    start, names, seen = _changed(merged, primary, ops, unique_db)
+    assert {e.dbName for e in seen} == {unique_db, "ops_scratch"}
+    with release_client("4.x", merged.port) as (c, types):
+        c.set_ugi("mallory", [])
+        request = types.NotificationEventRequest(lastEvent=start, maxEvents=1000)
+        events = _mine(list(c.get_next_notification(request).events or []), set(names))
+        count = c.get_notification_events_count(types.NotificationEventsCountRequest(
+            fromEventId=start, dbName="ops_scratch", catName="hive")).eventsCount
+    assert [e.dbName for e in events] == [unique_db] * 2  # the primary's two; ops' three left out
+    assert count == 0
+    assert (merged.metric("waggle_access_filtered_total", kind="events") or 0) >= 3
 
 
 def test_a_member_killed_for_20_s_delays_only_its_own_events(ops: Any, federation_data: dict[str, Any],

@@ -20,12 +20,13 @@ SECURE_TOKEN_RENEW_SECONDS = 6
 def secure_waggle_process(kdc: Any, kerberized_metastore: Any, analytics: Any, work: Path,
                           renew_seconds: float = SECURE_TOKEN_RENEW_SECONDS,
                           extra_properties: str = "", signing_key: bool = True,
-                          args: tuple[str, ...] = ()) -> WaggleProcess:
+                          args: tuple[str, ...] = (), server_extra: str = "") -> WaggleProcess:
     """A started waggle with a Kerberos front door (SASL GSSAPI as waggle/localhost, DIGEST-MD5 with its own
     delegation tokens, which live ``renew_seconds`` unless renewed): the Kerberized primary ``secure``, reached
     as each caller (impersonation), and the plain member ``analytics`` behind the prefix ``analytics_``.
     ``extra_properties`` are more YAML lines of its configuration-properties (indented two spaces); without
-    ``signing_key`` waggle signs with a random key; ``args``: more ``waggle serve`` arguments."""
+    ``signing_key`` waggle signs with a random key; ``args``: more ``waggle serve`` arguments; ``server_extra``:
+    more top-level YAML of its server file (an ``authorization`` block, say)."""
     work.mkdir(parents=True, exist_ok=True)
     key_file = work / "token-keys"
     key_file.write_text("1:" + base64.b64encode(b"k" * 32).decode() + "\n")
@@ -39,6 +40,7 @@ def secure_waggle_process(kdc: Any, kerberized_metastore: Any, analytics: Any, w
         f"  hive.cluster.delegation.token.renew-interval: {renew_seconds:g}s\n"
         f"{extra_properties}"
         "logging:\n  format: json\n"
+        f"{server_extra}"
     )
     federation = (
         "primary-meta-store:\n"

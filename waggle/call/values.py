@@ -61,6 +61,9 @@ class Session:
     #: reads are not answered from waggle's cache (a committer reads what it checks under its lock)
     locks_held: int = 0
     in_transaction: bool = False
+    #: who the grants last saw the connection's calls come from: (user proven, set_ugi user), until when that
+    #: holds, under which grants, and the caller (waggle.server.admission.caller)
+    grants_caller: tuple[Any, float, Any, Any] | None = None
 
     @classmethod
     def of(cls, who: Authenticated | None) -> Session:

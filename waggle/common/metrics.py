@@ -210,6 +210,12 @@ REST_SECONDS = Histogram("waggle_iceberg_rest_request_seconds", "Time to answer 
                          buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
 REST_COMMITS = Counter("waggle_iceberg_rest_commits", "Table commits through the Iceberg REST port, by metastore and "
                        "outcome (committed, conflict, failed, unknown).", ["metastore", "outcome"], registry=REGISTRY)
+ACCESS_DECISIONS = Counter("waggle_access_decisions", "Decisions of the grants (authorization): refused calls, "
+                           "hidden objects, allowed writes, by outcome (refused, hidden, allowed) and the rule that "
+                           "decided", ["outcome", "rule"], registry=REGISTRY)
+ACCESS_FILTERED = Counter("waggle_access_filtered", "Entries of listings and of the merged notification log left out "
+                          "for their caller by the grants, by kind (databases, tables, events)", ["kind"],
+                          registry=REGISTRY)
 FANOUT_OMISSIONS = Counter("waggle_fanout_omissions", "Metastores left out of a merged call's answer (down, "
                            "failed or late).", ["method", "metastore"], registry=REGISTRY)
 CALLS_PLANNED_AGAIN = Counter("waggle_calls_planned_again", "Reads planned again in the same call after their "

@@ -90,3 +90,32 @@ class Per(enum.Enum):
     USER = "user"  # each user (the connection's identity) has a bucket of its own
     ADDRESS = "address"  # each client address has one
     RULE = "rule"  # every matching call shares the rule's one bucket
+
+
+class Privilege(enum.Enum):
+    """What a grant (``authorization.rules[].privileges``) allows or denies: every method of the method table needs
+    one on the objects it names (:attr:`waggle.hms.methods.MethodSpec.privilege`), Ranger's Hive access types
+    included (:mod:`waggle.grants.ranger`)."""
+
+    SELECT = "select"  # read: metadata, partitions, statistics, a shared lock
+    UPDATE = "update"  # change data: partitions added, dropped or altered, statistics, an exclusive lock
+    CREATE = "create"  # create a database, a table, a function
+    DROP = "drop"  # drop them
+    ALTER = "alter"  # alter or rename a database or a table
+    ADMIN = "admin"  # roles, grants, catalogs, and what is not any one object's
+
+
+class Effect(enum.Enum):
+    """Whether a grant allows or denies (a deny wins over an allow)."""
+
+    ALLOW = "allow"
+    DENY = "deny"
+
+
+class GroupSource(enum.Enum):
+    """Where a caller's groups come from (``authorization.groups.source``)."""
+
+    NONE = "none"  # no groups: rules name users
+    FILE = "file"  # a groups file (``group: member, member`` lines, or /etc/group's form)
+    NSS = "nss"  # the operating system (NSS: /etc/group, sssd, winbind, ...)
+    LDAP = "ldap"  # an LDAP directory (``authorization.groups.ldap``)

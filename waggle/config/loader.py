@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from waggle.config.authorization import parse_authorization
 from waggle.config.hive_properties import HiveMetastore as HM
 from waggle.config.hive_properties import HiveServer as HS
 from waggle.config.iceberg_rest import parse_iceberg_rest
@@ -137,7 +138,10 @@ def parse_server(path: str | None, data: Mapping[str, Any], problems: list[str],
                    rates=parse_rates(r, lambda rule: _warn_unknown(rule, RATE_RULE, warnings, "rate limit")),
                    iceberg_rest=parse_iceberg_rest(r, lambda c: _warn_unknown(c, REST_CLIENT, warnings,
                                                                               "iceberg-rest client"),
-                                                   warnings, security.kerberos is not None))
+                                                   warnings, security.kerberos is not None),
+                   authorization=parse_authorization(r, lambda a, section, what: _warn_unknown(a, section, warnings,
+                                                                                               what),
+                                                     warnings, security.kerberos is not None))
 
 
 def _uris(r: Reader) -> tuple[HostPort, ...]:

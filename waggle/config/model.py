@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from waggle.config.grants_model import Authorization
 from waggle.config.hive_properties import HiveMetastore as HM
 from waggle.config.hive_properties import HiveServer as HS
 from waggle.config.kinds import TIME_UNITS
@@ -329,6 +330,8 @@ class ServerConfig:
     security: ServerSecurity = ServerSecurity()
     remotes: RemotePolicy = nested(RemotePolicy)
     iceberg_rest: IcebergRest = IcebergRest()
+    #: ``authorization``: per-user and per-group grants; None, off
+    authorization: Authorization | None = None
 
 
 @dataclass(frozen=True, slots=True)

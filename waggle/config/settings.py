@@ -303,6 +303,12 @@ class Server:
         "Whether a REST `DROP TABLE ... PURGE` (`purgeRequested=true`) may delete the table's files; refused "
         "(403) otherwise. A plain drop keeps the files, as Iceberg's Hive catalog does.",
     )
+    AUTHORIZATION = SERVER.add(
+        "authorization", None, None,
+        "Per-user and per-group grants on every door (the Thrift and Iceberg REST ports, the merged notification "
+        "log, copies and the cache): the keys of the `authorization` table below; see the grants guide. Off when "
+        "not set (waggle addition).", "none (off)",
+    )
     COPIES_REFRESH = SERVER.add(
         "copies-refresh-seconds", 30, integer(1),
         "How often waggle rereads which tables of the primary are copies made by `waggle sync` (see "

@@ -8,6 +8,7 @@ pages are current.
 
 from __future__ import annotations
 
+from waggle.config.authorization_settings import AUTHORIZATION_SETTINGS, GRANT_RULE_SETTINGS
 from waggle.config.hive_properties import HIVE_METASTORE_SETTINGS, HIVE_SERVER_SETTINGS
 from waggle.config.member_settings import METASTORE_SETTINGS
 from waggle.config.registry import markdown_table
@@ -15,7 +16,8 @@ from waggle.config.settings import RATE_RULE_SETTINGS, REST_CLIENT_SETTINGS, SER
 from waggle.config.sync_settings import SYNC_JOB_SETTINGS, SYNC_SETTINGS
 from waggle.docs import generated
 
-_SOURCES = "waggle/config/settings.py, waggle/config/member_settings.py and waggle/config/hive_properties.py"
+_SOURCES = ("waggle/config/settings.py, waggle/config/member_settings.py, waggle/config/authorization_settings.py "
+            "and waggle/config/hive_properties.py")
 _SYNC_SOURCES = "waggle/config/sync_settings.py"
 
 _CONFIGURATION_INTRO = """\
@@ -48,6 +50,10 @@ def reference() -> str:
     return (f"## Server file\n\n{markdown_table(SERVER_SETTINGS)}\n\n"
             f"Each rule of `limits.rates`:\n\n{markdown_table(RATE_RULE_SETTINGS)}\n\n"
             f"Each client of `iceberg-rest.clients`:\n\n{markdown_table(REST_CLIENT_SETTINGS)}\n\n"
+            "The keys of `authorization` (the [grants guide](../guides/grants.md)):\n\n"
+            f"{markdown_table(AUTHORIZATION_SETTINGS)}\n\n"
+            "Each rule of `authorization.rules`, and of a policy file's `rules`:\n\n"
+            f"{markdown_table(GRANT_RULE_SETTINGS)}\n\n"
             "## Federation file: every metastore (`primary-meta-store`, `federated-meta-stores[]`)\n\n"
             f"{markdown_table(METASTORE_SETTINGS)}\n\n"
             "## Hive properties waggle reads (`configuration-properties`)\n\nIn the server file:\n\n"

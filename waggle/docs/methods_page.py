@@ -104,6 +104,9 @@ Columns:
   `cache` on answers from memory (see [Caching](guides/caching.md)): `per table`, forgotten when that table or
   its database changes; `per database`, when anything in the database changes. A write forgets what it names.
 - **Note**: why anything non-obvious is the way it is.
+- **Privilege**: what the grants of `authorization` need on every database and table the call names (see the
+  [grants guide](guides/grants.md)): `see` for a read (any privilege on the object makes it visible; a listing
+  is filtered instead), else the privilege a write needs; a lock needs `select` for a shared read lock.
 - **Limits**: the method family the rate limits of `limits.rates` count the call in (`reads`, `writes`,
   `listings`, `partitions`), or `never` for the calls that keep a client going, which are never limited.
 """
@@ -231,6 +234,13 @@ def _handling(spec: MethodSpec) -> str:
     return "; ".join(parts) or "-"
 
 
+def _privilege(spec: MethodSpec) -> str:
+    """What a grant must allow on the objects the call names (a read: that they are visible to the caller)."""
+    if spec.access is Access.READ:
+        return "see"
+    return spec.privilege.value if spec.privilege is not None else "-"
+
+
 def _limits(spec: MethodSpec) -> str:
     """The family rate limits count the call in, or never."""
     if spec.never_limited or spec.family is None:
@@ -274,11 +284,11 @@ def _summary() -> str:
 
 
 def _methods_table() -> list[str]:
-    rows = ["## Methods", "", "| Method | Route | Access | Database names in | Handling | Note | Limits |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["## Methods", "", "| Method | Route | Access | Privilege | Database names in | Handling | Note | Limits |",
+            "|---|---|---|---|---|---|---|---|"]
     for spec in METHODS.values():
-        rows.append(f"| `{spec.name}` | {_route(spec.route)} | {_access(spec.access)} | {_where(spec)} "
-                    f"| {_cell(_handling(spec))} | {_cell(spec.note)} | {_limits(spec)} |")
+        rows.append(f"| `{spec.name}` | {_route(spec.route)} | {_access(spec.access)} | {_privilege(spec)} "
+                    f"| {_where(spec)} | {_cell(_handling(spec))} | {_cell(spec.note)} | {_limits(spec)} |")
     return rows
 
 

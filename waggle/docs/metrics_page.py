@@ -41,6 +41,13 @@ LABELS: dict[str | tuple[str, str], str] = {
     "route": "the Iceberg REST route: `load_table`, `commit_table`, `list_namespaces`, ... (the guide lists them); "
              "`config`, `token`, or `-` for a path that is no route",
     "code": "the HTTP status answered",
+    ("waggle_access_decisions", "outcome"): "`refused` (a write without its privilege), `hidden` (a read of an "
+                                            "object the caller may not see, answered as missing) or `allowed` (a "
+                                            "write)",
+    ("waggle_access_decisions", "rule"): "the rule that decided, as refusals name it (`waggle-server.yml: "
+                                         "authorization.rules[0] 'analysts read sales'`, `ranger policy 12 ...`, "
+                                         "`authorization.default (deny)`)",
+    ("waggle_access_filtered", "kind"): "what was left out: `databases`, `tables` or `events`",
     ("waggle_iceberg_rest_requests", "metastore"): "the `name` of the metastore that owns the request's namespace; "
                                                    "`-` for none",
     ("waggle_iceberg_rest_commits", "outcome"): "`committed`, `conflict` (409: the client retries on fresh "

@@ -37,7 +37,7 @@ from typing import Any
 
 from thrift.Thrift import TType
 
-from waggle.config.kinds import Family
+from waggle.config.kinds import Family, Privilege
 from waggle.hms import specs
 from waggle.hms.bridges import BRIDGES, Bridge
 from waggle.hms.catalogs import CATALOG_ATTRS
@@ -254,6 +254,9 @@ class MethodSpec:
     table_refs: tuple[TableRef, ...] = ()  # (database, table) pairs checked against mapped-tables
     catalog_fields: tuple[Path, ...] = ()  # args paths to catalog names inside request structs
     bridge: Bridge | None = None  # how an upstream of another Hive release answers it (waggle.hms.bridges)
+    #: what a grant must allow on the objects the call names (``authorization``); None in an entry: derived (see
+    #: _privilege). A lock component of type SHARED_READ needs only ``select``.
+    privilege: Privilege | None = None
 
     @property
     def changes(self) -> bool:
@@ -876,8 +879,39 @@ def _family(spec: MethodSpec) -> Family:
     return Family.READS
 
 
+#: words of a method's name that make it an administrator's call (roles, grants, catalogs, keys, resource plans)
+_ADMIN_WORDS = ("grant", "revoke", "role", "privilege", "catalog", "master_key", "token", "resource_plan", "wm_",
+                "schema_version", "ischema", "serde", "runtime_stats", "scheduled_query", "replication", "package")
+
+
+def _privilege(spec: MethodSpec) -> Privilege:
+    """The privilege a call needs on what it names, unless its entry names one: a read needs ``select``; creating
+    a database ``create``; a write's name says the rest: an administrator's object (a role, a grant, a catalog)
+    needs ``admin``; a partition's change (added, dropped, altered, its statistics) ``update``, as data does; a
+    constraint ``alter``; creating, dropping, altering or renaming a database, table or function ``create``,
+    ``drop`` or ``alter``; anything else (statistics, events, write ids, a lock) ``update``."""
+    if spec.privilege is not None:
+        return spec.privilege
+    name = spec.name.lower()
+    if spec.access is Access.READ:
+        return Privilege.SELECT
+    if spec.access is Access.CREATE_DATABASE:
+        return Privilege.CREATE
+    if spec.access is Access.CREATE_CATALOG or any(w in name for w in _ADMIN_WORDS):
+        return Privilege.ADMIN
+    if spec.access is Access.LOCK or "partition" in name:
+        return Privilege.UPDATE
+    if ("constraint" in name and not name.startswith("create_")) or name.endswith(("_primary_key", "_foreign_key")):
+        return Privilege.ALTER
+    for prefix, privilege in (("create_", Privilege.CREATE), ("drop_", Privilege.DROP), ("alter_", Privilege.ALTER),
+                              ("rename", Privilege.ALTER)):
+        if name.startswith(prefix):
+            return privilege
+    return Privilege.UPDATE
+
+
 def _derive(spec: MethodSpec) -> MethodSpec:
-    spec = replace(spec, family=_family(spec))
+    spec = replace(spec, family=_family(spec), privilege=_privilege(spec))
     args, result = _io_classes(spec.name)
     if args is None:
         return spec

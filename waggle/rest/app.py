@@ -260,7 +260,7 @@ class RestApp:
         ask.member = self._member(path, request)
         try:
             if spec.access is not None:
-                self._may_write(spec.access, path, request)
+                self._may_write(spec.access, path, request, who)
             result = spec.run(ask)
         except Exception as exc:
             latest = catalog.latest
@@ -275,16 +275,28 @@ class RestApp:
         data = result if isinstance(result, bytes) else json.dumps(result).encode()
         return Response(data, 200, content_type=_JSON), ask.member
 
-    def _may_write(self, method: str, path: dict[str, str], request: Request) -> None:
-        """Refuse (403, naming the metastore and its rule) a write that ``access-control-type`` does not allow in
-        any database the request names, as the Thrift port refuses it: before anything is sent or written."""
+    def _may_write(self, method: str, path: dict[str, str], request: Request, who: Authenticated | None) -> None:
+        """Refuse (403, naming the metastore and its rule, or the grant) a write that ``access-control-type`` or
+        the caller's grants do not allow on any database or table the request names, as the Thrift port refuses
+        it: before anything is sent or written."""
         namespace = path.get("namespace")
-        named = [namespace] if namespace else [t.partition(".")[0] for t in _tables(request, destinations=True)]
+        if namespace:
+            tables = [(namespace, path.get("table") or _body_name(request))]
+        else:
+            tables = [(t.partition(".")[0], t.partition(".")[2]) for t in _tables(request, destinations=True)]
         routes = self.context.routes
-        for database in dict.fromkeys(named):
-            decision = routes.planner.decide(METHODS[method], [database], created=self.context.created)
+        spec = METHODS[method]
+        for database in dict.fromkeys(db for db, _ in tables):
+            decision = routes.planner.decide(spec, [database], created=self.context.created)
             if decision.refusal is not None and decision.refused_as is Refused.META:
                 raise forbidden(decision.refusal)
+        grants = self.context.grants
+        if grants is not None:
+            caller = grants.caller(who.user if who is not None else None, None)
+            for db, table in dict.fromkeys(tables):
+                refused = grants.admit_object(caller, spec, db, table if table and table != "-" else None, "rest")
+                if refused is not None:
+                    raise forbidden(refused.message)
 
     @staticmethod
     def _committed(route: str, ask: Ask, who: Authenticated | None, outcome: str) -> None:

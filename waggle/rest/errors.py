@@ -116,7 +116,9 @@ def classify(exc: BaseException, last: Answer | None, committing: bool = False) 
     if isinstance(exc, RestError):
         return exc
     thrift = _meta(exc)
-    if thrift is not None and last is not None and last.outcome in _BY_OUTCOME:
+    # an object the grants hide is answered as missing (404), as its metastore would, not as a refusal
+    if thrift is not None and last is not None and last.outcome in _BY_OUTCOME and \
+            not isinstance(thrift, NoSuchObjectException):
         code, kind = _BY_OUTCOME[last.outcome]
         if kind == "CommitStateUnknownException" and not committing:
             code, kind = 503, "ServiceUnavailableException"

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from waggle.common.limiter import Limiter
     from waggle.config.model import WaggleConfig
     from waggle.events.served import MergedLog
+    from waggle.grants.service import Grants
     from waggle.hms.methods import MethodSpec as MethodSpec
     from waggle.lifecycle import Lifecycle
     from waggle.remotes.connectors import ConnectorService
@@ -99,6 +100,11 @@ class ServerContext(Protocol):
     @property
     def notification_log(self) -> MergedLog:
         """The federation's merged notification log (``notification-log: federated``)."""
+        ...
+
+    @property
+    def grants(self) -> Grants | None:
+        """Per-user and per-group grants (``authorization``); None when off."""
         ...
 
     def forget_written(self, member: str, spec: MethodSpec, args: Any) -> None:

@@ -66,8 +66,8 @@ class ClientDriver:
     """Serves one client connection; it is the :class:`~waggle.server.desk.Desk` of the calls waggle answers
     itself (:data:`waggle.server.own.HANDLERS`)."""
 
-    __slots__ = ("calls", "conn_id", "context", "idle", "last", "peer", "routes", "session", "started", "stream",
-                 "wire")
+    __slots__ = ("calls", "conn_id", "context", "filtering", "idle", "last", "peer", "routes", "session", "started",
+                 "stream", "wire")
 
     #: what ends the connection: a handler lets these through
     fatal: tuple[type[BaseException], ...] = (WireError, OSError, _Abandon, ClientGone)
@@ -94,6 +94,8 @@ class ClientDriver:
         #: relayed as the member sent it): how an in-process client (the Iceberg REST door) tells a refusal or
         #: a member that is down from the member's own error
         self.last: Answer | None = None
+        #: how the answer to the call being answered is filtered for its caller, a listing (waggle.grants); None: not
+        self.filtering: admission.Filtering | None = None
 
     def serve(self) -> None:
         structlog.contextvars.bind_contextvars(conn=self.conn_id, peer=self.peer)
@@ -141,6 +143,7 @@ class ClientDriver:
         if mtype != TMessageType.CALL and mtype != TMessageType.ONEWAY:
             raise WireError(f"expected a call, got message type {mtype} for '{header.name}'")
         self.last = None
+        self.filtering = None
         entry = ENTRIES.get(header.name, NO_ENTRY)
         spec = entry[0]
         if spec is not None and spec.never_shed:
@@ -187,6 +190,12 @@ class ClientDriver:
             args = wire.read_struct(io.args)
         raw = wire.read_end()
         self.session.learn(spec, args)  # where the client reads waggle's errors
+        grants = self.context.grants
+        if grants is not None:  # refused by the grants before it is planned: nothing reaches a metastore
+            refused, self.filtering = admission.admit(grants, self.session, header, entry, args, raw, wire)
+            if refused is not None:
+                self._finish(header, args, time.perf_counter(), refused)
+                return
         if io is not None:
             started = time.perf_counter()
             context = self.context
@@ -319,7 +328,8 @@ class ClientDriver:
             if spec is None or pool.name not in self.context.replies.members:
                 reply = pool.forward(self.session.identity, header, args=args, raw=raw, protocol=wire.format.protocol,
                                      sink=self._sink if (wire.format.buffered if step is None else step.stream)
-                                     else None, stream_after=routes.config.server.stream_after_bytes,
+                                     and self.filtering is None else None,
+                                     stream_after=routes.config.server.stream_after_bytes,
                                      known=step is None or step.call.io is not None)
             else:  # a member with cache on: its reads may be remembered, its writes forget
                 reply = self._through_cache(pool, spec, header, args, raw, routes, step)
@@ -339,8 +349,13 @@ class ClientDriver:
         if step is None:
             assert relay is not None and reply is not None and raw is not None  # not oneway; the call's bytes
             if reply.header.mtype == TMessageType.REPLY and reply.first_field <= 0:
-                if reply.raw is not None:
-                    wire.send_raw(reply.raw)  # relayed byte for byte (or the rest of a streamed reply)
+                if reply.raw is not None:  # relayed byte for byte (or the rest of a streamed reply) ...
+                    grants, filtering = self.context.grants, self.filtering
+                    if filtering is not None and grants is not None:  # ... or the listing its caller may see
+                        wire.send_raw(admission.for_caller(grants, filtering, header, relay[0].io, args, reply.raw,
+                                                           wire))
+                    else:
+                        wire.send_raw(reply.raw)
                 if self.context.log_calls:
                     record.call(header.name, args, started, Answer(reply.raw, Outcome.OK, pool.name), True)
                 else:
@@ -361,7 +376,8 @@ class ClientDriver:
         wire, session = self.wire, self.session
         # a renamed read is remembered as its answer, not as the member's reply (see _answer_remembered)
         remember = spec.cached is not None and session.may_remember and (step is None or not step.rewrite_reply)
-        stream = not remember and not spec.changes and (wire.format.buffered if step is None else step.stream)
+        stream = not remember and not spec.changes and self.filtering is None and \
+            (wire.format.buffered if step is None else step.stream)
 
         def send() -> Reply | None:
             return pool.forward(session.identity, header, args=args, raw=raw, protocol=wire.format.protocol,
@@ -438,6 +454,10 @@ class ClientDriver:
             self.wire.send_raw(answer.raw)
 
     def _finish(self, header: Header, args: Any, started: float, answer: Answer) -> None:
+        grants, filtering = self.context.grants, self.filtering
+        if filtering is not None and grants is not None:  # a listing keeps what the caller may see
+            answer = admission.answer_for_caller(grants, filtering, header, ENTRIES.get(header.name, NO_ENTRY)[1],
+                                                 args, answer, self.wire)
         self.last = answer
         self._write(answer)
         if answer.record:

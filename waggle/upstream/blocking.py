@@ -26,6 +26,7 @@ from waggle.config.model import CacheMode, HostPort, KerberosServer, MetastoreCo
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore
 from waggle.hms.gen.hive_metastore.ttypes import NotificationEventRequest
 from waggle.hms.notification_log import LISTENER_KEYS, missing_listener
+from waggle.routing.databases import visible
 from waggle.security.gss import KerberosLogin, TicketCacheLogin
 from waggle.security.sasl import SaslError
 from waggle.upstream.handshake import SecurityFailed, Unreachable, UpstreamCredentials, dial, handshake
@@ -197,15 +198,33 @@ def plain_member(host: str, port: int, name: str | None = None, **keys: Any) -> 
 
 
 
-def reach(member: MetastoreConfig, credentials: UpstreamCredentials | None, timeout: float = 30.0) -> str:
+def reach(member: MetastoreConfig, credentials: UpstreamCredentials | None, timeout: float = 30.0,
+          shown: list[str] | None = None) -> str:
     """Connect to ``member`` as the proxy would and make one call: how it was reached and what it holds, in
-    words (``waggle check --connect``). Raises :class:`MetastoreUnavailable` or the call's own error."""
+    words (``waggle check --connect``). Raises :class:`MetastoreUnavailable` or the call's own error. ``shown``
+    gets the member's databases as clients see them (its prefix, its name mapping), where they are visible."""
     with clients(member, 1, credentials, timeout) as (conn,):
-        count = len(conn.client.get_all_databases())
+        databases = conn.client.get_all_databases()
+        count = len(databases)
+        if shown is not None:
+            shown.extend(client_names(member, databases))
         said = f"{conn.describe()}; {count} database(s)"
         if member.cache is CacheMode.EVENTS:
             said += f"; {_log(member, conn.client)}"
         return said
+
+
+def client_names(member: MetastoreConfig, databases: list[str]) -> list[str]:
+    """A member's visible databases as a PREFIXED federation shows them (its prefix, then its mapping), and as
+    a MANUAL one does (their own names): both, since grants may be written for either."""
+    out = []
+    for db in databases:
+        real = db.lower()
+        if not visible(member, real):
+            continue
+        mapped = member.database_name_mapping.get(real, real)
+        out += [real, mapped, member.database_prefix.lower() + mapped]
+    return out
 
 
 class LogUnreadable(Exception):

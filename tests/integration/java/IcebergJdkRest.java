@@ -15,7 +15,7 @@
  * other answer to the caller's ErrorHandler (Iceberg's ErrorHandlers turn 409 into CommitFailedException, etc.).
  *
  *   IcebergJdkRest$Catalog  a RESTCatalog whose HTTP client is IcebergJdkRest$Client (for Spark's catalog-impl)
- * Used by tests/integration/test_iceberg_rest_spark.py and IcebergWritersCheck.java.
+ * Used by tests/integration/test_iceberg_spark.py and IcebergWritersCheck.java.
  */
 
 import java.io.IOException;

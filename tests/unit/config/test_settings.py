@@ -130,7 +130,7 @@ TUNNEL_VALUES: dict[str, Callable[[TunnelConfig], object]] = {
 # tests/unit/server/test_rate_limits.py).
 SERVER_LISTS = {"remote-databases.allowed-metastores", "remote-databases.allowed-uris",
                 "remote-databases.allowed-users", "remote-databases.allowed-groups", "limits.rates",
-                "iceberg-rest.clients"}
+                "iceberg-rest.clients", "authorization"}
 
 # Settings without a default of their own: required, or derived from another key (the metastore's name).
 NO_PLAIN_DEFAULT = {"name", "remote-meta-store-uris", "database-prefix", "metastore-tunnel.route",
@@ -142,7 +142,7 @@ NO_PLAIN_DEFAULT = {"name", "remote-meta-store-uris", "database-prefix", "metast
 # Hive properties that are other settings' defaults).
 READ_BY_THE_LOADER: list[Setting[object]] = [
     Server.STATUS_POLLING_DELAY, Server.STATUS_POLLING_DELAY_UNIT, Server.TLS_CERTIFICATE, Server.TLS_KEY,
-    Server.REST_TLS_CERTIFICATE, Server.REST_TLS_KEY, Server.REST_CLIENTS,
+    Server.REST_TLS_CERTIFICATE, Server.REST_TLS_KEY, Server.REST_CLIENTS, Server.AUTHORIZATION,
     Metastore.NAME, Metastore.URIS, Metastore.TUNNEL_ROUTE, Metastore.TUNNEL_PRIVATE_KEYS, Metastore.TLS_ENABLED,
     HiveServer.SASL, HiveServer.PRINCIPAL, HiveServer.KEYTAB, HiveServer.WD_PRINCIPAL, HiveServer.WD_KEYTAB,
     HiveServer.USE_SSL, HiveMetastore.SASL, HiveMetastore.PRINCIPAL, HiveMetastore.USE_SSL,

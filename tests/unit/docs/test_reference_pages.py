@@ -38,7 +38,7 @@ def _public(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParse
 def test_every_command_and_flag_is_on_the_cli_page() -> None:
     page = cli_page.render()
     commands = _public(build_parser())
-    assert set(commands) == {"serve", "check", "sync", "metastore", "demo"}
+    assert set(commands) == {"serve", "check", "access", "sync", "metastore", "demo"}
     assert "_worker" not in page and "--control-fd" not in page
     for name, parser in commands.items():
         section = page.split(f"## `waggle {name}`\n", 1)[1].split("\n## ", 1)[0]

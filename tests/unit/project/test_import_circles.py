@@ -220,7 +220,7 @@ FLOORS: list[tuple[str, ...]] = [
     # a metastore for the proxy to read; the background loops
     ("security", "routing", "synced", "loops"),
     # connections to metastores; the checks of files a configuration names
-    ("upstream", "checks"),
+    ("upstream", "checks", "grants"),
     # remote databases (registry, planning); copies (catalog, planning); the metastores' side of the runtime;
     # the sync, a program of its own; the replies remembered and the readers of the logs that keep them true; the
     # federation's merged notification log

@@ -44,7 +44,7 @@ def _context(allow_purge: bool = False) -> Any:
         return SimpleNamespace(refusal=f"database '{names[0]}' in metastore 'analytics' is read-only" if refused
                                else None, refused_as=Refused.META)
 
-    return SimpleNamespace(config=config, created={},
+    return SimpleNamespace(config=config, created={}, grants=None,
                            routes=SimpleNamespace(config=config, planner=SimpleNamespace(lookup=lookup, decide=decide)))
 
 
