@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from thrift.Thrift import TType
+
 from waggle.config.kinds import Privilege
 from waggle.grants.policy import Policy
 from waggle.grants.verdict import Caller
@@ -96,12 +98,32 @@ def objects(spec: MethodSpec, args: Any) -> list[Object]:
     return out
 
 
+#: args class -> (struct argument, its owner field) of the arguments that carry an object with its owner
+_OWNERS: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def owner_of(args: Any) -> str | None:
+    """The owner a call gives the object it creates or alters (``Table.owner``, ``Database.ownerName``): what
+    Ranger's ``{OWNER}`` is matched against. None when the call names none."""
+    cls = type(args)
+    found = _OWNERS.get(cls)
+    if found is None:
+        found = _OWNERS[cls] = tuple(
+            (f.attr, o) for f in specs.fields(cls) if f.ttype == TType.STRUCT and f.struct is not None
+            for o in ("owner", "ownerName") if specs.field_named(f.struct, o) is not None)
+    for attr, field in found:
+        owner = getattr(getattr(args, attr, None), field, None)
+        if isinstance(owner, str) and owner:
+            return owner
+    return None
+
+
 def check(policy: Policy, who: Caller, spec: MethodSpec, args: Any) -> Refused | Allowed | None:
     """The grants' answer to a call: refused, an allowed write (with the rule that allowed its first object), or
     None for an allowed read (and a listing, a call that names nothing)."""
     if is_listing(spec):
         return None
-    return _checked(policy, who, spec, objects(spec, args))
+    return _checked(policy, who, spec, objects(spec, args), owner_of(args) if spec.changes else None)
 
 
 def check_object(policy: Policy, who: Caller, spec: MethodSpec, db: str, table: str | None
@@ -110,7 +132,8 @@ def check_object(policy: Policy, who: Caller, spec: MethodSpec, db: str, table: 
     return _checked(policy, who, spec, [Object(db, table, spec.privilege or Privilege.UPDATE)])
 
 
-def _checked(policy: Policy, who: Caller, spec: MethodSpec, named: list[Object]) -> Refused | Allowed | None:
+def _checked(policy: Policy, who: Caller, spec: MethodSpec, named: list[Object], owner: str | None = None
+             ) -> Refused | Allowed | None:
     allowed: Allowed | None = None
     for obj in named:
         if spec.access is Access.READ:
@@ -118,7 +141,7 @@ def _checked(policy: Policy, who: Caller, spec: MethodSpec, named: list[Object])
             if not seen.allowed:
                 return Refused(_missing(obj), True, seen.rule, obj)
             continue
-        verdict = policy.decide(who, obj.db, obj.table, obj.privilege)
+        verdict = policy.decide(who, obj.db, obj.table, obj.privilege, owner)
         if not verdict.allowed:
             return Refused(f"{spec.name} refused: {who.describe()} has no {obj.privilege.value} privilege on "
                            f"{obj.describe()} ({verdict.rule})", False, verdict.rule, obj)

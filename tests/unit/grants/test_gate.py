@@ -76,3 +76,20 @@ def test_an_allowed_write_names_its_rule() -> None:
     policy = Policy([RuleSource([GrantRule("w", users=("*",), privileges=frozenset({D}))])], Effect.DENY)
     allowed = gate.check(policy, Caller("x"), METHODS["drop_table"], T.drop_table_args(dbname="s", name="t"))
     assert allowed == gate.Allowed("w", OBJ("s", "t", D))
+
+
+def test_rangers_owner_is_the_owner_the_call_gives_its_object() -> None:
+    from waggle.grants.ranger import RangerSource
+
+    doc = {"serviceName": "hive", "policyVersion": 1, "policies": [{
+        "id": 1, "name": "owners", "isEnabled": True, "service": "hive", "policyType": 0,
+        "resources": {"database": {"values": ["s"]}, "table": {"values": ["*"]}},
+        "policyItems": [{"accesses": [{"type": "all", "isAllowed": True}], "users": ["{OWNER}"]}]}]}
+    policy = Policy([RangerSource.from_document(doc, "hive")])
+    create = METHODS["create_table"]
+    mine = T.create_table_args(tbl=Table(dbName="s", tableName="t", owner="alice"))
+    theirs = T.create_table_args(tbl=Table(dbName="s", tableName="t", owner="bob"))
+    assert gate.owner_of(mine) == "alice" and gate.owner_of(T.drop_table_args(dbname="s", name="t")) is None
+    assert isinstance(gate.check(policy, Caller("alice"), create, mine), gate.Allowed)
+    assert isinstance(gate.check(policy, Caller("alice"), create, theirs), gate.Refused)
+    assert gate.owner_of(T.create_database_args(database=Database(name="s", ownerName="carol"))) == "carol"

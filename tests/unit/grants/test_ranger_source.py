@@ -163,12 +163,12 @@ def test_policies_are_downloaded_then_unchanged_with_version_and_etag(ranger: Ra
     assert query == {"lastKnownVersion": "-1", "lastActivationTime": "0", "pluginId": "waggle@edge1-hive",
                      "supportsPolicyDeltas": "false"}
     assert "If-None-Match" not in headers
-    with capture_logs() as logs:
-        assert policies.refresh() is False  # 304
+    source = policies.current()
+    assert policies.refresh() is False  # 304: nothing new taken in (logged at debug, which a run at info drops)
+    assert policies.current() is source
     _, query, headers = ranger.requests[1]
     assert query["lastKnownVersion"] == "5" and int(query["lastActivationTime"]) > 0
     assert headers["If-None-Match"] == '"v5"'
-    assert [e["event"] for e in logs] == ["ranger.unchanged"]
     ranger.documents["hive"] = download(6, "bob")
     assert policies.refresh() is True
     assert allowed(policies) is None
