@@ -119,7 +119,7 @@ class Harness:
         request = encode("get_table", TMessageType.CALL, seqid, args, client_compact)
         metastore = metastore or self.metastore
         return self.replies.fetch(member, GET_TABLE, args, request, seqid, client_compact=client_compact,
-                                  upstream_compact=upstream_compact, user=user, wait=5.0,
+                                  upstream_compact=upstream_compact, user=user, wait=60.0,
                                   send=metastore.sender(seqid, upstream_compact))
 
 
@@ -353,7 +353,10 @@ def test_identical_calls_in_flight_together_are_sent_once(h: Harness) -> None:
     h.read_through()
     metastore = Metastore(sleep=0.02)
     calls = [gevent.spawn(h.fetch, seqid, metastore=metastore) for seqid in (11, 12, 13)]
-    gevent.joinall(calls, timeout=5, raise_error=True)
+    # no deadline of the test's own (nor a short wait for the flight, see fetch): a worker process that stalls for
+    # seconds (a loaded machine, a long collection) made both expire together, the test's first, and a call that
+    # coalesced looked unanswered; a hang is the test run's timeout to catch
+    gevent.joinall(calls, raise_error=True)
     assert metastore.calls == 1
     replies = [c.value for c in calls]
     assert [r.header.seqid for r in replies] == [11, 12, 13]
@@ -366,7 +369,7 @@ def test_a_waiter_whose_flight_failed_sends_its_own_call(h: Harness) -> None:
     h.read_through()
     failing = Metastore(T.get_table_result(o2=tt.NoSuchObjectException(message="x")), first_field=2, sleep=0.02)
     calls = [gevent.spawn(h.fetch, seqid, metastore=failing) for seqid in (1, 2)]
-    gevent.joinall(calls, timeout=5, raise_error=True)
+    gevent.joinall(calls, raise_error=True)  # no timeout: see test_identical_calls_in_flight_together_are_sent_once
     assert failing.calls == 2
 
 
