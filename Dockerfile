@@ -3,6 +3,9 @@
 #   docker build -t waggle .                    the proxy: `waggle serve` and `waggle check` (the last stage)
 #   docker build -t waggle-sync --target sync . the sync: `waggle sync`, the same venv plus a Java 17 runtime
 #
+# Without Docker Hub: scripts/build-images.sh --debian-base (podman, on a Python base made from Debian's packages;
+# the suite builds and runs both images that way, tests/integration/test_images.py).
+#
 # Why two: `waggle sync` runs PySpark, and PySpark starts a JVM. The proxy never does, so its image carries
 # no JVM and no PySpark (several hundred MB less to pull and to patch). Both run as the non-root user waggle
 # (10001:10001), read their configuration from files mounted under /etc/waggle/ (SSH keys under

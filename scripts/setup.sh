@@ -58,7 +58,8 @@ apt_install() {
   # for Iceberg's REST client, tests/support/iceberg_spark.py) and MIT Kerberos (a real
   # KDC for the Kerberos tests; libkrb5-dev builds python-gssapi where no wheel fits) and Chromium with its
   # driver (the docs site's headless browser test), and OpenLDAP's slapd with its tools (a real directory for the
-  # LDAP groups tests, tests/support/ldap.py).
+  # LDAP groups tests, tests/support/ldap.py), and podman with debootstrap (the image tests build the Dockerfile
+  # on a Python base made from Debian's packages, scripts/build-images.sh --debian-base).
   local missing=()
   command -v thrift >/dev/null || missing+=(thrift-compiler)
   [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
@@ -72,6 +73,8 @@ apt_install() {
   command -v chromedriver >/dev/null || missing+=(chromium-driver)
   [ -x /usr/sbin/slapd ] || missing+=(slapd)
   command -v ldapmodify >/dev/null || missing+=(ldap-utils)
+  command -v podman >/dev/null || missing+=(podman)
+  command -v debootstrap >/dev/null || missing+=(debootstrap)
   if [ ${#missing[@]} -eq 0 ]; then note "already installed"; return 0; fi
   local sudo=""
   if [ "$(id -u)" -ne 0 ]; then
@@ -193,7 +196,7 @@ trap 'rm -f "$NOTE"' EXIT
 
 echo "Setting up $what in .venv: $first the first time, seconds after that (the tools' output: $LOG)"
 if [ "$MODE" = test ]; then
-  step "Debian packages: thrift, sshd, a Kerberos KDC, OpenLDAP, jarjar, HttpCore 5, Chromium" "about 1 min" apt_install
+  step "Debian packages: thrift, sshd, a Kerberos KDC, OpenLDAP, jarjar, HttpCore 5, Chromium, podman" "about 2 min" apt_install
 fi
 step "Python environment .venv" "about 15 s" make_venv
 case $MODE in

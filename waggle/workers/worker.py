@@ -28,9 +28,9 @@ from waggle.common.listeners import listener
 from waggle.common.logging import configure, get_logger
 from waggle.config.model import WaggleConfig
 from waggle.config.timing import WRITE_SPREAD_SECONDS
-from waggle.rest.door import RestDoor
 from waggle.runtime import Runtime
 from waggle.server.budget import PodBudget
+from waggle.server.context import HttpSide
 from waggle.server.server import WaggleServer
 from waggle.workers.channel import Channel, ChannelClosed, Start
 from waggle.workers.shared import FollowedHealth, FollowedTunnel
@@ -74,8 +74,11 @@ class Worker:
                 self._tunnel_event(name, event)
         server = config.server
         budget = PodBudget(budget_fd, start.workers, start.index, server.max_connections)
-        doors = (RestDoor(self.runtime, start.token_key, shared=True),) if server.iceberg_rest.port is not None \
-            else ()
+        doors: tuple[HttpSide, ...] = ()
+        if server.iceberg_rest.port is not None:  # its code (pyiceberg, pydantic: about 75 MB) only when it is on
+            from waggle.rest.door import RestDoor
+
+            doors = (RestDoor(self.runtime, start.token_key, shared=True),)
         self.server = WaggleServer(self.runtime, listener=listener(server.bind_address, start.port),
                                    budget=budget, doors=doors)
 
