@@ -66,7 +66,6 @@ LONGEST_FIRST = (
     "tests/integration/test_tutorial.py",  # 120 s
     "tests/integration/test_remotes.py",  # 115 s
     "tests/integration/test_merged_log.py",  # 100 s (a member killed for 20 s)
-    "tests/integration/test_docs_browser.py",  # 95 s
     "tests/integration/test_iceberg_spark.py",  # 90 s (one Spark session through the Thrift and REST ports)
     "tests/integration/test_iceberg_rest_writers.py",  # 80 s (one JVM of six writers)
 )
