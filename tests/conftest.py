@@ -54,7 +54,7 @@ FIRST_PORT, PORTS_EACH, PORT_RANGES = 20000, 2000, 6
 #: first, so that no worker starts one of them while the other has nothing left to do (the file order of
 #: ``--dist loadfile`` is the order of collection). The rest keep their order.
 LONGEST_FIRST = (
-    "tests/integration/test_images.py",  # 600 s the first time on a machine (the images' builds), 60 s after
+    "tests/integration/test_images.py",  # 420 s the first time on a machine (the images' builds), 60 s after
     "tests/integration/test_sync.py",  # 380 s
     "tests/integration/test_cache.py",  # 230 s
     "tests/integration/test_follow_process.py",  # 200 s

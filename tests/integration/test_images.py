@@ -2,7 +2,7 @@
 
 The images are built as the Kubernetes page tells a machine without Docker Hub to build them
 (``scripts/build-images.sh --debian-base``): podman, on a Python base made from Debian's packages once per machine,
-reusing podman's layer cache (about 10 minutes the first time, seconds after). Each is then run as its user, with a
+reusing podman's layer cache (about 5 minutes the first time, seconds after). Each is then run as its user, with a
 read-only root and a writable ``/tmp``: the proxy checks and serves the example configuration pointed at the
 session's metastores, the sync mirrors and copies a table between two of them (the copy on Spark's JVM from the
 image), and both hold their C codecs and their bytecode. A broken Dockerfile fails with the build's last lines.

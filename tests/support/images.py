@@ -29,7 +29,8 @@ from tests.support.env import ROOT, require
 #: the command the Kubernetes page prints for a machine without Docker Hub, which the tests run as printed
 BUILD_COMMAND = ("scripts/build-images.sh", "--debian-base")
 PROXY_IMAGE, SYNC_IMAGE = "localhost/waggle:dev", "localhost/waggle-sync:dev"
-#: a first build takes about 10 minutes (the base, then pip compiling gssapi; the sync image adds a Java runtime)
+#: the longest a build may take: a first one took 5 minutes on two idle cores, 6 beside the other worker's tests (the
+#: base, then pip compiling gssapi; the sync image adds a Java runtime)
 BUILD_SECONDS = 1800
 
 
