@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support import fixed_ports
 from tests.support.clients import hive2_client
 from tests.support.compat import CompatFederation, seed_compat_db
 from tests.support.env import java_available, require
@@ -32,20 +33,36 @@ JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The JVMs' options (:data:`JVM_OPTIONS`), and the ports: each pytest worker takes its components' ports from
-    a range of its own (``waggle.local.jvm.use_ports``). Two workers asking the kernel for a free port can be
-    handed the same one, and a metastore started on a port the other worker's metastore took would find that one
-    answering. The ranges lie below the kernel's own (32768 and up), so no port the kernel hands a process (a
-    ``waggle demo``'s, say) lands in one."""
+    """The JVMs' options (:data:`JVM_OPTIONS`), and the ports.
+
+    The run's first process keeps the tutorial's fixed ports out of the kernel's choice for the run
+    (:mod:`tests.support.fixed_ports`). Each pytest worker takes its components' ports from a range of its own
+    (``waggle.local.jvm.use_ports``). Two workers asking the kernel for a free port can be handed the same one, and
+    a metastore started on a port the other worker's metastore took would find that one answering. The ranges lie
+    below the kernel's own (32768 and up), so no port the kernel hands a process (a ``waggle demo``'s, say) lands
+    in one."""
     from waggle.local.jvm import use_ports
 
     os.environ.setdefault("JDK_JAVA_OPTIONS", JVM_OPTIONS)
+    if not hasattr(config, "workerinput"):  # the run's first process, before its workers start anything
+        restore = fixed_ports.reserve(fixed_ports.page_ports(fixed_ports.TUTORIAL.read_text()))
+        if restore is not None:
+            config.stash[_RESTORE_PORTS] = restore
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")  # gw0, gw1, ...; a run without workers is one
     index = int(worker[2:]) if worker[2:].isdigit() else 0
     if index < PORT_RANGES:
         first = FIRST_PORT + index * PORTS_EACH
         use_ports(first, first + PORTS_EACH - 1)
 
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The kernel's reserved ports as they were before the run (see :mod:`tests.support.fixed_ports`)."""
+    restore = config.stash.get(_RESTORE_PORTS, None)
+    if restore is not None:
+        restore()
+
+
+_RESTORE_PORTS = pytest.StashKey[Callable[[], None]]()
 
 #: the workers' port ranges: 20000-21999 for the first, 22000-23999 for the next, ... (beyond six: the kernel's)
 FIRST_PORT, PORTS_EACH, PORT_RANGES = 20000, 2000, 6

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import fixed_ports
 from tests.support.env import ROOT, java_available, require
 from tests.support.waits import wait_for
 from waggle.local.jvm import cache_dir, port_taken
@@ -197,12 +198,27 @@ def test_the_pages_blocks_are_read_as_the_test_means_them() -> None:
     assert missing(("e", "a b c"), "a b c\ne\n") == "a b c"  # in order
 
 
+def test_the_kernels_list_of_reserved_ports_is_read_and_written_as_it_means() -> None:
+    assert fixed_ports.parse("") == set() and fixed_ports.parse("\n") == set()
+    assert fixed_ports.parse("48869-48870,50000\n") == {48869, 48870, 50000}
+    assert fixed_ports.listing({50000, 48870, 48869, 18000}) == "18000,48869-48870,50000"
+    assert fixed_ports.parse(fixed_ports.listing({1, 2, 3, 7})) == {1, 2, 3, 7}
+
+
+def test_the_run_keeps_the_tutorials_ports_from_the_kernels_choice() -> None:
+    """The run's first process reserved them (``tests/conftest.py``): a Spark driver or a client of the other
+    worker's files is never handed 48870 by the kernel while the tutorial waits to bind it."""
+    require(os.access(fixed_ports.RESERVED, os.W_OK), f"{fixed_ports.RESERVED} is writable (the suite runs as root)")
+    wanted = {p for p in fixed_ports.page_ports(PAGE.read_text()) if p >= 32768}
+    assert wanted and wanted <= fixed_ports.reserved(), (wanted, fixed_ports.RESERVED.read_text())
+
+
 def test_the_tutorial_runs_as_printed_against_the_demo(tmp_path: Path) -> None:
     require(java_available(), "Java 17 is needed for the demo's metastores and the follower's Spark")
     page = PAGE.read_text()
-    ports = [int(p) for row in re.findall(r"^\| ([\d, ]+) \|", page, re.M) for p in row.split(",")]
+    ports = fixed_ports.page_ports(page)
     assert sorted(ports) == [18000, 18001, 18002, 48869, 48870], ports
-    taken = {p: why for p in ports if (why := port_taken(p))}
+    taken = {p: f"{why}: {fixed_ports.holders(p)}" for p in ports if (why := port_taken(p))}
     require(not taken, f"the tutorial's ports must be free: {taken}")
     home = tmp_path / "home"
     home.mkdir()
