@@ -20,7 +20,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -75,7 +75,6 @@ class ImageConfig:
     cmd: list[str]
     user: str
     workdir: str = "/"
-    labels: dict[str, str] = field(default_factory=dict)
 
 
 def inspect(image: str) -> ImageConfig:
@@ -84,7 +83,7 @@ def inspect(image: str) -> ImageConfig:
     config = json.loads(out)[0]["Config"]
     env = dict(item.split("=", 1) for item in config.get("Env") or [])
     return ImageConfig(env, list(config.get("Entrypoint") or []), list(config.get("Cmd") or []),
-                       config.get("User") or "0:0", config.get("WorkingDir") or "/", config.get("Labels") or {})
+                       config.get("User") or "0:0", config.get("WorkingDir") or "/")
 
 
 class ImageRoot:
