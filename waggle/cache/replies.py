@@ -30,8 +30,9 @@ from waggle.cache.store import Key, ReplyCache, Scope
 from waggle.common.metrics import CacheRow
 from waggle.config.model import CacheMode, MetastoreConfig
 from waggle.hms.fields import value_at
+from waggle.hms.headers import body_start, header
 from waggle.hms.methods import Access, Cached, MethodSpec, database_of, databases_of
-from waggle.hms.wire import Header, body_start, header
+from waggle.hms.wire import Header
 from waggle.upstream.client import Reply
 
 __all__ = ["TRUE_FOR", "Replies", "scope_of", "written"]

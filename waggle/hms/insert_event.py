@@ -31,7 +31,7 @@ from waggle.hms import specs
 from waggle.hms.decode import decode_message
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as H
 from waggle.hms.gen.hive_metastore import ttypes as T
-from waggle.hms.wire import WireError, body_start
+from waggle.hms.headers import WireError, body_start
 
 __all__ = ["arrived", "as_hive2", "inserts"]
 

@@ -26,14 +26,10 @@ from thrift.Thrift import TApplicationException, TMessageType, TType
 
 from waggle.config.model import Limits, ProtocolKind, TransportKind, WireFormat
 from waggle.hms import specs
+from waggle.hms.headers import COMPACT_ID, COMPACT_VERSION, STRICT_VERSION, VERSION_MASK, WireError, header
 
 _I32 = struct.Struct("!i")
-_U32 = struct.Struct("!I")
 _I32x2 = struct.Struct("!ii")
-_STRICT_VERSION = 0x80010000
-_VERSION_MASK = 0xFFFF0000
-_COMPACT_ID = 0x82
-_COMPACT_VERSION = 1
 _MAX_RECV = 4 * 1024 * 1024  # one recv() never asks for more (its buffer is allocated up front)
 _RECV_SIZE = 256 * 1024
 _MESSAGE_TYPES = frozenset((TMessageType.CALL, TMessageType.REPLY, TMessageType.EXCEPTION, TMessageType.ONEWAY))
@@ -77,10 +73,6 @@ class Channel(Stream, Protocol):
 
 class PeerClosed(Exception):
     """The peer closed the connection between messages."""
-
-
-class WireError(Exception):
-    """The peer sent something that is not a valid message, or broke a limit. The connection is unusable."""
 
 
 class _Skip:
@@ -274,7 +266,7 @@ class Wire:
             head = self.cstringio_refill(head, 8).read(8)
         version, size = _I32x2.unpack(head)
         if version < 0:
-            if (version & _VERSION_MASK) != _STRICT_VERSION:
+            if (version & VERSION_MASK) != STRICT_VERSION:
                 raise WireError(f"bad protocol version 0x{version & 0xFFFFFFFF:08x}")
             mtype = version & 0xFF
             if size < 0 or size > 1024:
@@ -317,7 +309,7 @@ class Wire:
 
     def _read_compact_header(self) -> Header:
         proto, vt = self.read(2)
-        if proto != _COMPACT_ID or (vt & 0x1F) != _COMPACT_VERSION:
+        if proto != COMPACT_ID or (vt & 0x1F) != COMPACT_VERSION:
             raise WireError(f"bad compact protocol header {proto:#x} {vt:#x}")
         seqid = self._varint()
         if seqid >= 1 << 31:
@@ -389,9 +381,7 @@ class Wire:
     # -- writing ---------------------------------------------------------------------------------------
     def encode(self, name: str, mtype: int, seqid: int, obj: Any) -> bytes:
         body: bytes = self._encode(obj, specs.codec(obj.__class__))
-        if self._compact:
-            return _compact_header(name, mtype, seqid) + body
-        return b"".join((HEADERS[(name, mtype)], _I32.pack(seqid), body))
+        return header(name, mtype, seqid, self._compact) + body
 
     def send_raw(self, raw: bytes) -> None:
         if self._framed:
@@ -427,78 +417,3 @@ specs.declare(_AppError, (None, (1, TType.STRING, "message", "UTF8", None), (2, 
 
 def read_application_error(wire: Wire) -> TApplicationException:
     return wire.read_struct(_AppError).to_exception()  # type: ignore[no-any-return]
-
-
-class HeaderCache(dict[tuple[str, int], bytes]):
-    """The start of a strict binary header (version and type, the name's length and bytes) by (name, type); the
-    seqid follows it. A missing one is made, and kept while fewer than ``limit`` are: method names come from
-    waggle's IDL and a few unknown ones, so the bound is never reached in practice, but holds all the same.
-    A lookup is a plain dict lookup (this is on every encode)."""
-
-    __slots__ = ("limit",)
-
-    def __init__(self, limit: int) -> None:
-        super().__init__()
-        self.limit = limit
-
-    def __missing__(self, key: tuple[str, int]) -> bytes:
-        name, mtype = key
-        encoded = name.encode("utf-8")
-        head = _U32.pack(_STRICT_VERSION | mtype) + _I32.pack(len(encoded)) + encoded
-        if len(self) < self.limit:
-            self[key] = head
-        return head
-
-
-#: the strict headers every :class:`Wire` encodes with (immutable bytes: sharing them across threads is safe)
-HEADERS = HeaderCache(4096)
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        if n < 0x80:
-            out.append(n)
-            return bytes(out)
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-
-
-def _compact_header(name: str, mtype: int, seqid: int) -> bytes:
-    encoded = name.encode("utf-8")
-    return (
-        bytes((_COMPACT_ID, _COMPACT_VERSION | (mtype << 5)))
-        + _uvarint(seqid & 0xFFFFFFFF)
-        + _uvarint(len(encoded))
-        + encoded
-    )
-
-
-def header(name: str, mtype: int, seqid: int, compact: bool) -> bytes:
-    """A message's header as waggle writes it (strict binary, or compact)."""
-    return _compact_header(name, mtype, seqid) if compact else HEADERS[(name, mtype)] + _I32.pack(seqid)
-
-
-def body_start(raw: bytes, compact: bool) -> int:
-    """Where the struct of a whole message (``raw``, unframed) begins: the length of its header, in any of the
-    headers Thrift writes (strict or old binary, compact). Raises :class:`WireError` for a message too short."""
-    try:
-        if compact:
-            pos = 2
-            for _ in range(2):  # the sequence id, then the name's length
-                shift = size = 0
-                while True:
-                    b = raw[pos]
-                    pos += 1
-                    size |= (b & 0x7F) << shift
-                    shift += 7
-                    if not b & 0x80:
-                        break
-            return pos + size
-        first: int = _I32.unpack_from(raw, 0)[0]
-        if first < 0:  # strict: version and type, name length, name, seqid
-            length: int = _I32.unpack_from(raw, 4)[0]
-            return 8 + length + 4
-        return 4 + first + 1 + 4  # old: name length, name, type, seqid
-    except (IndexError, struct.error) as exc:
-        raise WireError("message shorter than its header") from exc

@@ -29,12 +29,13 @@ from waggle.common.logging import Throttle, get_logger
 from waggle.grants.listings import Shape, shape_of
 from waggle.grants.verdict import Caller
 from waggle.hms.decode import decode_message
+from waggle.hms.headers import body_start
+from waggle.hms.headers import header as message
 from waggle.hms.methods import MethodSpec
 from waggle.hms.names import parse
 from waggle.hms.rewrite import CALL_NAMES
 from waggle.hms.service import MethodIO
-from waggle.hms.wire import Header, Wire, body_start
-from waggle.hms.wire import header as message
+from waggle.hms.wire import Header, Wire
 from waggle.routing.federation import Refused
 from waggle.server.limits import CallLimits
 

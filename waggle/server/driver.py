@@ -5,7 +5,7 @@ For each message: read it (:class:`~waggle.hms.wire.Wire`), admit it or shed it,
 I/O with the upstream side (a pooled call, a bridge, a fan-out, a catalog probe), let the core finish it into
 an :class:`~waggle.call.values.Answer`, write that answer, and record it once (log line and metrics).
 
-Errors are typed by side. A client that sends garbage (:class:`~waggle.hms.wire.WireError`), times out or hangs
+Errors are typed by side. A client that sends garbage (:class:`~waggle.hms.headers.WireError`), times out or hangs
 up is disconnected and logged, and nobody else notices; a client that hangs up while a reply streams to it
 raises :class:`ClientGone` from the driver's own sink, so it never counts against the metastore. An upstream
 failure is answered with a ``MetaException`` naming the metastore, and the client's connection stays usable.
@@ -42,8 +42,9 @@ from waggle.call.values import (
     Session,
     Settled,
 )
-from waggle.hms.wire import Channel, Header, PeerClosed, Wire, WireError, body_start
-from waggle.hms.wire import header as message
+from waggle.hms.headers import WireError, body_start
+from waggle.hms.headers import header as message
+from waggle.hms.wire import Channel, Header, PeerClosed, Wire
 from waggle.server import admission, plan_io, record
 from waggle.server.own import HANDLERS
 from waggle.upstream.client import Reply, UpstreamError

@@ -12,7 +12,8 @@ from waggle.common.streams import SocketStream
 from waggle.config.model import HostPort, Limits, MetastoreConfig
 from waggle.hms import specs
 from waggle.hms.decode import decode_message
-from waggle.hms.wire import Channel, Header, PeerClosed, Wire, WireError
+from waggle.hms.headers import WireError
+from waggle.hms.wire import Channel, Header, PeerClosed, Wire
 from waggle.upstream.deadlines import Deadlines
 from waggle.upstream.handshake import SecurityFailed, Unreachable, UpstreamCredentials, dial, handshake, tune
 

@@ -20,8 +20,9 @@ from waggle.config.loader import load
 from waggle.config.model import CacheMode, MetastoreConfig
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
 from waggle.hms.gen.hive_metastore import ttypes as tt
+from waggle.hms.headers import body_start, header
 from waggle.hms.methods import METHODS
-from waggle.hms.wire import Header, body_start, header
+from waggle.hms.wire import Header
 from waggle.upstream.client import Reply
 
 MAX = 1 << 20

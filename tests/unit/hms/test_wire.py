@@ -15,11 +15,11 @@ from thrift.transport.TTransport import TFramedTransport, TMemoryBuffer
 from tests.support import memory_stream
 from waggle.config.model import Limits, ProtocolKind, TransportKind, WireFormat
 from waggle.hms import decode as decode_module
-from waggle.hms import wire as wire_module
 from waggle.hms.decode import DecoderPool, decode_message
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
 from waggle.hms.gen.hive_metastore import ttypes
-from waggle.hms.wire import HeaderCache, PeerClosed, Wire, WireError
+from waggle.hms.headers import WireError
+from waggle.hms.wire import PeerClosed, Wire
 
 LIMITS = Limits(max_message_bytes=1 << 20, max_string_bytes=1 << 16, max_container_items=1000)
 FORMATS = [WireFormat(t, p) for t in TransportKind for p in ProtocolKind]
@@ -324,15 +324,6 @@ def test_a_stream_timeout_ends_the_wait():
     _a, b = memory_stream.pair(timeout=0.05)
     with pytest.raises(TimeoutError):
         Wire(b, WireFormat(), LIMITS).read_begin()
-
-
-def test_the_header_cache_is_bounded_and_encodes_as_thrift_does():
-    heads = HeaderCache(2)
-    for name in ("a", "bb", "ccc", "dddd"):
-        head = heads[(name, TMessageType.CALL)]
-        assert head == struct.pack("!Ii", 0x80010000 | TMessageType.CALL, len(name)) + name.encode()
-    assert list(heads) == [("a", TMessageType.CALL), ("bb", TMessageType.CALL)]
-    assert len(wire_module.HEADERS) <= wire_module.HEADERS.limit
 
 
 def test_the_decoder_pool_reuses_one_decoder_per_protocol_and_limits_within_its_bound():

@@ -1,5 +1,6 @@
-"""Where a message's struct begins (waggle.hms.wire.body_start) in every header Thrift writes, and the headers
-waggle writes (waggle.hms.wire.header), checked against Apache Thrift's own pure-Python protocols."""
+"""Where a message's struct begins (waggle.hms.headers.body_start) in every header Thrift writes, and the headers
+waggle writes (waggle.hms.headers.header and its bounded cache), checked against Apache Thrift's own pure-Python
+protocols."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from thrift.protocol.TCompactProtocol import TCompactProtocol
 from thrift.Thrift import TMessageType
 from thrift.transport.TTransport import TMemoryBuffer
 
+from waggle.hms import headers
 from waggle.hms.gen.hive_metastore import ThriftHiveMetastore as T
-from waggle.hms.wire import WireError, body_start, header
+from waggle.hms.headers import HeaderCache, WireError, body_start, header
 
 ARGS = T.get_table_args(dbname="sales", tbl_name="orders")
 
@@ -88,3 +90,12 @@ def test_waggles_headers_are_thrifts(compact: bool, seqid: int) -> None:
 def test_a_message_shorter_than_its_header_is_a_wire_error(raw: bytes, compact: bool) -> None:
     with pytest.raises(WireError):
         body_start(raw, compact)
+
+
+def test_the_header_cache_is_bounded_and_encodes_as_thrift_does() -> None:
+    heads = HeaderCache(2)
+    for name in ("a", "bb", "ccc", "dddd"):
+        head = heads[(name, TMessageType.CALL)]
+        assert head == struct.pack("!Ii", 0x80010000 | TMessageType.CALL, len(name)) + name.encode()
+    assert list(heads) == [("a", TMessageType.CALL), ("bb", TMessageType.CALL)]
+    assert len(headers.HEADERS) <= headers.HEADERS.limit

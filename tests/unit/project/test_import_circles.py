@@ -185,7 +185,7 @@ def _in(module: str, room: str) -> bool:
 
 def test_the_driver_is_narrow_and_knows_nothing_of_copies(graph: dict[str, dict[str, set[str]]]) -> None:
     driver = graph["waggle.server.driver"]
-    assert len(driver) <= 12, sorted(driver)
+    assert len(driver) <= 13, sorted(driver)  # the codec counts twice: hms.wire and hms.headers
     assert not [m for m in driver if _in(m, "waggle.copies")]
 
 
