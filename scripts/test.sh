@@ -15,7 +15,7 @@ mypy
 echo "== docs site" && NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet  # into site/ (ignored by git)
 # The suite runs on two pytest-xdist workers, each test file whole on one of them (a file's components start once;
 # each worker starts the session's own metastores, waggle and Spark, and takes its ports from a range of its own):
-# about 23 minutes on two cores (WAGGLE_TEST_WORKERS=0 runs it in this one process). The longest files go
+# 20 to 25 minutes on two cores (WAGGLE_TEST_WORKERS=0 runs it in this one process). The longest files go
 # first (tests/conftest.py), and every JVM compiles with C1 alone (JDK_JAVA_OPTIONS, set there too).
 workers="${WAGGLE_TEST_WORKERS:-2}"
 echo "== pytest ($workers workers; 0: this process), with branch coverage (pyproject.toml's [tool.coverage])"
