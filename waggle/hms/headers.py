@@ -1,9 +1,9 @@
 """Thrift message headers: the constants of each kind, the headers waggle writes, and where a whole message's struct
 begins behind any header Thrift writes (strict or old binary, compact).
 
-The header is the only part of a message waggle rewrites without decoding the rest: a cached or rewritten reply keeps
-its struct's bytes and gets the header of the call it answers. :mod:`waggle.hms.wire` reads headers off a stream
-with the same constants.
+A reply kept by the cache or by admission keeps its struct's bytes and, each time it answers, gets the header of the
+call it answers: :func:`body_start` finds the struct, :func:`header` writes the new header. :mod:`waggle.hms.wire`
+reads headers off a stream with the same constants, and writes them with :func:`header`.
 """
 
 from __future__ import annotations
