@@ -196,6 +196,17 @@ def test_the_quick_start_commands_exist_and_match_the_pages() -> None:
         "waggle demo" in (ROOT / "scripts" / "demo.sh").read_text()
 
 
+def test_a_whole_run_tests_the_unit_tests_in_processes_of_their_own() -> None:
+    """docs/development.md, "two runs": the unit tests' greenlets never reach a process that runs the real
+    components' threads, and the second run appends to the first's coverage, so the floor sees both."""
+    runs = [line.strip() for line in (ROOT / "scripts" / "test.sh").read_text().splitlines()
+            if line.strip().startswith("pytest ")]
+    whole = [run for run in runs if '"$@"' not in run]
+    assert len(whole) == 2 and whole[0].endswith(" tests/unit"), runs
+    assert "--cov-append" in whole[1] and "tests/unit" not in whole[1], runs
+    assert "--cov-append" not in whole[0], "the first run starts the coverage data afresh"
+
+
 def _slug(heading: str) -> str:
     """GitHub's anchor of a heading (the README's links are read on GitHub)."""
     text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
